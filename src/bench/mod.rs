@@ -1,0 +1,1 @@
+//! placeholder: owned by the bench subsystem (see ARCHITECTURE.md).

@@ -1,0 +1,29 @@
+//! Every hard limit and default of the broker in one place, each with its unit in the name.
+//!
+//! Lives on every shard (plain constants). Relations between limits are checked at compile
+//! time at the bottom of the file, so changing one limit cannot silently break another.
+//! Each subsystem keeps its limits in its own section; add new ones to your section.
+
+// ---------------------------------------------------------------- storage
+/// Kafka's `segment.bytes` default: 1 GiB.
+pub const SEGMENT_BYTES_DEFAULT: u64 = 1024 * 1024 * 1024;
+/// Kafka's `segment.ms` default: 7 days.
+pub const SEGMENT_MS_DEFAULT: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's `index.interval.bytes` default.
+pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
+/// Kafka's `segment.index.bytes` default: 10 MiB.
+pub const SEGMENT_INDEX_BYTES_DEFAULT: u32 = 10 * 1024 * 1024;
+/// Kafka's `max.message.bytes` default (1 MiB + 12 bytes of log overhead).
+pub const MAX_MESSAGE_BYTES_DEFAULT: u32 = 1_048_588;
+/// Direct I/O alignment: every O_DIRECT write starts and ends on this boundary.
+pub const DIRECT_IO_ALIGNMENT_BYTES: u64 = 4096;
+
+// ---------------------------------------------------------------- server
+/// Kafka's `socket.request.max.bytes` default: 100 MiB.
+pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
+/// Default Kafka listener port.
+pub const KAFKA_PORT_DEFAULT: u16 = 9092;
+
+// ---------------------------------------------------------------- relations
+const _: () = assert!(SEGMENT_INDEX_BYTES_DEFAULT as u64 <= SEGMENT_BYTES_DEFAULT);
+const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as u64) < SEGMENT_BYTES_DEFAULT);

@@ -1,0 +1,1 @@
+//! placeholder: owned by the io subsystem (see ARCHITECTURE.md).

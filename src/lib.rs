@@ -1,0 +1,29 @@
+//! Shardlog: a Kafka-compatible streaming broker, thread-per-core on io_uring.
+//!
+//! Module map (a record's path: [`server`] decodes a Produce request with [`protocol`],
+//! [`shard`] routes the partition's batch to its owner shard, [`storage`] validates and
+//! appends it through [`io`], and Fetch reads it back the same way; [`controller`] owns
+//! cluster metadata; [`bench`] is the bundled load generator):
+//!
+//! - [`types`]: newtypes for offsets, epochs, node/shard/producer ids, topic-partitions.
+//! - [`constants`]: every limit and default with its unit.
+//! - [`io`]: the file trait, the glommio DMA implementation and a fault-injecting
+//!   in-memory implementation.
+//! - [`storage`]: partition logs: segments, sparse indexes, recovery, cache.
+//! - [`protocol`]: Kafka codec glue, framing, version table, error-code mapping.
+//! - [`server`]: listener, connection pipeline, one handler per Kafka API.
+//! - [`shard`]: glommio executors, partition → shard routing, cross-shard messages.
+//! - [`controller`]: metadata log, topic configs, placement.
+//! - [`bench`]: the `shardlog bench` load generator.
+#![warn(rustdoc::broken_intra_doc_links)]
+#![allow(async_fn_in_trait)]
+
+pub mod bench;
+pub mod constants;
+pub mod controller;
+pub mod io;
+pub mod protocol;
+pub mod server;
+pub mod shard;
+pub mod storage;
+pub mod types;

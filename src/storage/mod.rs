@@ -1,0 +1,1 @@
+//! placeholder: owned by the storage subsystem (see ARCHITECTURE.md).
