@@ -19,6 +19,7 @@
 #![allow(async_fn_in_trait)]
 
 pub mod bench;
+pub mod config;
 pub mod constants;
 pub mod controller;
 pub mod io;

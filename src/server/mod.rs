@@ -1,1 +1,2 @@
 //! placeholder: owned by the server subsystem (see ARCHITECTURE.md).
+pub mod admin;

@@ -1,0 +1,1 @@
+//! placeholder: typed broker configuration (defaults < TOML < flags).

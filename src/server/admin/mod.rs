@@ -1,0 +1,1 @@
+//! placeholder: admin request handlers, owned by the controller work (see ARCHITECTURE.md).
