@@ -240,7 +240,8 @@ mod tests {
 
     #[test]
     fn log_append_time_recomputes_crc() {
-        let cfg = LogConfig { timestamp_type: TimestampType::LogAppendTime, ..LogConfig::default() };
+        let cfg =
+            LogConfig { timestamp_type: TimestampType::LogAppendTime, ..LogConfig::default() };
         let b = build_batch(&recs(2, true), Compression::Lz4);
         let v = validate(&b, &cfg, NOW).unwrap();
         assert_eq!(v.max_timestamp_ms, NOW);
