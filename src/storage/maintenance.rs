@@ -19,7 +19,7 @@ impl<F: FileSystem> LogInner<F> {
     pub async fn truncate_to(self: &Rc<Self>, offset: Offset) -> Result<(), StorageError> {
         let _turn = self.append_lock.acquire().await;
         self.check_writable()?;
-        self.drain(false).await?;
+        self.drain(false, true).await?;
         let (start, end, first_base) = {
             let st = self.st.borrow();
             let first = st.segments.keys().next().copied().unwrap_or(0);
@@ -150,7 +150,7 @@ impl<F: FileSystem> LogInner<F> {
 
     pub async fn close(self: &Rc<Self>) -> Result<(), StorageError> {
         let _turn = self.append_lock.acquire().await;
-        let drained = self.drain(true).await;
+        let drained = self.drain(true, true).await;
         let result = match drained {
             Ok(()) => self.finish_clean().await,
             Err(e) => Err(e),
