@@ -94,6 +94,7 @@ pub(super) async fn open<F: FileSystem>(
         scanned_epochs.extend(loaded.epochs);
         let mut seg = loaded.seg;
         seg.written_bytes = seg.size_bytes;
+        seg.queued_bytes = seg.size_bytes;
         seg.staged_end = seg.next_offset;
         let is_last = next.is_none() || loaded.torn;
         seg.sealed = !is_last;
@@ -213,6 +214,7 @@ async fn finish_active<F: FileSystem>(
         .map_err(StorageError::io("read", &path, aligned))?;
     seg.page_prefix = prefix.to_vec();
     seg.written_bytes = size;
+    seg.queued_bytes = size;
     seg.staged_end = seg.next_offset;
     let _ = inner;
     Ok(())
