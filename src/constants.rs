@@ -17,6 +17,23 @@ pub const SEGMENT_INDEX_BYTES_DEFAULT: u32 = 10 * 1024 * 1024;
 pub const MAX_MESSAGE_BYTES_DEFAULT: u32 = 1_048_588;
 /// Direct I/O alignment: every O_DIRECT write starts and ends on this boundary.
 pub const DIRECT_IO_ALIGNMENT_BYTES: u64 = 4096;
+/// Kafka's `message.timestamp.before.max.ms` default (no lower bound).
+pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS_DEFAULT: i64 = i64::MAX;
+/// Kafka 4.0's `message.timestamp.after.max.ms` default: 1 hour (KIP-1030).
+pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT: i64 = 60 * 60 * 1000;
+/// Appended bytes of one log not yet handed to a completed write; appends past it wait
+/// (back-pressure) in call order.
+pub const LOG_UNWRITTEN_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Largest single write the log writer issues; larger backlogs go in several writes.
+pub const LOG_WRITE_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Default per-shard cache of recent batches.
+pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+/// Smallest disk read issued by the reader (whole batches are then cut out of it).
+pub const LOG_READ_CHUNK_BYTES_MIN: usize = 64 * 1024;
+/// Bound on a decompressed batch during validation (zip-bomb guard).
+pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Default `flush.ms` for `FlushPolicy::IntervalMs` when chosen without a value.
+pub const LOG_FLUSH_INTERVAL_MS_DEFAULT: u64 = 1000;
 
 // ---------------------------------------------------------------- server
 /// Kafka's `socket.request.max.bytes` default: 100 MiB.
@@ -27,3 +44,6 @@ pub const KAFKA_PORT_DEFAULT: u16 = 9092;
 // ---------------------------------------------------------------- relations
 const _: () = assert!(SEGMENT_INDEX_BYTES_DEFAULT as u64 <= SEGMENT_BYTES_DEFAULT);
 const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as u64) < SEGMENT_BYTES_DEFAULT);
+const _: () = assert!(LOG_WRITE_BYTES_MAX <= LOG_UNWRITTEN_BYTES_MAX);
+const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as usize) <= LOG_UNWRITTEN_BYTES_MAX);
+const _: () = assert!(LOG_READ_CHUNK_BYTES_MIN as u64 % DIRECT_IO_ALIGNMENT_BYTES == 0);
