@@ -41,9 +41,25 @@ pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
 /// Default Kafka listener port.
 pub const KAFKA_PORT_DEFAULT: u16 = 9092;
 
+// ---------------------------------------------------------------- controller
+/// Most partitions one topic may have (CreateTopics / CreatePartitions beyond it get
+/// INVALID_PARTITIONS): each partition costs an open log with three file descriptors per
+/// segment, so an unbounded count would exhaust RLIMIT_NOFILE on one request.
+pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
+/// Kafka's topic name limit (249 characters: the partition directory name must fit in 255).
+pub const TOPIC_NAME_CHARS_MAX: usize = 249;
+/// Producer ids reserved per metadata-log write; a restart skips the unused rest of a block.
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+/// Largest metadata-log frame accepted on replay: a bigger length field means corruption.
+pub const METADATA_FRAME_BYTES_MAX: u32 = 64 * 1024 * 1024;
+/// Most topics the controller accepts in one request; bounds the work of one metadata write.
+pub const ADMIN_REQUEST_TOPICS_MAX: usize = 10_000;
+
 // ---------------------------------------------------------------- relations
 const _: () = assert!(SEGMENT_INDEX_BYTES_DEFAULT as u64 <= SEGMENT_BYTES_DEFAULT);
 const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as u64) < SEGMENT_BYTES_DEFAULT);
 const _: () = assert!(LOG_WRITE_BYTES_MAX <= LOG_UNWRITTEN_BYTES_MAX);
 const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as usize) <= LOG_UNWRITTEN_BYTES_MAX);
 const _: () = assert!(LOG_READ_CHUNK_BYTES_MIN as u64 % DIRECT_IO_ALIGNMENT_BYTES == 0);
+const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);
+const _: () = assert!(TOPIC_PARTITIONS_MAX > 0);
