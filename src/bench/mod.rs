@@ -18,7 +18,11 @@
 pub mod batch;
 pub mod cli;
 pub mod client;
+#[cfg(test)]
+mod co_tests;
 pub mod consumer;
+#[cfg(test)]
+mod fake_broker;
 pub mod modes;
 pub mod plot;
 pub mod producer;

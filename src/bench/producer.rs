@@ -264,6 +264,10 @@ async fn write_requests(
     let mut corr = 1i32;
     let linger_ns = (st.plan.args.linger_ms * 1e6) as u64;
     let acks = st.plan.args.acks;
+    // Every lane starts at the common start time, so nothing is sent unaccounted
+    // before the controller begins measuring.
+    let start_ns = st.plan.start_ns;
+    glommio::timer::sleep(Duration::from_nanos(start_ns.saturating_sub(now_ns()))).await;
     while !shared.stopped() {
         if let Some(s) = st.schedule {
             // Open loop: wait until a full request is due or the oldest due record has
