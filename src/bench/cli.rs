@@ -64,6 +64,9 @@ pub struct CommonArgs {
     /// Replication factor used when creating the topic.
     #[arg(long, default_value_t = 1)]
     pub replication_factor: i16,
+    /// Topic config used when creating the topic (repeatable), e.g. flush.messages=1.
+    #[arg(long = "topic-config", value_name = "KEY=VALUE")]
+    pub topic_configs: Vec<String>,
     /// Stop after this many seconds (after warm-up).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -208,6 +211,11 @@ impl CommonArgs {
             check(p >= 1, || format!("--partitions must be >= 1, got {p}"))?;
         }
         check(self.replication_factor >= 1, || "--replication-factor must be >= 1".into())?;
+        for c in &self.topic_configs {
+            check(c.split_once('=').is_some_and(|(k, _)| !k.is_empty()), || {
+                format!("--topic-config must be KEY=VALUE, got '{c}'")
+            })?;
+        }
         if let Some(d) = self.duration {
             check(d.is_finite() && d > 0.0, || format!("--duration must be > 0, got {d}"))?;
         }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
@@ -40,6 +40,8 @@ pub struct TopicWanted {
     pub topic: String,
     pub partitions: Option<i32>,
     pub replication_factor: i16,
+    /// KEY=VALUE topic configs (validated at the CLI).
+    pub configs: Vec<String>,
 }
 
 pub fn topic_name(t: &str) -> TopicName {
@@ -126,11 +128,22 @@ async fn create_topic(
     want: &TopicWanted,
     partitions: i32,
 ) -> anyhow::Result<()> {
+    let configs = want
+        .configs
+        .iter()
+        .filter_map(|c| c.split_once('='))
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(k.to_string()))
+                .with_value(Some(StrBytes::from_string(v.to_string())))
+        })
+        .collect();
     let req = CreateTopicsRequest::default()
         .with_topics(vec![CreatableTopic::default()
             .with_name(topic_name(&want.topic))
             .with_num_partitions(partitions)
-            .with_replication_factor(want.replication_factor)])
+            .with_replication_factor(want.replication_factor)
+            .with_configs(configs)])
         .with_timeout_ms(30_000);
     let resp = conn.call(&req, v.create_topics).await?;
     for t in &resp.topics {

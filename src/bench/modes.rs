@@ -28,6 +28,7 @@ fn discover_topic(common: &CommonArgs) -> anyhow::Result<Layout> {
         topic: common.topic.clone(),
         partitions: common.partitions,
         replication_factor: common.replication_factor,
+        configs: common.topic_configs.clone(),
     };
     runtime::block_on(move || async move { discover(&bootstrap, &want).await })?
 }
