@@ -54,6 +54,21 @@ pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 pub const METADATA_FRAME_BYTES_MAX: u32 = 64 * 1024 * 1024;
 /// Most topics the controller accepts in one request; bounds the work of one metadata write.
 pub const ADMIN_REQUEST_TOPICS_MAX: usize = 10_000;
+// ---------------------------------------------------------------- bench
+/// Largest record value or key the load generator builds.
+pub const BENCH_RECORD_BYTES_MAX: usize = 1024 * 1024;
+/// Largest partition batch the load generator builds (Kafka's default max request is 1 MiB).
+pub const BENCH_BATCH_BYTES_MAX: usize = 1024 * 1024;
+/// Largest produce request the load generator sends (all partition batches together).
+pub const BENCH_REQUEST_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Connections per broker per executor.
+pub const BENCH_CONNECTIONS_MAX: usize = 64;
+/// Requests in flight per connection.
+pub const BENCH_IN_FLIGHT_MAX: usize = 64;
+/// Largest response frame the load generator accepts.
+pub const BENCH_RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Highest latency the histograms record: one hour in microseconds.
+pub const BENCH_LATENCY_US_MAX: u64 = 3_600_000_000;
 
 // ---------------------------------------------------------------- relations
 const _: () = assert!(SEGMENT_INDEX_BYTES_DEFAULT as u64 <= SEGMENT_BYTES_DEFAULT);
@@ -63,3 +78,5 @@ const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as usize) <= LOG_UNWRITTEN_BYTE
 const _: () = assert!(LOG_READ_CHUNK_BYTES_MIN as u64 % DIRECT_IO_ALIGNMENT_BYTES == 0);
 const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);
 const _: () = assert!(TOPIC_PARTITIONS_MAX > 0);
+const _: () = assert!(BENCH_BATCH_BYTES_MAX <= BENCH_REQUEST_BYTES_MAX);
+const _: () = assert!(BENCH_REQUEST_BYTES_MAX <= BENCH_RESPONSE_BYTES_MAX);
