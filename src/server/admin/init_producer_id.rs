@@ -6,7 +6,8 @@
 //! transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED: transactions are not
 //! implemented, and that code is fatal in the Java producer and librdkafka with a message
 //! naming the transactional id, instead of being retried forever (as COORDINATOR_NOT_AVAILABLE
-//! would be) or misread as a protocol mismatch (as UNSUPPORTED_VERSION would be).
+//! would be) or misread as a protocol mismatch (as UNSUPPORTED_VERSION would be). An empty
+//! (not null) transactional id gets INVALID_REQUEST, as Kafka answers it.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
