@@ -320,9 +320,9 @@ mod replay_model {
         ]
     }
 
-    fn summary(
-        img: &MetadataImage,
-    ) -> Vec<(String, Uuid, Vec<PartitionImage>, Vec<(String, String)>)> {
+    type TopicSummary = (String, Uuid, Vec<PartitionImage>, Vec<(String, String)>);
+
+    fn summary(img: &MetadataImage) -> Vec<TopicSummary> {
         img.topics
             .values()
             .map(|t| {
