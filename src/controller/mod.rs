@@ -13,6 +13,7 @@
 //! the move recorded); producer ids are never handed out twice, across restarts too.
 
 pub mod configs;
+mod delta;
 mod error;
 mod image;
 pub mod log;
@@ -26,6 +27,7 @@ mod topics;
 mod tests;
 
 pub use configs::{BrokerDefaults, TopicConfig};
+pub use delta::{ImageDelta, PartitionRef};
 pub use error::ControllerError;
 pub use image::{MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{random_kafka_uuid, MetaProperties};

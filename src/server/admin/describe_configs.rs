@@ -175,7 +175,6 @@ pub fn broker_config_entries(image: &MetadataImage, keys: Option<&[&str]>) -> Ve
         .collect();
     names.sort_unstable();
     names.dedup();
-    let settings = &image.broker_defaults.settings;
     let node = image.node_id.to_string();
     let mut entries: Vec<ConfigEntry> = ["broker.id", "node.id"]
         .into_iter()
@@ -191,15 +190,16 @@ pub fn broker_config_entries(image: &MetadataImage, keys: Option<&[&str]>) -> Ve
         .collect();
     for name in names {
         let Some((kind, _, default, doc)) = broker_config_def(name) else { continue };
+        let explicit = image.broker_defaults.value_of(name).filter(|(_, set)| *set);
         let mut synonyms = Vec::new();
-        if let Some(v) = settings.get(name) {
+        if let Some((v, _)) = &explicit {
             synonyms.push((name.to_string(), Some(v.clone()), SOURCE_STATIC_BROKER));
         }
         if let Some(d) = default {
             synonyms.push((name.to_string(), Some(d.to_string()), SOURCE_DEFAULT));
         }
-        let (value, source) = match settings.get(name) {
-            Some(v) => (Some(v.clone()), SOURCE_STATIC_BROKER),
+        let (value, source) = match explicit {
+            Some((v, _)) => (Some(v), SOURCE_STATIC_BROKER),
             None => (default.map(str::to_string), SOURCE_DEFAULT),
         };
         entries.push(ConfigEntry {

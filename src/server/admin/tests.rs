@@ -410,3 +410,19 @@ fn storage_failures_map_to_kafka_storage_error() {
     let err = crate::controller::ControllerError::ReadOnly("disk".into());
     assert_eq!(error_code(&err).0, 56);
 }
+
+#[test]
+fn broker_describe_reflects_typed_defaults_set_directly() {
+    let dir = tempfile::tempdir().unwrap();
+    let defaults = BrokerDefaults { num_partitions: 6, ..BrokerDefaults::default() };
+    let c = Controller::open(dir.path(), NodeId(1), 1, defaults).unwrap();
+    let req =
+        describe_req(vec![(4, "1", Some(vec!["num.partitions", "auto.create.topics.enable"]))]);
+    let resp = describe_configs::handle(&c.image(), &req, 4);
+    let entries: Vec<_> = resp.results[0]
+        .configs
+        .iter()
+        .map(|e| (e.name.as_str(), e.value.as_ref().unwrap().as_str(), e.config_source))
+        .collect();
+    assert_eq!(entries, vec![("auto.create.topics.enable", "true", 5), ("num.partitions", "6", 4)]);
+}
