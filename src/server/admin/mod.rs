@@ -2,18 +2,21 @@
 //! kafka-protocol request (and the request's version) to its response, with the version range
 //! it fully implements declared as `VERSIONS` (the server builds ApiVersions from them).
 //!
-//! Mutating handlers (CreateTopics, DeleteTopics, CreatePartitions, InitProducerId) run on
+//! Mutating handlers (CreateTopics, DeleteTopics, CreatePartitions, InitProducerId,
+//! AlterConfigs, IncrementalAlterConfigs) run on
 //! the controller shard with `&mut Controller` and return a [`Mutation`]: the response and
 //! whether the image changed, so the server publishes the new image to every shard before
 //! answering. Read-only handlers (Metadata, DescribeConfigs, DescribeCluster) take a
 //! [`MetadataImage`] and run on any shard. This is the protocol boundary of the controller:
 //! [`ControllerError`]s become Kafka error codes here and nowhere else.
 
+pub mod alter_configs;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod metadata;
 

@@ -426,3 +426,131 @@ fn broker_describe_reflects_typed_defaults_set_directly() {
         .collect();
     assert_eq!(entries, vec![("auto.create.topics.enable", "true", 5), ("num.partitions", "6", 4)]);
 }
+
+fn inc_op(
+    name: &str,
+    op: i8,
+    value: Option<&str>,
+) -> incremental_alter_configs_request::AlterableConfig {
+    incremental_alter_configs_request::AlterableConfig::default()
+        .with_name(s(name))
+        .with_config_operation(op)
+        .with_value(value.map(s))
+}
+
+fn inc_req(
+    resources: Vec<(i8, &str, Vec<incremental_alter_configs_request::AlterableConfig>)>,
+) -> IncrementalAlterConfigsRequest {
+    IncrementalAlterConfigsRequest::default().with_resources(
+        resources
+            .into_iter()
+            .map(|(t, n, configs)| {
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(t)
+                    .with_resource_name(s(n))
+                    .with_configs(configs)
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn incremental_alter_configs_operations_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = controller(dir.path());
+    create(&mut c, vec![creatable("t", 1, 1), creatable("u", 1, 1)], 7);
+    let (lo, hi) = incremental_alter_configs::VERSIONS;
+    for v in lo..=hi {
+        let req = inc_req(vec![
+            (
+                2,
+                "t",
+                vec![
+                    inc_op("retention.ms", 0, Some("1000")),
+                    inc_op("cleanup.policy", 2, Some("compact")),
+                ],
+            ),
+            (2, "missing", vec![inc_op("retention.ms", 0, Some("1"))]),
+            (2, "u", vec![inc_op("retention.ms", 0, Some("abc"))]),
+            (2, "u", vec![]),
+            (4, "1", vec![inc_op("log.retention.hours", 0, Some("1"))]),
+        ]);
+        let m = incremental_alter_configs::handle(&mut c, &req, v);
+        encodes(&m.response, v);
+        let codes: Vec<i16> = m.response.responses.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, vec![0, 3, 42, 42, 42], "v{v}");
+        let t = c.image().topic("t").unwrap().clone();
+        assert_eq!(t.configs.get("cleanup.policy").map(String::as_str), Some("delete,compact"));
+        assert_eq!(t.config.retention_ms, 1000);
+    }
+    let req = inc_req(vec![(2, "u", vec![inc_op("retention.ms", 0, Some("abc"))])]);
+    let m = incremental_alter_configs::handle(&mut c, &req, 1);
+    assert_eq!(m.response.responses[0].error_code, 40);
+    assert!(!m.image_changed);
+    let req = inc_req(vec![(2, "t", vec![inc_op("retention.ms", 2, Some("5"))])]);
+    assert_eq!(
+        incremental_alter_configs::handle(&mut c, &req, 1).response.responses[0].error_code,
+        42
+    );
+    let req = inc_req(vec![(
+        2,
+        "t",
+        vec![inc_op("retention.ms", 1, None), inc_op("cleanup.policy", 3, Some("delete"))],
+    )]);
+    let m = incremental_alter_configs::handle(&mut c, &req, 1);
+    assert_eq!((m.response.responses[0].error_code, m.image_changed), (0, true));
+    let t = c.image().topic("t").unwrap().clone();
+    assert_eq!(t.configs.get("cleanup.policy").map(String::as_str), Some("compact"));
+    assert!(!t.configs.contains_key("retention.ms"));
+    // Survives a restart.
+    drop(c);
+    let c = controller(dir.path());
+    assert_eq!(c.image().topic("t").unwrap().configs.len(), 1);
+}
+
+#[test]
+fn alter_configs_replaces_the_whole_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = controller(dir.path());
+    let cfg = CreatableTopicConfig::default().with_name(s("retention.ms")).with_value(Some(s("5")));
+    create(&mut c, vec![creatable("t", 1, 1).with_configs(vec![cfg])], 7);
+    let resource = |configs: Vec<(&str, Option<&str>)>| {
+        alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("t"))
+            .with_configs(
+                configs
+                    .into_iter()
+                    .map(|(n, v)| {
+                        alter_configs_request::AlterableConfig::default()
+                            .with_name(s(n))
+                            .with_value(v.map(s))
+                    })
+                    .collect(),
+            )
+    };
+    let (lo, hi) = alter_configs::VERSIONS;
+    for v in lo..=hi {
+        let req = AlterConfigsRequest::default()
+            .with_resources(vec![resource(vec![("segment.ms", Some("100"))])])
+            .with_validate_only(true);
+        let m = alter_configs::handle(&mut c, &req, v);
+        encodes(&m.response, v);
+        assert_eq!((m.response.responses[0].error_code, m.image_changed), (0, false));
+    }
+    let req = AlterConfigsRequest::default()
+        .with_resources(vec![resource(vec![("segment.ms", Some("100"))])]);
+    let m = alter_configs::handle(&mut c, &req, 2);
+    assert_eq!((m.response.responses[0].error_code, m.image_changed), (0, true));
+    let t = c.image().topic("t").unwrap().clone();
+    assert_eq!(t.configs.keys().collect::<Vec<_>>(), vec!["segment.ms"]);
+    let req =
+        AlterConfigsRequest::default().with_resources(vec![resource(vec![("segment.ms", None)])]);
+    assert_eq!(alter_configs::handle(&mut c, &req, 2).response.responses[0].error_code, 42);
+    let req =
+        AlterConfigsRequest::default().with_resources(vec![resource(vec![("nope", Some("1"))])]);
+    let m = alter_configs::handle(&mut c, &req, 2);
+    assert_eq!(m.response.responses[0].error_code, 40);
+    let msg = m.response.responses[0].error_message.as_ref().unwrap().to_string();
+    assert_eq!(msg, "Unknown topic config name: nope");
+}
