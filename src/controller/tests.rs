@@ -1,3 +1,7 @@
+//! Controller tests over real temp directories: placement, replay after restart (topics,
+//! configs, producer-id blocks, torn tails, corruption), error paths, and property tests that
+//! replay reproduces the image after any sequence of operations.
+
 use std::path::Path;
 
 use super::log::{MemStore, METADATA_DIR, METADATA_FILE};

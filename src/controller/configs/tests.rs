@@ -1,3 +1,6 @@
+//! Registry tests: Kafka defaults, validation wording, unknown names, synonyms in priority
+//! order, and that `docs/topic-configs.md` matches the registry.
+
 use std::collections::BTreeMap;
 
 use super::*;
