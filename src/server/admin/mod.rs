@@ -73,12 +73,11 @@ pub(crate) fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
-/// The advertised listeners of live brokers (this node only while the cluster is single-node).
+/// The brokers to list: every advertised listener the server passes (this broker alone while
+/// the cluster is a single node). `image` is where a multi-broker registry will come from.
 pub(crate) fn brokers<'a>(
-    image: &MetadataImage,
+    _image: &MetadataImage,
     advertised: &'a [Advertised],
 ) -> impl Iterator<Item = &'a Advertised> {
-    let node = image.node_id;
-    // Single node: only this broker's listener is known; others would be stale config.
-    advertised.iter().filter(move |(id, _, _)| *id == node)
+    advertised.iter()
 }
