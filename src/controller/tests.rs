@@ -399,3 +399,50 @@ mod replay_model {
         }
     }
 }
+
+/// Prints figures (not asserted): cost of a durable metadata change, of replay, and of
+/// building an image. Run with
+/// `cargo test --lib controller::tests::print_controller_figures -- --ignored --nocapture`.
+#[test]
+#[ignore = "prints measurements"]
+fn print_controller_figures() {
+    use std::time::Instant;
+    let dir =
+        tempfile::tempdir_in(std::env::var("FIGURES_DIR").unwrap_or_else(|_| ".".into())).unwrap();
+    let mut c = open(dir.path(), 2);
+    let topics = 1000;
+    let mut create_us = Vec::new();
+    for i in 0..topics {
+        let t = Instant::now();
+        c.create_topics(&[topic(&format!("t{i}"), 10)], false).remove(0).unwrap();
+        create_us.push(t.elapsed().as_micros());
+    }
+    create_us.sort_unstable();
+    let pid = Instant::now();
+    for _ in 0..10_000 {
+        c.allocate_producer_id().unwrap();
+    }
+    let pid_ns = pid.elapsed().as_nanos() / 10_000;
+    let image = Instant::now();
+    for _ in 0..100 {
+        c.rebuild_image();
+    }
+    let image_us = image.elapsed().as_micros() / 100;
+    drop(c);
+    let replay = Instant::now();
+    let c = open(dir.path(), 2);
+    let replay_ms = replay.elapsed().as_millis();
+    assert_eq!(c.image().topics.len(), topics);
+    println!(
+        "create topic (10 partitions, one fsync): p50 {} us, p99 {} us; producer id: {} ns \
+         amortized (block of {}); image rebuild with {topics} topics / {} partitions: {} us; \
+         replay of {topics} topics: {} ms",
+        create_us[create_us.len() / 2],
+        create_us[create_us.len() * 99 / 100],
+        pid_ns,
+        crate::constants::PRODUCER_ID_BLOCK_SIZE,
+        topics * 10,
+        image_us,
+        replay_ms
+    );
+}
