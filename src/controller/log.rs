@@ -8,7 +8,7 @@
 //! behind [`MetadataStore`] so tests can inject failures; after a failed write every later
 //! append is refused (the file may hold a partial frame that only replay can judge).
 //!
-//! Frame: `[length u32][crc32 u32][frame version u8][record count u16][records...]`, where
+//! Frame: `[length u32][crc32 u32][frame version u8][record count u32][records...]`, where
 //! `length` counts the bytes after the CRC and the CRC (IEEE, crc32fast) covers them.
 
 use std::fs::{File, OpenOptions};
@@ -135,7 +135,8 @@ impl MetadataStore for MemStore {
 #[must_use]
 pub fn encode_frame(records: &[MetadataRecord]) -> Vec<u8> {
     let mut body = vec![FRAME_VERSION];
-    body.extend_from_slice(&u16::try_from(records.len()).unwrap_or(u16::MAX).to_be_bytes());
+    // Frames are bounded by METADATA_FRAME_BYTES_MAX, so the count always fits.
+    body.extend_from_slice(&u32::try_from(records.len()).unwrap_or(u32::MAX).to_be_bytes());
     for r in records {
         r.encode(&mut body);
     }
@@ -198,15 +199,16 @@ fn is_zeros(b: &[u8]) -> bool {
 }
 
 fn parse_body(body: &[u8]) -> Result<Vec<MetadataRecord>, String> {
-    if body.len() < 3 {
+    if body.len() < 5 {
         return Err("frame shorter than its header".into());
     }
     if body[0] != FRAME_VERSION {
         return Err(format!("unknown frame version {}", body[0]));
     }
-    let count = u16::from_be_bytes([body[1], body[2]]);
-    let mut pos = 3;
-    let mut records = Vec::with_capacity(usize::from(count));
+    let count = u32::from_be_bytes([body[1], body[2], body[3], body[4]]);
+    let mut pos = 5;
+    // Every record takes at least 6 bytes: a larger count is corruption, not an allocation.
+    let mut records = Vec::with_capacity((count as usize).min(body.len() / 6));
     for _ in 0..count {
         let (rec, used) = MetadataRecord::decode(&body[pos..]).map_err(|e| e.to_string())?;
         records.push(rec);

@@ -205,6 +205,20 @@ fn create_errors() {
 }
 
 #[test]
+fn one_request_batch_checks_names_and_placement_across_its_topics() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = open(dir.path(), 2);
+    let r =
+        c.create_topics(&[topic("x.y", 1), topic("x_y", 1), topic("z", 1), topic("z", 1)], false);
+    assert!(r[0].is_ok() && r[2].is_ok());
+    assert!(r[1].as_ref().unwrap_err().to_string().contains("collides"));
+    assert!(matches!(r[3], Err(ControllerError::TopicAlreadyExists(_))));
+    assert_eq!(c.image().partitions_per_shard(), vec![1, 1]);
+    drop(c);
+    assert_eq!(open(dir.path(), 2).image().topics.len(), 2);
+}
+
+#[test]
 fn validate_only_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = open(dir.path(), 1);
