@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -31,51 +32,70 @@ pub fn handle(
     for t in &request.topics {
         *seen.entry(t.name.0.as_str()).or_default() += 1;
     }
-    let mut results = Vec::with_capacity(request.topics.len());
-    let mut image_changed = false;
+    // Refused topics keep their error; the others go to the controller in one call (one
+    // fsync for the whole request), and their results are put back in request order.
+    let mut slots: Vec<Result<usize, String>> = Vec::with_capacity(request.topics.len());
+    let mut specs = Vec::new();
     for (i, t) in request.topics.iter().enumerate() {
         let name = t.name.0.as_str();
-        let refused = if seen.get(name).copied().unwrap_or(0) > 1 {
-            Some("Found multiple entries for this topic.".to_string())
+        if seen.get(name).copied().unwrap_or(0) > 1 {
+            slots.push(Err("Found multiple entries for this topic.".to_string()));
         } else if i >= ADMIN_REQUEST_TOPICS_MAX {
-            Some(format!("At most {ADMIN_REQUEST_TOPICS_MAX} topics per request."))
+            slots.push(Err(format!("At most {ADMIN_REQUEST_TOPICS_MAX} topics per request.")));
         } else {
-            None
-        };
-        if let Some(message) = refused {
-            results.push(error_result(name, ResponseError::InvalidRequest.code(), message));
-            continue;
-        }
-        let spec = NewTopic {
-            name: name.to_string(),
-            num_partitions: t.num_partitions,
-            replication_factor: t.replication_factor,
-            assignments: t
-                .assignments
-                .iter()
-                .map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect()))
-                .collect(),
-            configs: t
-                .configs
-                .iter()
-                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
-                .collect(),
-        };
-        let outcome = controller.create_topics(&[spec], request.validate_only).remove(0);
-        match outcome {
-            Ok(topic) => {
-                image_changed |= !request.validate_only;
-                let image = controller.image();
-                results.push(ok_result(&topic, &image.broker_defaults, version));
-            }
-            Err(e) => {
-                let (code, message) = error_code(&e);
-                results.push(error_result(name, code, message));
-            }
+            slots.push(Ok(specs.len()));
+            specs.push(new_topic(t));
         }
     }
+    let mut outcomes: Vec<Option<_>> =
+        controller.create_topics(&specs, request.validate_only).into_iter().map(Some).collect();
+    let image = controller.image();
+    let mut image_changed = false;
+    let results = request
+        .topics
+        .iter()
+        .zip(slots)
+        .map(|(t, slot)| {
+            let name = t.name.0.as_str();
+            let outcome = match slot {
+                Err(message) => {
+                    return error_result(name, ResponseError::InvalidRequest.code(), message)
+                }
+                Ok(i) => outcomes.get_mut(i).and_then(Option::take),
+            };
+            match outcome {
+                Some(Ok(topic)) => {
+                    image_changed |= !request.validate_only;
+                    ok_result(&topic, &image.broker_defaults, version)
+                }
+                Some(Err(e)) => {
+                    let (code, message) = error_code(&e);
+                    error_result(name, code, message)
+                }
+                None => error_result(name, ResponseError::UnknownServerError.code(), String::new()),
+            }
+        })
+        .collect();
     let response = CreateTopicsResponse::default().with_topics(results);
     Mutation { response, image_changed }
+}
+
+fn new_topic(t: &CreatableTopic) -> NewTopic {
+    NewTopic {
+        name: t.name.0.to_string(),
+        num_partitions: t.num_partitions,
+        replication_factor: t.replication_factor,
+        assignments: t
+            .assignments
+            .iter()
+            .map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect()))
+            .collect(),
+        configs: t
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+            .collect(),
+    }
 }
 
 fn ok_result(
