@@ -168,7 +168,9 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<Replayed, ControllerError>
     };
     while pos < bytes.len() {
         let rest = &bytes[pos..];
-        if rest.len() < FRAME_HEADER_BYTES {
+        // A short remainder, or zeros (a file extended by a crash before its data landed),
+        // is a torn tail. Note a zero header would otherwise pass: CRC-32 of nothing is 0.
+        if rest.len() < FRAME_HEADER_BYTES || is_zeros(rest) {
             break;
         }
         let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
@@ -255,6 +257,18 @@ mod tests {
             *b = 0;
         }
         assert_eq!(parse_log(&zeroed, Path::new("m")).unwrap().valid_len, first.len() as u64);
+    }
+
+    #[test]
+    fn zero_filled_tail_is_torn_not_corrupt() {
+        let mut log = encode_frame(&op(1));
+        let valid = log.len() as u64;
+        log.extend(std::iter::repeat_n(0u8, 4096));
+        let r = parse_log(&log, Path::new("m")).unwrap();
+        assert_eq!((r.operations.len(), r.valid_len), (1, valid));
+        // Zeros followed by data are corruption, not a tail.
+        log.extend(encode_frame(&op(2)));
+        assert!(parse_log(&log, Path::new("m")).is_err());
     }
 
     #[test]
