@@ -329,3 +329,9 @@ pub fn least_loaded_shard(image: &MetadataImage) -> ShardId {
     let mut load = image.partitions_per_shard();
     placement::least_loaded(&mut load)
 }
+
+// The server may open the controller before moving it onto the controller shard's thread.
+const _: fn() = || {
+    fn assert_send<T: Send>() {}
+    assert_send::<Controller>();
+};
