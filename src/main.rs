@@ -1,1 +1,46 @@
-fn main() {}
+//! `shardlog` command line: parse, load the configuration, start. No logic lives here.
+
+use clap::{Parser, Subcommand};
+use shardlog::config::{ServeArgs, ServeConfig};
+
+#[derive(Parser, Debug)]
+#[command(name = "shardlog", version, about = "A Kafka-compatible streaming broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a broker.
+    Serve(ServeArgs),
+    // TODO(bench helper): `Bench(shardlog::bench::cli::BenchArgs)` calling
+    // `shardlog::bench::run(args)` once that module is on main.
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(&args),
+    };
+    if let Err(err) = result {
+        eprintln!("shardlog: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    let cores = shardlog::shard::runtime::allowed_cores().len();
+    let config = ServeConfig::resolve(args, u32::try_from(cores).unwrap_or(1))?;
+    init_logging(config.log_level.as_deref());
+    shardlog::shard::runtime::serve(config)
+}
+
+fn init_logging(level: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(level) => EnvFilter::new(level),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+}

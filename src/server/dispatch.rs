@@ -1,0 +1,120 @@
+//! Request routing: peek at the API and version, refuse what is not advertised (closing
+//! the connection, as Kafka does), decode, and start the API's handler.
+//!
+//! Runs on the connection's shard. Invariant: a handler's `start` issues all its
+//! cross-shard sends before returning, so requests of one connection reach each owner
+//! shard in the order they were read; the returned future only gathers replies.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+
+use super::{api_versions, fetch, list_offsets, metadata, offset_for_leader_epoch, produce};
+use crate::protocol::versions::{find, ApiRange};
+use crate::protocol::{encode_response, peek_api};
+use crate::shard::ShardCtx;
+
+/// What the connection does once a request's processing completes.
+pub enum Outcome {
+    /// Write this whole response frame.
+    Respond(Bytes),
+    /// Nothing to write (acks=0 produce).
+    Silent,
+    /// Close the connection, logging the reason.
+    Close(String),
+}
+
+pub type ResponseFuture = Pin<Box<dyn Future<Output = Outcome>>>;
+
+/// Versions of the admin APIs wired to the controller shard (stand-in ranges until the
+/// controller's declared constants land).
+const CREATE_TOPICS_VERSIONS: (i16, i16) = (2, 4);
+const DELETE_TOPICS_VERSIONS: (i16, i16) = (1, 5);
+
+/// Every API this broker serves, with the range its handler declares.
+pub const API_TABLE: &[ApiRange] = &[
+    ApiRange::new(ApiKey::Produce, produce::VERSIONS),
+    ApiRange::new(ApiKey::Fetch, fetch::VERSIONS),
+    ApiRange::new(ApiKey::ListOffsets, list_offsets::VERSIONS),
+    ApiRange::new(ApiKey::Metadata, metadata::VERSIONS),
+    ApiRange::new(ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS),
+    ApiRange::new(ApiKey::ApiVersions, api_versions::VERSIONS),
+    ApiRange::new(ApiKey::CreateTopics, CREATE_TOPICS_VERSIONS),
+    ApiRange::new(ApiKey::DeleteTopics, DELETE_TOPICS_VERSIONS),
+];
+
+/// Starts processing one request frame, or says why the connection must close.
+pub async fn dispatch(ctx: &Rc<ShardCtx>, frame: Bytes) -> Result<ResponseFuture, String> {
+    let peek = peek_api(&frame).map_err(|e| e.to_string())?;
+    let api =
+        ApiKey::try_from(peek.api_key).map_err(|()| format!("unknown api key {}", peek.api_key))?;
+    if api == ApiKey::ApiVersions {
+        return Ok(ready(api_versions::respond(frame, peek)));
+    }
+    let range = find(API_TABLE, api).ok_or_else(|| format!("unsupported api {api:?}"))?;
+    if !range.contains(peek.version) {
+        return Err(format!(
+            "{api:?} v{} not supported (advertised {}..={})",
+            peek.version, range.min, range.max
+        ));
+    }
+    let version = peek.version;
+    match api {
+        ApiKey::Produce => produce::start(ctx, frame, version).await,
+        ApiKey::Fetch => fetch::start(ctx, frame, version).await,
+        ApiKey::ListOffsets => list_offsets::start(ctx, frame, version).await,
+        ApiKey::Metadata => metadata::start(ctx, frame, version),
+        ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
+        ApiKey::CreateTopics | ApiKey::DeleteTopics => Ok(controller_api(ctx, api, version, frame)),
+        other => Err(format!("no handler for {other:?}")),
+    }
+}
+
+/// Forwards an admin request to the controller shard.
+fn controller_api(ctx: &Rc<ShardCtx>, api: ApiKey, version: i16, frame: Bytes) -> ResponseFuture {
+    use super::control::{call_controller, ControllerReply, ControllerRequest};
+    let ctx = ctx.clone();
+    Box::pin(async move {
+        match call_controller(&ctx, ControllerRequest::Admin { api, version, frame }).await {
+            ControllerReply::Encoded(frame) => Outcome::Respond(frame),
+            ControllerReply::Done => Outcome::Close("controller gave no response".into()),
+            ControllerReply::Rejected(reason) => Outcome::Close(reason),
+        }
+    })
+}
+
+pub fn ready(outcome: Outcome) -> ResponseFuture {
+    Box::pin(std::future::ready(outcome))
+}
+
+/// Encodes a response into an outcome, closing the connection if encoding fails.
+pub fn respond<R: kafka_protocol::protocol::Encodable>(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &R,
+) -> Outcome {
+    match encode_response(api, version, correlation_id, response) {
+        Ok(frame) => Outcome::Respond(frame),
+        Err(err) => Outcome::Close(err.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_decodable_by_the_codec_and_follows_version_rules() {
+        crate::protocol::versions::check_against_codec(API_TABLE).expect("codec covers table");
+        let produce = find(API_TABLE, ApiKey::Produce).expect("produce");
+        assert_eq!(produce.min, 0, "Produce is advertised from v0 for old clients");
+        assert!(produce.contains(3) && produce.contains(7));
+        let fetch = find(API_TABLE, ApiKey::Fetch).expect("fetch");
+        assert!(fetch.min <= 4 && fetch.max < 13, "Fetch >= 4 advertised, no topic-id versions");
+        assert!(produce.max < 13);
+    }
+}
