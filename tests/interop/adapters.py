@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 import scenario as sc
 
@@ -29,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 KAFKA_SH = os.path.join(REPO, "perf", "kafka", "kafka.sh")
 STEP_TIMEOUT_S = 180
+CLI_PARALLEL_JVMS = 3
 
 
 class StepError(Exception):
@@ -267,10 +269,8 @@ class KafkaCliAdapter(Adapter):
 
     def consume(self, ctx):
         ends = self.end_offsets(ctx)
-        consumed = []
-        for p in range(ctx.partitions):
-            if ends.get(p, 0) == 0:
-                continue
+
+        def one_partition(p: int) -> list[sc.Consumed]:
             out = kafka_tool(
                 CONSOLE_CONSUMER, "--bootstrap-server", ctx.bootstrap, "--topic", ctx.topic,
                 "--partition", str(p), "--offset", "earliest", "--max-messages", str(ends[p]),
@@ -278,7 +278,12 @@ class KafkaCliAdapter(Adapter):
                 "--property", "print.timestamp=true", "--property", "print.offset=true",
                 "--property", "print.partition=true",
             )
-            consumed += [parse_console_line(line) for line in out.splitlines() if line]
+            return [parse_console_line(line) for line in out.splitlines() if line]
+
+        # One JVM per partition (--partition takes one); a few at a time hide JVM start-up.
+        parts = [p for p in range(ctx.partitions) if ends.get(p, 0) > 0]
+        with ThreadPoolExecutor(max_workers=CLI_PARALLEL_JVMS) as pool:
+            consumed = [c for batch in pool.map(one_partition, parts) for c in batch]
         sc.write_consumed(ctx.consumed_path, consumed)
         return f"end offsets {ends}"
 
@@ -286,8 +291,9 @@ class KafkaCliAdapter(Adapter):
         by_ts: dict[int, list[int]] = defaultdict(list)
         for p, ts in sc.read_queries(ctx.queries_path):
             by_ts[ts].append(p)
-        answers = []
-        for ts, parts in by_ts.items():
+
+        def one_timestamp(item: tuple[int, list[int]]) -> list[tuple[int, int, int]]:
+            ts, parts = item
             out = kafka_tool(GET_OFFSET_SHELL, "--bootstrap-server", ctx.bootstrap, "--topic", ctx.topic,
                              "--partitions", ",".join(map(str, parts)), "--time", str(ts))
             found = {}
@@ -296,7 +302,10 @@ class KafkaCliAdapter(Adapter):
                 if topic == ctx.topic and off:
                     found[int(part)] = int(off)
             # GetOffsetShell prints nothing for a partition without such an offset.
-            answers += [(p, ts, found.get(p, -1)) for p in parts]
+            return [(p, ts, found.get(p, -1)) for p in parts]
+
+        with ThreadPoolExecutor(max_workers=CLI_PARALLEL_JVMS) as pool:
+            answers = [a for batch in pool.map(one_timestamp, by_ts.items()) for a in batch]
         sc.write_answers(ctx.answers_path, answers)
         return f"{len(by_ts)} GetOffsetShell calls"
 
