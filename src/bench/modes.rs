@@ -126,7 +126,7 @@ pub fn produce(a: ProduceArgs) -> anyhow::Result<()> {
     let s2 = shared.clone();
     let result =
         run_lanes(a.common.cpus, lanes, move |l| producer::run_lane(plan.clone(), l, s2.clone()));
-    stop_all(&[shared.clone()], controller);
+    stop_all(std::slice::from_ref(&shared), controller);
     let summary = finish(&shared, &a.common, "produce", a.producer.rate, cpu_start)?;
     result?;
     check_errors(&summary)
@@ -160,7 +160,7 @@ pub fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
     let s2 = shared.clone();
     let result =
         run_lanes(a.common.cpus, lanes, move |l| consumer::run_lane(plan.clone(), l, s2.clone()));
-    stop_all(&[shared.clone()], controller);
+    stop_all(std::slice::from_ref(&shared), controller);
     let summary = finish(&shared, &a.common, "consume", None, cpu_start)?;
     result?;
     check_errors(&summary)
