@@ -136,7 +136,9 @@ class JavaAdapter(ProgramAdapter):
         if shutil.which("java") is None:
             return "java not found"
         main = os.path.join(self.JAVA_DIR, "classes", "dev", "shardlog", "interop", "InteropClient.class")
-        return None if os.path.exists(main) else "java program not built (run install.sh, then run.sh builds it)"
+        if os.path.exists(main):
+            return None
+        return "java program not built (run install.sh, then run.sh builds it)"
 
 
 def kafka_tool(main_class: str, *args: str, stdin: str | None = None, fail_on: str | None = None) -> str:
@@ -155,7 +157,8 @@ def create_with_topic_command(ctx: Ctx, describe: bool = True) -> str:
     if not describe:
         return "created"
     try:
-        desc = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", ctx.bootstrap, "--describe", "--topic", ctx.topic)
+        desc = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", ctx.bootstrap, "--describe",
+                          "--topic", ctx.topic)
     except StepError as e:
         raise SoftStepError(f"created, but --describe failed: {e}") from e
     if f"PartitionCount: {ctx.partitions}" not in desc:
@@ -180,7 +183,8 @@ class KcatAdapter(Adapter):
 
     def expectations(self, ctx):
         headers = {p: [("src", b"kcat"), ("part", str(p).encode())] for p in range(ctx.partitions)}
-        return sc.Expectations(ctx.partitions, headers_override=headers, produce_window_ms=ctx.produce_window_ms)
+        return sc.Expectations(ctx.partitions, headers_override=headers,
+                               produce_window_ms=ctx.produce_window_ms)
 
     def create(self, ctx):
         # TopicCommand --describe is the kafka-cli row's business: kcat's row checks kcat -L.
@@ -252,7 +256,8 @@ class KafkaCliAdapter(Adapter):
         return None if res.returncode == 0 else f"kafka.sh fetch failed: {res.stderr[-500:]}"
 
     def expectations(self, ctx):
-        return sc.Expectations(ctx.partitions, partitioning="murmur2", produce_window_ms=ctx.produce_window_ms)
+        return sc.Expectations(ctx.partitions, partitioning="murmur2",
+                               produce_window_ms=ctx.produce_window_ms)
 
     def create(self, ctx):
         problems = []
@@ -346,7 +351,8 @@ def parse_console_line(line: str) -> sc.Consumed:
             k, v = item.split(":", 1)
             hdrs.append((k, v.encode()))
     return sc.Consumed(int(part.split(":")[1]), int(off.split(":")[1]), int(ts), tstype,
-                       None if key == "null" else key.encode(), None if value == "null" else value.encode(), hdrs)
+                       None if key == "null" else key.encode(),
+                       None if value == "null" else value.encode(), hdrs)
 
 
 class KafkajsAdapter(Adapter):
