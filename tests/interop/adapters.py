@@ -74,6 +74,8 @@ class Adapter:
     name = "?"
     explicit_partition = True
     explicit_timestamp = True
+    # Producer compression codec (none|gzip|snappy|lz4|zstd), set by the driver.
+    codec = "none"
 
     def missing(self) -> str | None:
         """Why the client cannot run here (not installed), or None."""
@@ -105,7 +107,7 @@ class ProgramAdapter(Adapter):
         return self._run("create", ctx)
 
     def produce(self, ctx):
-        return self._run("produce", ctx, input=ctx.records_path)
+        return self._run("produce", ctx, input=ctx.records_path, compression=self.codec)
 
     def consume(self, ctx):
         return self._run("consume", ctx, output=ctx.consumed_path)
@@ -202,7 +204,8 @@ class KcatAdapter(Adapter):
             per_part[r.partition].append(f"{r.key.decode()}\t{r.value.decode()}\n")
         for p, lines in sorted(per_part.items()):
             run(["kcat", "-b", ctx.bootstrap, "-P", "-t", ctx.topic, "-p", str(p), "-K", "\t",
-                 "-H", "src=kcat", "-H", f"part={p}"], stdin="".join(lines))
+                 "-X", f"compression.codec={self.codec}", "-H", "src=kcat", "-H", f"part={p}"],
+                stdin="".join(lines))
         return "6 kcat -P calls"
 
     def consume(self, ctx):
@@ -279,7 +282,8 @@ class KafkaCliAdapter(Adapter):
             lines.append(f"{headers}\t{r.key.decode()}\t{r.value.decode()}\n")
         out = kafka_tool(CONSOLE_PRODUCER, "--bootstrap-server", ctx.bootstrap, "--topic", ctx.topic,
                          "--property", "parse.key=true", "--property", "parse.headers=true",
-                         "--producer-property", "acks=all", stdin="".join(lines),
+                         "--producer-property", "acks=all", "--compression-codec", self.codec,
+                         stdin="".join(lines),
                          fail_on="Error when sending message")
         return out[-200:]
 
@@ -378,6 +382,17 @@ def all_adapters() -> dict[str, Adapter]:
 
 
 DEFAULT_CLIENTS = ["kcat", "confluent-kafka", "kafka-python", "java-clients", "kafka-cli"]
+
+# `--compression mixed`: every codec once, including both snappy framings (librdkafka writes
+# raw snappy, the Java client xerial-framed snappy), without extra Python codec packages
+# (kafka-python needs python-snappy / lz4 / zstandard for the others; gzip is built in).
+MIXED_CODECS = {
+    "kcat": "snappy",
+    "confluent-kafka": "zstd",
+    "kafka-python": "gzip",
+    "java-clients": "snappy",
+    "kafka-cli": "lz4",
+}
 
 
 def now_ms() -> int:

@@ -330,7 +330,7 @@ def check_answers(queries: list[tuple[int, int, int]], answers: list[tuple[int, 
 def parse_client_args(argv: list[str] | None = None):
     """Command line shared by the client programs (Python here; the Java one mirrors it):
     ``create|produce|consume|offsets --bootstrap B --topic T [--partitions N] [--input F]
-    [--output F]``."""
+    [--output F] [--compression CODEC]``."""
     import argparse
 
     ap = argparse.ArgumentParser()
@@ -341,4 +341,5 @@ def parse_client_args(argv: list[str] | None = None):
     ap.add_argument("--input")
     ap.add_argument("--output")
     ap.add_argument("--timeout-s", type=float, default=60.0)
+    ap.add_argument("--compression", default="none", help="producer codec: none|gzip|snappy|lz4|zstd")
     return ap.parse_args(argv)
