@@ -359,14 +359,26 @@ def parse_console_line(line: str) -> sc.Consumed:
                        None if value == "null" else value.encode(), hdrs)
 
 
-class KafkajsAdapter(Adapter):
-    """Slot for kafkajs: its consumer always joins a group, so it joins the suite with consumer
-    groups (issue 5). Requested explicitly before then, it reports itself missing."""
+class KafkajsAdapter(ProgramAdapter):
+    """kafkajs (js/kafkajs_client.js). Its consumer always joins a group, so it needs consumer
+    groups (issue 5) on the broker: opt-in (--clients ...,kafkajs) until they land. It does
+    not expose the timestamp type; it compresses with none or gzip only."""
 
-    name = "kafkajs"
+    JS_DIR = os.path.join(HERE, "js")
+
+    def __init__(self):
+        super().__init__("kafkajs", ["node", os.path.join(self.JS_DIR, "kafkajs_client.js")])
 
     def missing(self):
-        return "kafkajs needs consumer groups (issue 5); not part of the suite yet"
+        if shutil.which("node") is None:
+            return "node not found"
+        if not os.path.isdir(os.path.join(self.JS_DIR, "node_modules", "kafkajs")):
+            return "kafkajs not installed (run install.sh: npm ci in tests/interop/js)"
+        return None
+
+    def expectations(self, ctx):
+        return sc.Expectations(ctx.partitions, produce_window_ms=ctx.produce_window_ms,
+                               timestamp_type_known=False)
 
 
 def all_adapters() -> dict[str, Adapter]:
@@ -392,6 +404,7 @@ MIXED_CODECS = {
     "kafka-python": "gzip",
     "java-clients": "snappy",
     "kafka-cli": "lz4",
+    "kafkajs": "gzip",
 }
 
 
