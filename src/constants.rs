@@ -79,6 +79,31 @@ pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 pub const METADATA_FRAME_BYTES_MAX: u32 = 64 * 1024 * 1024;
 /// Most topics the controller accepts in one request; bounds the work of one metadata write.
 pub const ADMIN_REQUEST_TOPICS_MAX: usize = 10_000;
+// ---------------------------------------------------------------- group
+/// Kafka's `offsets.topic.num.partitions` default.
+pub const OFFSETS_TOPIC_PARTITIONS_DEFAULT: i32 = 50;
+/// Kafka's `group.min.session.timeout.ms` default.
+pub const GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT: i32 = 6_000;
+/// Kafka's `group.max.session.timeout.ms` default (30 minutes).
+pub const GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT: i32 = 1_800_000;
+/// Kafka's `group.initial.rebalance.delay.ms` default.
+pub const GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT: i64 = 3_000;
+/// Members per group (`group.max.size`; Kafka's default is unbounded, ours bounds memory).
+pub const GROUP_MAX_SIZE_DEFAULT: usize = 10_000;
+/// Kafka's `offset.metadata.max.bytes` default.
+pub const OFFSET_METADATA_BYTES_MAX_DEFAULT: usize = 4096;
+/// Kafka's `offsets.retention.minutes` default (7 days), in ms.
+pub const OFFSETS_RETENTION_MS_DEFAULT: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's `offsets.retention.check.interval.ms` default.
+pub const OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 600_000;
+/// Largest protocol metadata one member may send in JoinGroup; past it the group record
+/// could not be stored anyway (it must fit in one message).
+pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as usize;
+/// Largest GroupMetadata record value (Kafka's `offsets.load.buffer.size`/message limit).
+pub const GROUP_METADATA_RECORD_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as usize;
+/// Groups one DescribeGroups/DeleteGroups/OffsetFetch request may name.
+pub const GROUP_REQUEST_GROUPS_MAX: usize = 10_000;
+
 // ---------------------------------------------------------------- bench
 /// Largest record value or key the load generator builds.
 pub const BENCH_RECORD_BYTES_MAX: usize = 1024 * 1024;
@@ -107,4 +132,6 @@ const _: () = assert!(LOG_READ_CHUNK_BYTES_MIN as u64 % DIRECT_IO_ALIGNMENT_BYTE
 const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);
 const _: () = assert!(TOPIC_PARTITIONS_MAX > 0);
 const _: () = assert!(BENCH_BATCH_BYTES_MAX <= BENCH_REQUEST_BYTES_MAX);
+const _: () = assert!(GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT <= GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT);
+const _: () = assert!(GROUP_MEMBER_METADATA_BYTES_MAX <= GROUP_METADATA_RECORD_BYTES_MAX);
 const _: () = assert!(BENCH_REQUEST_BYTES_MAX <= BENCH_RESPONSE_BYTES_MAX);
