@@ -351,7 +351,9 @@ fn encode_batch(records: &[Record], now: i64) -> Result<Bytes, String> {
                 producer_epoch: -1,
                 timestamp_type: TimestampType::Creation,
                 offset: i64::try_from(i).unwrap_or(0),
-                sequence: -1,
+                // The encoder starts a new batch whenever offset - sequence changes; this
+                // keeps one batch with base sequence -1 (no producer id).
+                sequence: i32::try_from(i).unwrap_or(0) - 1,
                 timestamp: now,
                 key: Some(key),
                 value,
@@ -398,4 +400,43 @@ pub fn lag_snapshot() -> Vec<(String, String, i32, i64)> {
             .flat_map(|g| c.offsets_of(&g).into_iter().map(move |((t, p), o)| (g.clone(), t, p, o)))
             .collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::records::OffsetValue;
+
+    #[test]
+    fn encoded_batch_has_a_valid_crc_and_decodes_back() {
+        let records: Vec<Record> = (0..6)
+            .map(|p| Record::Offset {
+                group: "g1".into(),
+                topic: "t6".into(),
+                partition: p,
+                value: Some(OffsetValue {
+                    offset: 10,
+                    leader_epoch: 0,
+                    metadata: String::new(),
+                    commit_timestamp_ms: 1,
+                    expire_timestamp_ms: -1,
+                }),
+            })
+            .collect();
+        let batch = encode_batch(&records, 1000).expect("encode");
+        let crc = u32::from_be_bytes(batch[17..21].try_into().expect("crc"));
+        assert_eq!(crc32c::crc32c(&batch[21..]), crc, "one batch of {} bytes", batch.len());
+        assert_eq!(&batch[53..57], &(-1i32).to_be_bytes(), "base sequence");
+        let state = GroupShard {
+            coordinator: RefCell::new(Coordinator::new(GroupConfig::default())),
+            waiters: RefCell::new(HashMap::new()),
+            next_token: Cell::new(1),
+            loaded: RefCell::new(HashSet::new()),
+            load_lock: futures::lock::Mutex::new(()),
+        };
+        let mut count = 0;
+        let next = replay_batches(&state, batch, 2000, &mut count).expect("replay");
+        assert_eq!((next, count), (Offset(6), 6));
+        assert_eq!(state.coordinator.borrow().fetch_all("g1").len(), 6);
+    }
 }
