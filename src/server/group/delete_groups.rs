@@ -17,7 +17,11 @@ use crate::shard::ShardCtx;
 /// v0–v2 (Kafka 4's range).
 pub const VERSIONS: (i16, i16) = (0, 2);
 
-pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<DeleteGroupsRequest>(frame, ApiKey::DeleteGroups, version)
         .map_err(|e| e.to_string())?;
     if req.groups_names.len() > GROUP_REQUEST_GROUPS_MAX {
@@ -37,7 +41,11 @@ pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<Res
                 GroupAnswer::Failed(e) => Some(e),
                 _ => Some(GroupError::CoordinatorNotAvailable),
             };
-            response.results.push(DeletableGroupResult::default().with_group_id(id).with_error_code(error_code(error)));
+            response.results.push(
+                DeletableGroupResult::default()
+                    .with_group_id(id)
+                    .with_error_code(error_code(error)),
+            );
         }
         respond(ApiKey::DeleteGroups, version, header.correlation_id, &response)
     }))

@@ -17,9 +17,14 @@ use crate::shard::ShardCtx;
 /// v0–v5; v6 (GROUP_ID_NOT_FOUND for unknown groups, error messages) is not served.
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
-    let (header, req) = decode_request::<DescribeGroupsRequest>(frame, ApiKey::DescribeGroups, version)
-        .map_err(|e| e.to_string())?;
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
+    let (header, req) =
+        decode_request::<DescribeGroupsRequest>(frame, ApiKey::DescribeGroups, version)
+            .map_err(|e| e.to_string())?;
     if req.groups.len() > GROUP_REQUEST_GROUPS_MAX {
         return Err(format!("DescribeGroups names {} groups", req.groups.len()));
     }
@@ -38,7 +43,9 @@ pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<Res
                 _ => Err(GroupError::CoordinatorNotAvailable),
             };
             let entry = match summary {
-                Err(e) => DescribedGroup::default().with_group_id(id).with_error_code(error_code(Some(e))),
+                Err(e) => {
+                    DescribedGroup::default().with_group_id(id).with_error_code(error_code(Some(e)))
+                }
                 Ok(s) => DescribedGroup::default()
                     .with_group_id(id)
                     .with_group_state(str_bytes(s.state.name()))
@@ -50,7 +57,11 @@ pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<Res
                             .map(|m| {
                                 DescribedGroupMember::default()
                                     .with_member_id(str_bytes(&m.member_id))
-                                    .with_group_instance_id(if version >= 4 { m.group_instance_id.as_deref().map(str_bytes) } else { None })
+                                    .with_group_instance_id(if version >= 4 {
+                                        m.group_instance_id.as_deref().map(str_bytes)
+                                    } else {
+                                        None
+                                    })
                                     .with_client_id(str_bytes(&m.client_id))
                                     .with_client_host(str_bytes(&m.client_host))
                                     .with_member_metadata(m.metadata)

@@ -24,9 +24,7 @@ use super::{GroupAnswer, GroupCall};
 use crate::constants::OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT;
 use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::group::records::Record;
-use crate::group::types::{
-    Effects, GroupError, JoinResponse, Reply, SyncResponse, Token,
-};
+use crate::group::types::{Effects, GroupError, JoinResponse, Reply, SyncResponse, Token};
 use crate::group::{Coordinator, GroupConfig};
 use crate::shard::{now_ms, OwnedPartition, ShardCtx};
 use crate::types::Offset;
@@ -87,7 +85,10 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
             s.apply(ctx, effects);
             match rx.await {
                 Ok(Reply::Join(r)) => GroupAnswer::Join(r),
-                _ => GroupAnswer::Join(JoinResponse::error(GroupError::CoordinatorNotAvailable, &member_id)),
+                _ => GroupAnswer::Join(JoinResponse::error(
+                    GroupError::CoordinatorNotAvailable,
+                    &member_id,
+                )),
             }
         }
         GroupCall::Sync(req) => {
@@ -99,7 +100,9 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
                 _ => GroupAnswer::Sync(SyncResponse::error(GroupError::CoordinatorNotAvailable)),
             }
         }
-        GroupCall::Heartbeat(req) => GroupAnswer::Heartbeat(s.coordinator.borrow_mut().heartbeat(&req, now).err()),
+        GroupCall::Heartbeat(req) => {
+            GroupAnswer::Heartbeat(s.coordinator.borrow_mut().heartbeat(&req, now).err())
+        }
         GroupCall::Leave { group_id, members } => {
             let (result, effects) = s.coordinator.borrow_mut().leave(&group_id, &members, now);
             s.apply(ctx, effects);
@@ -114,7 +117,8 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
                 Ok(()) => GroupAnswer::Commit(outcome.errors),
                 Err(reason) => {
                     tracing::warn!(group = %req.group_id, "offset commit not persisted: {reason}");
-                    let failed = outcome.errors.iter().map(|_| Some(GroupError::CoordinatorNotAvailable));
+                    let failed =
+                        outcome.errors.iter().map(|_| Some(GroupError::CoordinatorNotAvailable));
                     GroupAnswer::Commit(failed.collect())
                 }
             }
@@ -126,21 +130,28 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
                     let found = c.fetch(&group_id, &list);
                     list.into_iter().zip(found).map(|((t, p), v)| (t, p, v)).collect()
                 }
-                None => c.fetch_all(&group_id).into_iter().map(|(t, p, v)| (t, p, Some(v))).collect(),
+                None => {
+                    c.fetch_all(&group_id).into_iter().map(|(t, p, v)| (t, p, Some(v))).collect()
+                }
             };
             GroupAnswer::Fetch(Ok(rows))
         }
         GroupCall::List => GroupAnswer::List(s.coordinator.borrow().list()),
-        GroupCall::Describe(group_id) => GroupAnswer::Describe(Ok(s.coordinator.borrow().describe(&group_id))),
+        GroupCall::Describe(group_id) => {
+            GroupAnswer::Describe(Ok(s.coordinator.borrow().describe(&group_id)))
+        }
         GroupCall::Delete(group_id) => {
             let result = s.coordinator.borrow_mut().delete_group(&group_id);
             match result {
-                Ok(records) => GroupAnswer::Delete(persist(ctx, records).await.err().map(|_| GroupError::CoordinatorNotAvailable)),
+                Ok(records) => GroupAnswer::Delete(
+                    persist(ctx, records).await.err().map(|_| GroupError::CoordinatorNotAvailable),
+                ),
                 Err(e) => GroupAnswer::Delete(Some(e)),
             }
         }
         GroupCall::OffsetDelete { group_id, partitions } => {
-            let result = s.coordinator.borrow_mut().offset_delete(&group_id, &partitions, subscribed_to);
+            let result =
+                s.coordinator.borrow_mut().offset_delete(&group_id, &partitions, subscribed_to);
             match result {
                 Ok((errors, records)) => match persist(ctx, records).await {
                     Ok(()) => GroupAnswer::OffsetDelete(Ok(errors)),
@@ -163,7 +174,7 @@ fn subscribed_to(group: &crate::group::state::Group, topic: &str) -> bool {
             return false;
         }
         let version = i16::from_be_bytes([meta[0], meta[1]]);
-        let _ = bytes::Buf::advance(&mut meta, 2);
+        bytes::Buf::advance(&mut meta, 2);
         ConsumerProtocolSubscription::decode(&mut meta, version)
             .map(|s| s.topics.iter().any(|t| t.as_str() == topic))
             .unwrap_or(false)
@@ -203,8 +214,13 @@ impl GroupShard {
             for (token, reply) in effects.after_persist {
                 let reply = match (&result, reply) {
                     (Ok(()), reply) => reply,
-                    (Err(_), Reply::Join(j)) => Reply::Join(JoinResponse::error(GroupError::CoordinatorNotAvailable, &j.member_id)),
-                    (Err(_), Reply::Sync(_)) => Reply::Sync(SyncResponse::error(GroupError::CoordinatorNotAvailable)),
+                    (Err(_), Reply::Join(j)) => Reply::Join(JoinResponse::error(
+                        GroupError::CoordinatorNotAvailable,
+                        &j.member_id,
+                    )),
+                    (Err(_), Reply::Sync(_)) => {
+                        Reply::Sync(SyncResponse::error(GroupError::CoordinatorNotAvailable))
+                    }
                 };
                 s.answer(token, reply);
             }
@@ -215,13 +231,20 @@ impl GroupShard {
     }
 }
 
-fn offsets_partition(ctx: &ShardCtx, group_id: &str) -> Result<(i32, Rc<OwnedPartition>), GroupError> {
+fn offsets_partition(
+    ctx: &ShardCtx,
+    group_id: &str,
+) -> Result<(i32, Rc<OwnedPartition>), GroupError> {
     let n = super::route::offsets_partitions(ctx).ok_or(GroupError::NotCoordinator)?;
     let p = partition_for(group_id, n);
     ctx.partitions.get(OFFSETS_TOPIC, p).map(|owned| (p, owned)).ok_or(GroupError::NotCoordinator)
 }
 
-async fn ensure_loaded(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, group_id: &str) -> Result<(), GroupError> {
+async fn ensure_loaded(
+    ctx: &Rc<ShardCtx>,
+    s: &Rc<GroupShard>,
+    group_id: &str,
+) -> Result<(), GroupError> {
     let (p, owned) = offsets_partition(ctx, group_id)?;
     if s.loaded.borrow().contains(&p) {
         return Ok(());
@@ -279,7 +302,12 @@ async fn replay(s: &GroupShard, owned: &OwnedPartition) -> Result<(), String> {
 }
 
 /// Applies every record of a run of batches; returns the offset after the last batch.
-fn replay_batches(s: &GroupShard, mut bytes: Bytes, now: i64, count: &mut usize) -> Result<Offset, String> {
+fn replay_batches(
+    s: &GroupShard,
+    mut bytes: Bytes,
+    now: i64,
+    count: &mut usize,
+) -> Result<Offset, String> {
     let mut next = Offset(-1);
     while bytes.len() >= 12 {
         let base = i64::from_be_bytes(bytes[0..8].try_into().map_err(|_| "short batch")?);
@@ -363,7 +391,8 @@ fn encode_batch(records: &[Record], now: i64) -> Result<Bytes, String> {
         .collect();
     let mut buf = BytesMut::new();
     let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, kafka_records.iter(), &options).map_err(|e| e.to_string())?;
+    RecordBatchEncoder::encode(&mut buf, kafka_records.iter(), &options)
+        .map_err(|e| e.to_string())?;
     Ok(buf.freeze())
 }
 

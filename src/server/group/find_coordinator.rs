@@ -21,11 +21,13 @@ pub const VERSIONS: (i16, i16) = (0, 6);
 const GROUP_KEY_TYPE: i8 = 0;
 
 pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
-    let (header, req) = decode_request::<FindCoordinatorRequest>(frame, ApiKey::FindCoordinator, version)
-        .map_err(|e| e.to_string())?;
+    let (header, req) =
+        decode_request::<FindCoordinatorRequest>(frame, ApiKey::FindCoordinator, version)
+            .map_err(|e| e.to_string())?;
     let ctx = ctx.clone();
     Ok(Box::pin(async move {
-        let keys: Vec<StrBytes> = if version >= 4 { req.coordinator_keys.clone() } else { vec![req.key.clone()] };
+        let keys: Vec<StrBytes> =
+            if version >= 4 { req.coordinator_keys.clone() } else { vec![req.key.clone()] };
         let error = if req.key_type != GROUP_KEY_TYPE {
             Some(GroupError::CoordinatorNotAvailable)
         } else {
@@ -39,7 +41,9 @@ pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseF
             response.coordinators = keys
                 .into_iter()
                 .map(|key| {
-                    let entry = CoordinatorEntry::default().with_key(key).with_error_code(error_code(error));
+                    let entry = CoordinatorEntry::default()
+                        .with_key(key)
+                        .with_error_code(error_code(error));
                     match error {
                         None => entry.with_node_id(node_id).with_host(host.clone()).with_port(port),
                         Some(_) => entry.with_node_id(BrokerId(-1)).with_port(-1),

@@ -14,7 +14,11 @@ use crate::shard::ShardCtx;
 /// v0–v4 (Kafka 4's range).
 pub const VERSIONS: (i16, i16) = (0, 4);
 
-pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<WireHeartbeat>(frame, ApiKey::Heartbeat, version)
         .map_err(|e| e.to_string())?;
     let hb = HeartbeatRequest {

@@ -16,7 +16,11 @@ use crate::shard::ShardCtx;
 /// v0–v9 (Kafka 4's range); v4+ uses the MEMBER_ID_REQUIRED round, v5+ static members.
 pub const VERSIONS: (i16, i16) = (0, 9);
 
-pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<JoinGroupRequest>(frame, ApiKey::JoinGroup, version)
         .map_err(|e| e.to_string())?;
     let member_id = req.member_id.to_string();
@@ -28,7 +32,11 @@ pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<Res
         client_host: client_host(ctx),
         session_timeout_ms: req.session_timeout_ms,
         // v0 has no rebalance timeout: Kafka uses the session timeout.
-        rebalance_timeout_ms: if version >= 1 { req.rebalance_timeout_ms } else { req.session_timeout_ms },
+        rebalance_timeout_ms: if version >= 1 {
+            req.rebalance_timeout_ms
+        } else {
+            req.session_timeout_ms
+        },
         protocol_type: req.protocol_type.to_string(),
         protocols: req
             .protocols
@@ -56,17 +64,26 @@ fn to_wire(r: JoinResponse, version: i16) -> JoinGroupResponse {
         .map(|m| {
             JoinGroupResponseMember::default()
                 .with_member_id(str_bytes(&m.member_id))
-                .with_group_instance_id(if version >= 5 { m.group_instance_id.as_deref().map(str_bytes) } else { None })
+                .with_group_instance_id(if version >= 5 {
+                    m.group_instance_id.as_deref().map(str_bytes)
+                } else {
+                    None
+                })
                 .with_metadata(m.metadata)
         })
         .collect();
     // protocol_name is nullable only from v7; older versions need a string.
     let protocol_name = r.protocol_name.as_deref().map(str_bytes);
-    let protocol_name = if version >= 7 { protocol_name } else { Some(protocol_name.unwrap_or_default()) };
+    let protocol_name =
+        if version >= 7 { protocol_name } else { Some(protocol_name.unwrap_or_default()) };
     JoinGroupResponse::default()
         .with_error_code(error_code(r.error))
         .with_generation_id(r.generation_id)
-        .with_protocol_type(if version >= 7 { r.protocol_type.as_deref().map(str_bytes) } else { None })
+        .with_protocol_type(if version >= 7 {
+            r.protocol_type.as_deref().map(str_bytes)
+        } else {
+            None
+        })
         .with_protocol_name(protocol_name)
         .with_leader(str_bytes(&r.leader))
         .with_member_id(str_bytes(&r.member_id))

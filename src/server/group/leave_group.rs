@@ -15,13 +15,20 @@ use crate::shard::ShardCtx;
 /// v0–v5 (Kafka 4's range).
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<LeaveGroupRequest>(frame, ApiKey::LeaveGroup, version)
         .map_err(|e| e.to_string())?;
     let members: Vec<LeavingMember> = if version >= 3 {
         req.members
             .into_iter()
-            .map(|m| LeavingMember { member_id: m.member_id.to_string(), group_instance_id: opt_str(m.group_instance_id) })
+            .map(|m| LeavingMember {
+                member_id: m.member_id.to_string(),
+                group_instance_id: opt_str(m.group_instance_id),
+            })
             .collect()
     } else {
         vec![LeavingMember { member_id: req.member_id.to_string(), group_instance_id: None }]

@@ -39,15 +39,24 @@ pub enum GroupCall {
     Join(JoinRequest),
     Sync(SyncRequest),
     Heartbeat(HeartbeatRequest),
-    Leave { group_id: String, members: Vec<LeavingMember> },
+    Leave {
+        group_id: String,
+        members: Vec<LeavingMember>,
+    },
     Commit(CommitRequest),
     /// `None`: every committed offset of the group.
-    Fetch { group_id: String, partitions: Option<Vec<(String, i32)>> },
+    Fetch {
+        group_id: String,
+        partitions: Option<Vec<(String, i32)>>,
+    },
     /// ListGroups on one shard: every group it coordinates.
     List,
     Describe(String),
     Delete(String),
-    OffsetDelete { group_id: String, partitions: Vec<(String, i32)> },
+    OffsetDelete {
+        group_id: String,
+        partitions: Vec<(String, i32)>,
+    },
 }
 
 impl GroupCall {

@@ -18,7 +18,11 @@ use crate::shard::ShardCtx;
 /// 2 is Kafka 4's floor; 10 (topic ids) is not served.
 pub const VERSIONS: (i16, i16) = (2, 9);
 
-pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<OffsetCommitRequest>(frame, ApiKey::OffsetCommit, version)
         .map_err(|e| e.to_string())?;
     let image = ctx.image();
@@ -30,7 +34,8 @@ pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<Res
         let name = topic.name.0.to_string();
         let count = image.topics.get(name.as_str()).map(|ti| ti.partitions.len());
         for p in &topic.partitions {
-            let known = count.is_some_and(|n| usize::try_from(p.partition_index).is_ok_and(|i| i < n));
+            let known =
+                count.is_some_and(|n| usize::try_from(p.partition_index).is_ok_and(|i| i < n));
             if known {
                 partitions.push(CommitPartition {
                     topic: name.clone(),

@@ -17,7 +17,11 @@ use crate::shard::ShardCtx;
 /// v0 only (Kafka 4's range).
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<OffsetDeleteRequest>(frame, ApiKey::OffsetDelete, version)
         .map_err(|e| e.to_string())?;
     let partitions: Vec<(String, i32)> = req
@@ -48,7 +52,11 @@ pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<Res
                                 .with_error_code(error_code(errors.next().flatten()))
                         })
                         .collect();
-                    response.topics.push(OffsetDeleteResponseTopic::default().with_name(t.name).with_partitions(partitions));
+                    response.topics.push(
+                        OffsetDeleteResponseTopic::default()
+                            .with_name(t.name)
+                            .with_partitions(partitions),
+                    );
                 }
             }
         }

@@ -8,7 +8,9 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
-use kafka_protocol::messages::{ApiKey, GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
 
 use super::{call_group, error_code, str_bytes, GroupAnswer, GroupCall};
 use crate::group::types::{Committed, GroupError};
@@ -19,18 +21,27 @@ use crate::shard::ShardCtx;
 /// 1 is Kafka 4's floor; 10 (topic ids) is not served.
 pub const VERSIONS: (i16, i16) = (1, 9);
 
+/// Groups asked for, each with its partitions (`None`: all committed ones).
+type Wanted = Vec<(String, Option<Vec<(String, i32)>>)>;
+
 type Rows = Result<Vec<(String, i32, Option<Committed>)>, GroupError>;
 
-pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<OffsetFetchRequest>(frame, ApiKey::OffsetFetch, version)
         .map_err(|e| e.to_string())?;
-    let wanted: Vec<(String, Option<Vec<(String, i32)>>)> = if version >= 8 {
+    let wanted: Wanted = if version >= 8 {
         req.groups
             .into_iter()
             .map(|g| {
                 let topics = g.topics.map(|ts| {
                     ts.into_iter()
-                        .flat_map(|t| t.partition_indexes.into_iter().map(move |p| (t.name.0.to_string(), p)))
+                        .flat_map(|t| {
+                            t.partition_indexes.into_iter().map(move |p| (t.name.0.to_string(), p))
+                        })
                         .collect()
                 });
                 (g.group_id.0.to_string(), topics)
@@ -39,7 +50,9 @@ pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<Res
     } else {
         let topics = req.topics.map(|ts| {
             ts.into_iter()
-                .flat_map(|t| t.partition_indexes.into_iter().map(move |p| (t.name.0.to_string(), p)))
+                .flat_map(|t| {
+                    t.partition_indexes.into_iter().map(move |p| (t.name.0.to_string(), p))
+                })
                 .collect()
         });
         vec![(req.group_id.0.to_string(), topics)]
@@ -74,7 +87,8 @@ fn values(c: Option<&Committed>) -> (i64, i32, String) {
 }
 
 fn group_entry(group_id: String, rows: Rows) -> OffsetFetchResponseGroup {
-    let mut group = OffsetFetchResponseGroup::default().with_group_id(GroupId(str_bytes(&group_id)));
+    let mut group =
+        OffsetFetchResponseGroup::default().with_group_id(GroupId(str_bytes(&group_id)));
     match rows {
         Err(e) => group.error_code = error_code(Some(e)),
         Ok(rows) => {

@@ -87,7 +87,11 @@ pub async fn ensure_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> 
         return Ok(());
     }
     let frame = create_request().map_err(|_| GroupError::CoordinatorNotAvailable)?;
-    let req = ControllerRequest::Admin { api: ApiKey::CreateTopics, version: CREATE_TOPICS_VERSION, frame };
+    let req = ControllerRequest::Admin {
+        api: ApiKey::CreateTopics,
+        version: CREATE_TOPICS_VERSION,
+        frame,
+    };
     match call_controller(ctx, req).await {
         ControllerReply::Encoded(frame) => check_created(frame),
         ControllerReply::Done => Ok(()),
@@ -133,8 +137,9 @@ fn create_request() -> anyhow::Result<Bytes> {
 fn check_created(frame: Bytes) -> Result<(), GroupError> {
     let mut body = frame.slice(4.min(frame.len())..);
     let version = CREATE_TOPICS_VERSION;
-    let decoded = ResponseHeader::decode(&mut body, ApiKey::CreateTopics.response_header_version(version))
-        .and_then(|_| CreateTopicsResponse::decode(&mut body, version));
+    let decoded =
+        ResponseHeader::decode(&mut body, ApiKey::CreateTopics.response_header_version(version))
+            .and_then(|_| CreateTopicsResponse::decode(&mut body, version));
     let Ok(response) = decoded else { return Err(GroupError::CoordinatorNotAvailable) };
     let already_exists = kafka_protocol::error::ResponseError::TopicAlreadyExists.code();
     match response.topics.first().map(|t| t.error_code) {
@@ -146,4 +151,3 @@ fn check_created(frame: Bytes) -> Result<(), GroupError> {
         }
     }
 }
-

@@ -15,7 +15,11 @@ use crate::shard::ShardCtx;
 /// v0–v5 (Kafka 4's range); v5 checks protocol type and name.
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<SyncGroupRequest>(frame, ApiKey::SyncGroup, version)
         .map_err(|e| e.to_string())?;
     let sync = SyncRequest {
@@ -25,7 +29,11 @@ pub async fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<Res
         group_instance_id: opt_str(req.group_instance_id),
         protocol_type: opt_str(req.protocol_type),
         protocol_name: opt_str(req.protocol_name),
-        assignments: req.assignments.into_iter().map(|a| (a.member_id.to_string(), a.assignment)).collect(),
+        assignments: req
+            .assignments
+            .into_iter()
+            .map(|a| (a.member_id.to_string(), a.assignment))
+            .collect(),
     };
     let answer = call_group(ctx, GroupCall::Sync(sync)).await;
     Ok(Box::pin(async move {
