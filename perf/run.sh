@@ -80,7 +80,7 @@ bench() { taskset -c "$CLIENT_CPU" $BENCH "$@"; }
 KAFKA_DIR="$TMP/kafka"
 SHARDLOG_PID=""
 cleanup() {
-  [[ -n "$SHARDLOG_PID" ]] && kill "$SHARDLOG_PID" 2>/dev/null && wait "$SHARDLOG_PID" 2>/dev/null || true
+  stop_shardlog
   [[ -f "$KAFKA_DIR/kafka.pid" ]] && "$KAFKA_SH" stop --dir "$KAFKA_DIR" >/dev/null 2>&1 || true
   [[ -z "$KEEP" ]] && rm -rf "$TMP"
   return 0
@@ -141,7 +141,11 @@ start_shardlog() {
   die "shardlog did not listen on $SHARDLOG_PORT"
 }
 stop_shardlog() {
-  [[ -n "$SHARDLOG_PID" ]] && { kill "$SHARDLOG_PID" 2>/dev/null; wait "$SHARDLOG_PID" 2>/dev/null || true; }
+  [[ -z "$SHARDLOG_PID" ]] && return 0
+  kill "$SHARDLOG_PID" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$SHARDLOG_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$SHARDLOG_PID" 2>/dev/null || true
+  wait "$SHARDLOG_PID" 2>/dev/null || true
   SHARDLOG_PID=""
 }
 

@@ -19,6 +19,8 @@ use super::stats::{self, cpu_times_s, spawn_controller, RunClock, Shared, Summar
 
 /// Runs without `--duration` or `--records` last this long.
 const DEFAULT_DURATION_S: f64 = 10.0;
+/// How long the e2e consumer may keep reading after its producer finished.
+const E2E_CONSUMER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// Head start given to lanes to connect before the open-loop schedule begins.
 const CONNECT_ALLOWANCE_NS: u64 = 200_000_000;
 
@@ -126,7 +128,7 @@ pub fn produce(a: ProduceArgs) -> anyhow::Result<()> {
     let s2 = shared.clone();
     let result =
         run_lanes(a.common.cpus, lanes, move |l| producer::run_lane(plan.clone(), l, s2.clone()));
-    stop_all(&[shared.clone()], controller);
+    stop_all(std::slice::from_ref(&shared), controller);
     let summary = finish(&shared, &a.common, "produce", a.producer.rate, cpu_start)?;
     result?;
     check_errors(&summary)
@@ -160,7 +162,7 @@ pub fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
     let s2 = shared.clone();
     let result =
         run_lanes(a.common.cpus, lanes, move |l| consumer::run_lane(plan.clone(), l, s2.clone()));
-    stop_all(&[shared.clone()], controller);
+    stop_all(std::slice::from_ref(&shared), controller);
     let summary = finish(&shared, &a.common, "consume", None, cpu_start)?;
     result?;
     check_errors(&summary)
@@ -208,9 +210,16 @@ pub fn e2e(a: E2eArgs) -> anyhow::Result<()> {
     let result = run_lanes(a.common.cpus, lanes, move |l| {
         let (pplan, cplan, es, ps) = (pplan.clone(), cplan.clone(), es.clone(), ps.clone());
         async move {
-            let consumer = glommio::spawn_local(consumer::run_lane(cplan, l.clone(), es));
+            let consumer = glommio::spawn_local(consumer::run_lane(cplan, l.clone(), es.clone()));
             let produced = producer::run_lane(pplan, l, ps).await;
-            let consumed = consumer.await;
+            // Records lost or never fetched must not keep the consumer waiting forever.
+            let grace = async {
+                glommio::timer::sleep(E2E_CONSUMER_GRACE).await;
+                es.stop.store(true, Ordering::Relaxed);
+                glommio::timer::sleep(E2E_CONSUMER_GRACE).await;
+                Err(anyhow::anyhow!("e2e consumer did not stop"))
+            };
+            let consumed = futures_lite::future::or(consumer, grace).await;
             produced.and(consumed)
         }
     });

@@ -52,8 +52,8 @@ impl Recorder {
 /// State shared by the executors and the progress thread.
 pub struct Shared {
     pub rec: Mutex<Recorder>,
-    /// Set once the warm-up is over; until then results are discarded.
-    pub measuring: AtomicBool,
+    /// Bench-clock time at which the warm-up ends; units sent earlier are discarded.
+    measure_from_ns: AtomicU64,
     /// Set when the run must stop (duration or record count reached, or fatal error).
     pub stop: AtomicBool,
     /// Records to measure before stopping, if `--records` was given.
@@ -66,7 +66,7 @@ impl Shared {
     pub fn new(records_target: Option<u64>) -> Arc<Shared> {
         Arc::new(Shared {
             rec: Mutex::new(Recorder::new()),
-            measuring: AtomicBool::new(false),
+            measure_from_ns: AtomicU64::new(u64::MAX),
             stop: AtomicBool::new(false),
             records_target,
             claimed: AtomicU64::new(0),
@@ -77,9 +77,11 @@ impl Shared {
         self.stop.load(Ordering::Relaxed)
     }
 
-    pub fn start_measuring(&self) {
-        self.rec.lock().measure_start_ns = now_ns();
-        self.measuring.store(true, Ordering::Release);
+    /// Sets when measuring starts; senders compare their send time against it, so the
+    /// boundary is exact rather than as late as the controller thread notices it.
+    pub fn measure_from(&self, ns: u64) {
+        self.rec.lock().measure_start_ns = ns;
+        self.measure_from_ns.store(ns, Ordering::Release);
     }
 
     /// Grants up to `want` records of the `--records` budget to a sender about to send
@@ -123,7 +125,7 @@ impl Shared {
     }
 
     pub fn is_measuring(&self) -> bool {
-        self.measuring.load(Ordering::Acquire)
+        now_ns() >= self.measure_from_ns.load(Ordering::Acquire)
     }
 }
 
@@ -143,19 +145,16 @@ pub fn spawn_controller(
     clock: RunClock,
     quiet: bool,
 ) -> std::thread::JoinHandle<()> {
+    let measure_ns = clock.start_ns + (clock.warmup_s * 1e9) as u64;
+    shareds.iter().for_each(|s| s.measure_from(measure_ns));
     std::thread::spawn(move || {
         let main = &shareds[0];
-        let measure_ns = clock.start_ns + (clock.warmup_s * 1e9) as u64;
         let stop_ns = clock.duration_s.map(|d| measure_ns + (d * 1e9) as u64);
         let (mut last_records, mut last_bytes, mut last_ns) = (0u64, 0u64, now_ns());
-        let mut measuring = false;
         while !shareds.iter().all(|s| s.stopped()) {
             std::thread::sleep(Duration::from_millis(5));
             let now = now_ns();
-            if !measuring && now >= measure_ns {
-                shareds.iter().for_each(|s| s.start_measuring());
-                measuring = true;
-            }
+            let measuring = now >= measure_ns;
             if stop_ns.is_some_and(|t| now >= t) {
                 shareds.iter().for_each(|s| s.stop.store(true, Ordering::Relaxed));
             }
@@ -414,7 +413,7 @@ mod tests {
     #[test]
     fn summary_round_trips_through_json_and_text() {
         let shared = Shared::new(Some(3));
-        shared.start_measuring();
+        shared.measure_from(now_ns());
         assert_eq!(shared.claim(2), 2);
         assert_eq!(shared.claim(2), 1, "budget of 3 records");
         assert_eq!(shared.claim(2), 0);

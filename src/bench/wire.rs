@@ -29,10 +29,12 @@ const READ_BUFFER_BYTES: usize = 256 * 1024;
 /// Errors of the client layer (framing, transport, codec).
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot connect to broker {addr}: {source}")]
-    Connect { addr: String, source: std::io::Error },
-    #[error("connection to {addr} failed: {source}")]
-    Io { addr: String, source: std::io::Error },
+    // `err` (not `source`): the cause is in the one-line message already, and `{:#}`
+    // printing must not repeat it.
+    #[error("cannot connect to broker {addr}: {err}")]
+    Connect { addr: String, err: std::io::Error },
+    #[error("connection to {addr} failed: {err}")]
+    Io { addr: String, err: std::io::Error },
     #[error("protocol error from {addr}: {msg}")]
     Protocol { addr: String, msg: String },
     #[error("broker {addr} does not support {api:?} in versions {ours_min}..={ours_max}")]
@@ -153,14 +155,14 @@ impl ConnWriter {
         self.inner
             .write_all(frame)
             .await
-            .map_err(|source| ClientError::Io { addr: self.addr.clone(), source })
+            .map_err(|source| ClientError::Io { addr: self.addr.clone(), err: source })
     }
 }
 
 impl ConnReader {
     /// Reads one response frame body (without its length prefix).
     pub async fn recv(&mut self) -> Result<Bytes, ClientError> {
-        let io = |source| ClientError::Io { addr: self.addr.clone(), source };
+        let io = |source| ClientError::Io { addr: self.addr.clone(), err: source };
         let mut len = [0u8; 4];
         self.inner.read_exact(&mut len).await.map_err(io)?;
         let len = u32::from_be_bytes(len) as usize;
@@ -171,7 +173,7 @@ impl ConnReader {
             });
         }
         let mut body = BytesMut::zeroed(len);
-        let io = |source| ClientError::Io { addr: self.addr.clone(), source };
+        let io = |source| ClientError::Io { addr: self.addr.clone(), err: source };
         self.inner.read_exact(&mut body).await.map_err(io)?;
         Ok(body.freeze())
     }
@@ -189,7 +191,7 @@ pub struct Conn {
 impl Conn {
     /// Connects with TCP_NODELAY (small produce requests must not wait for Nagle).
     pub async fn connect(addr: &str) -> Result<Conn, ClientError> {
-        let connect_err = |source| ClientError::Connect { addr: addr.to_string(), source };
+        let connect_err = |source| ClientError::Connect { addr: addr.to_string(), err: source };
         let sock: SocketAddr = resolve(addr).map_err(connect_err)?;
         let stream = TcpStream::connect_timeout(sock, CONNECT_TIMEOUT)
             .await

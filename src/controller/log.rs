@@ -8,7 +8,7 @@
 //! behind [`MetadataStore`] so tests can inject failures; after a failed write every later
 //! append is refused (the file may hold a partial frame that only replay can judge).
 //!
-//! Frame: `[length u32][crc32 u32][frame version u8][record count u16][records...]`, where
+//! Frame: `[length u32][crc32 u32][frame version u8][record count u32][records...]`, where
 //! `length` counts the bytes after the CRC and the CRC (IEEE, crc32fast) covers them.
 
 use std::fs::{File, OpenOptions};
@@ -135,7 +135,8 @@ impl MetadataStore for MemStore {
 #[must_use]
 pub fn encode_frame(records: &[MetadataRecord]) -> Vec<u8> {
     let mut body = vec![FRAME_VERSION];
-    body.extend_from_slice(&u16::try_from(records.len()).unwrap_or(u16::MAX).to_be_bytes());
+    // Frames are bounded by METADATA_FRAME_BYTES_MAX, so the count always fits.
+    body.extend_from_slice(&u32::try_from(records.len()).unwrap_or(u32::MAX).to_be_bytes());
     for r in records {
         r.encode(&mut body);
     }
@@ -167,7 +168,9 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<Replayed, ControllerError>
     };
     while pos < bytes.len() {
         let rest = &bytes[pos..];
-        if rest.len() < FRAME_HEADER_BYTES {
+        // A short remainder, or zeros (a file extended by a crash before its data landed),
+        // is a torn tail. Note a zero header would otherwise pass: CRC-32 of nothing is 0.
+        if rest.len() < FRAME_HEADER_BYTES || is_zeros(rest) {
             break;
         }
         let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
@@ -198,15 +201,16 @@ fn is_zeros(b: &[u8]) -> bool {
 }
 
 fn parse_body(body: &[u8]) -> Result<Vec<MetadataRecord>, String> {
-    if body.len() < 3 {
+    if body.len() < 5 {
         return Err("frame shorter than its header".into());
     }
     if body[0] != FRAME_VERSION {
         return Err(format!("unknown frame version {}", body[0]));
     }
-    let count = u16::from_be_bytes([body[1], body[2]]);
-    let mut pos = 3;
-    let mut records = Vec::with_capacity(usize::from(count));
+    let count = u32::from_be_bytes([body[1], body[2], body[3], body[4]]);
+    let mut pos = 5;
+    // Every record takes at least 6 bytes: a larger count is corruption, not an allocation.
+    let mut records = Vec::with_capacity((count as usize).min(body.len() / 6));
     for _ in 0..count {
         let (rec, used) = MetadataRecord::decode(&body[pos..]).map_err(|e| e.to_string())?;
         records.push(rec);
@@ -253,6 +257,18 @@ mod tests {
             *b = 0;
         }
         assert_eq!(parse_log(&zeroed, Path::new("m")).unwrap().valid_len, first.len() as u64);
+    }
+
+    #[test]
+    fn zero_filled_tail_is_torn_not_corrupt() {
+        let mut log = encode_frame(&op(1));
+        let valid = log.len() as u64;
+        log.extend(std::iter::repeat_n(0u8, 4096));
+        let r = parse_log(&log, Path::new("m")).unwrap();
+        assert_eq!((r.operations.len(), r.valid_len), (1, valid));
+        // Zeros followed by data are corruption, not a tail.
+        log.extend(encode_frame(&op(2)));
+        assert!(parse_log(&log, Path::new("m")).is_err());
     }
 
     #[test]

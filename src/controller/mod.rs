@@ -13,6 +13,7 @@
 //! the move recorded); producer ids are never handed out twice, across restarts too.
 
 pub mod configs;
+mod delta;
 mod error;
 mod image;
 pub mod log;
@@ -26,6 +27,7 @@ mod topics;
 mod tests;
 
 pub use configs::{BrokerDefaults, TopicConfig};
+pub use delta::{ImageDelta, PartitionRef};
 pub use error::ControllerError;
 pub use image::{MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{random_kafka_uuid, MetaProperties};
@@ -40,7 +42,7 @@ use uuid::Uuid;
 
 use self::log::{encode_frame, parse_log, FileStore, MetadataStore};
 use self::records::{MetadataRecord, PartitionRecord};
-use crate::constants::PRODUCER_ID_BLOCK_SIZE;
+use crate::constants::{METADATA_FRAME_BYTES_MAX, PRODUCER_ID_BLOCK_SIZE};
 use crate::types::{NodeId, ProducerId, ShardId};
 
 /// Cluster metadata and the log that makes it durable. See the module docs.
@@ -160,14 +162,33 @@ impl Controller {
 
     /// Writes one operation durably, then applies it. Does not rebuild the image.
     fn commit(&mut self, records: Vec<MetadataRecord>) -> Result<(), ControllerError> {
+        self.commit_ops(vec![records])
+    }
+
+    /// Writes several operations (one frame each, so each is atomic on its own) with a single
+    /// write and fsync, then applies them. Does not rebuild the image.
+    fn commit_ops(&mut self, ops: Vec<Vec<MetadataRecord>>) -> Result<(), ControllerError> {
         if let Some(reason) = &self.failed {
             return Err(ControllerError::ReadOnly(reason.clone()));
         }
-        if let Err(e) = self.store.append_durable(&encode_frame(&records)) {
+        let mut bytes = Vec::new();
+        for records in &ops {
+            let frame = encode_frame(records);
+            // Replay treats a longer frame as corruption: refuse to write one.
+            if frame.len() > METADATA_FRAME_BYTES_MAX as usize {
+                return Err(ControllerError::InvalidRequest(format!(
+                    "metadata change of {} bytes exceeds the {METADATA_FRAME_BYTES_MAX}-byte \
+                     frame limit",
+                    frame.len()
+                )));
+            }
+            bytes.extend_from_slice(&frame);
+        }
+        if let Err(e) = self.store.append_durable(&bytes) {
             self.failed = Some(e.to_string());
             return Err(e);
         }
-        for record in records {
+        for record in ops.into_iter().flatten() {
             if let Err(reason) = self.apply(record) {
                 // A record we just validated failed to apply: a controller bug. The log now
                 // holds it, so stop accepting changes rather than diverge further.
@@ -252,8 +273,9 @@ impl Controller {
     /// the least-loaded shards, and records the moves so later restarts agree.
     fn replace_lost_shards(&mut self) -> Result<(), ControllerError> {
         let mut load = placement::load_of(self.topics.values(), self.shard_count);
-        let mut moves = Vec::new();
+        let mut ops = Vec::new();
         for topic in self.topics.values() {
+            let mut moves = Vec::new();
             for p in topic.partitions.iter().filter(|p| p.owner_shard.0 >= self.shard_count) {
                 let shard = placement::least_loaded(&mut load);
                 moves.push(MetadataRecord::Partition(PartitionRecord {
@@ -266,10 +288,14 @@ impl Controller {
                     isr: p.isr.clone(),
                 }));
             }
+            if !moves.is_empty() {
+                ops.push(moves);
+            }
         }
-        if !moves.is_empty() {
-            tracing::warn!(partitions = moves.len(), "re-placing partitions of removed shards");
-            self.commit(moves)?;
+        if !ops.is_empty() {
+            let partitions: usize = ops.iter().map(Vec::len).sum();
+            tracing::warn!(partitions, "re-placing partitions of removed shards");
+            self.commit_ops(ops)?;
         }
         Ok(())
     }
@@ -303,3 +329,9 @@ pub fn least_loaded_shard(image: &MetadataImage) -> ShardId {
     let mut load = image.partitions_per_shard();
     placement::least_loaded(&mut load)
 }
+
+// The server may open the controller before moving it onto the controller shard's thread.
+const _: fn() = || {
+    fn assert_send<T: Send>() {}
+    assert_send::<Controller>();
+};

@@ -51,23 +51,41 @@ impl Controller {
         topics: &[NewTopic],
         validate_only: bool,
     ) -> Vec<Result<Arc<TopicImage>, ControllerError>> {
-        let mut results = Vec::with_capacity(topics.len());
-        let mut changed = false;
-        for topic in topics {
-            let result = self.plan_topic(topic).and_then(|(image, records)| {
-                if validate_only {
-                    return Ok(Arc::new(TopicImage { topic_id: Uuid::nil(), ..image }));
-                }
-                self.commit(records)?;
-                changed = true;
-                self.topics.get(&image.name).cloned().ok_or_else(|| {
-                    ControllerError::ReadOnly(format!("topic {} vanished after commit", image.name))
-                })
-            });
-            results.push(result);
+        // Plan every topic against the state plus the topics planned before it, then write
+        // all frames (one per topic, each atomic) with a single fsync.
+        let mut load = placement::load_of(self.topics.values(), self.shard_count);
+        let mut pending: Vec<String> = Vec::new();
+        let mut ops = Vec::new();
+        let mut results: Vec<Result<Arc<TopicImage>, ControllerError>> = topics
+            .iter()
+            .map(|spec| {
+                let (image, records) = self.plan_topic(spec, &mut load, &pending)?;
+                pending.push(image.name.clone());
+                ops.push(records);
+                Ok(Arc::new(TopicImage { topic_id: Uuid::nil(), ..image }))
+            })
+            .collect();
+        if validate_only || ops.is_empty() {
+            return results;
         }
-        if changed {
-            self.rebuild_image();
+        if let Err(e) = self.commit_ops(ops) {
+            let reason = e.to_string();
+            let mut first = Some(e);
+            for r in results.iter_mut().filter(|r| r.is_ok()) {
+                *r = Err(first.take().unwrap_or_else(|| ControllerError::ReadOnly(reason.clone())));
+            }
+            return results;
+        }
+        self.rebuild_image();
+        for r in &mut results {
+            if let Ok(planned) = r {
+                *r = self.topics.get(&planned.name).cloned().ok_or_else(|| {
+                    ControllerError::ReadOnly(format!(
+                        "topic {} vanished after commit",
+                        planned.name
+                    ))
+                });
+            }
         }
         results
     }
@@ -214,13 +232,16 @@ impl Controller {
     fn plan_topic(
         &self,
         spec: &NewTopic,
+        load: &mut [usize],
+        pending: &[String],
     ) -> Result<(TopicImage, Vec<MetadataRecord>), ControllerError> {
         validate_topic_name(&spec.name).map_err(ControllerError::InvalidTopic)?;
-        if self.topics.contains_key(&spec.name) {
+        if self.topics.contains_key(&spec.name) || pending.contains(&spec.name) {
             return Err(ControllerError::TopicAlreadyExists(spec.name.clone()));
         }
         let key = collision_key(&spec.name);
-        if let Some(other) = self.topics.keys().find(|t| collision_key(t) == key) {
+        let mut names = self.topics.keys().chain(pending.iter());
+        if let Some(other) = names.find(|t| collision_key(t) == key) {
             return Err(ControllerError::InvalidTopic(format!(
                 "Topic '{}' collides with existing topic: {other}",
                 spec.name
@@ -234,9 +255,8 @@ impl Controller {
             topic_id,
             internal: is_internal(&spec.name),
         })];
-        let mut load = placement::load_of(self.topics.values(), self.shard_count);
         for index in 0..partitions {
-            records.push(MetadataRecord::Partition(self.new_partition(topic_id, index, &mut load)));
+            records.push(MetadataRecord::Partition(self.new_partition(topic_id, index, load)));
         }
         for (name, value) in &configs {
             records.push(config_record(topic_id, name, Some(value.clone())));

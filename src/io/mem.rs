@@ -32,10 +32,35 @@ pub struct FaultPlan {
     pub fail_sync: Option<u64>,
 }
 
+/// One file image: `data` holds the bytes up to the last written one; the file is `size`
+/// bytes long, zeros past `data` (sparse, so preallocated indexes cost nothing).
+#[derive(Clone, Default)]
+struct Image {
+    data: Vec<u8>,
+    size: usize,
+}
+
+impl Image {
+    fn write(&mut self, pos: usize, bytes: &[u8]) {
+        let end = pos + bytes.len();
+        if self.data.len() < end {
+            self.data.resize(end, 0);
+        }
+        self.data[pos..end].copy_from_slice(bytes);
+        self.size = self.size.max(end);
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut v = self.data.clone();
+        v.resize(self.size, 0);
+        v
+    }
+}
+
 #[derive(Default)]
 struct Inode {
-    data: Vec<u8>,
-    durable: Vec<u8>,
+    data: Image,
+    durable: Image,
 }
 
 #[derive(Default)]
@@ -117,7 +142,7 @@ impl MemFileSystem {
     #[must_use]
     pub fn file_content(&self, path: &Path) -> Option<Vec<u8>> {
         let st = self.state.borrow();
-        st.names.get(path).and_then(|ino| st.inodes.get(ino)).map(|i| i.data.clone())
+        st.names.get(path).and_then(|ino| st.inodes.get(ino)).map(|i| i.data.bytes())
     }
 
     /// Overwrites bytes of a file in both images (test corruption), growing it if needed.
@@ -126,10 +151,7 @@ impl MemFileSystem {
         let Some(ino) = st.names.get(path).copied() else { return };
         if let Some(inode) = st.inodes.get_mut(&ino) {
             for img in [&mut inode.data, &mut inode.durable] {
-                if img.len() < pos + bytes.len() {
-                    img.resize(pos + bytes.len(), 0);
-                }
-                img[pos..pos + bytes.len()].copy_from_slice(bytes);
+                img.write(pos, bytes);
             }
         }
     }
@@ -161,14 +183,20 @@ impl MemFile {
 impl DataFile for MemFile {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         self.with_inode(|i| {
-            let start = usize::try_from(pos).unwrap_or(usize::MAX).min(i.data.len());
-            let end = start.saturating_add(len).min(i.data.len());
-            Bytes::copy_from_slice(&i.data[start..end])
+            let img = &i.data;
+            let start = usize::try_from(pos).unwrap_or(usize::MAX).min(img.size);
+            let end = start.saturating_add(len).min(img.size);
+            let mut out = vec![0u8; end - start];
+            let have = img.data.len().clamp(start, end);
+            out[..have - start].copy_from_slice(&img.data[start..have]);
+            Bytes::from(out)
         })
     }
 
     async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()> {
         self.check_open()?;
+        // Yield like a real device would, so other tasks (and crash snapshots) interleave.
+        futures_lite::future::yield_now().await;
         let mut buf: Vec<u8> = parts.concat();
         buf.resize(usize::try_from(align_up(buf.len() as u64)).map_err(io::Error::other)?, 0);
         let mut keep = buf.len();
@@ -188,12 +216,7 @@ impl DataFile for MemFile {
             }
         }
         let pos = usize::try_from(pos).map_err(io::Error::other)?;
-        self.with_inode(|i| {
-            if i.data.len() < pos + keep {
-                i.data.resize(pos + keep, 0);
-            }
-            i.data[pos..pos + keep].copy_from_slice(&buf[..keep]);
-        })?;
+        self.with_inode(|i| i.data.write(pos, &buf[..keep]))?;
         if keep < buf.len() {
             return Err(injected("torn write"));
         }
@@ -202,6 +225,7 @@ impl DataFile for MemFile {
 
     async fn sync(&self) -> io::Result<()> {
         self.check_open()?;
+        futures_lite::future::yield_now().await;
         {
             let mut st = self.state.borrow_mut();
             if matches(&st.faults, &self.path) {
@@ -216,11 +240,14 @@ impl DataFile for MemFile {
 
     async fn truncate(&self, size_bytes: u64) -> io::Result<()> {
         let size = usize::try_from(size_bytes).map_err(io::Error::other)?;
-        self.with_inode(|i| i.data.resize(size, 0))
+        self.with_inode(|i| {
+            i.data.size = size;
+            i.data.data.truncate(size);
+        })
     }
 
     async fn size(&self) -> io::Result<u64> {
-        self.with_inode(|i| i.data.len() as u64)
+        self.with_inode(|i| i.data.size as u64)
     }
 
     async fn close(&self) -> io::Result<()> {

@@ -141,14 +141,11 @@ impl<F: FileSystem> LogInner<F> {
     async fn wait_for_space(self: &Rc<Self>, batch_bytes: usize) -> Result<(), StorageError> {
         loop {
             self.check_writable()?;
-            let st = self.st.borrow();
-            if st.unwritten_bytes == 0
-                || st.unwritten_bytes + batch_bytes <= LOG_UNWRITTEN_BYTES_MAX
-            {
+            let unwritten = self.st.borrow().unwritten_bytes;
+            if unwritten == 0 || unwritten + batch_bytes <= LOG_UNWRITTEN_BYTES_MAX {
                 return Ok(());
             }
             let wait = self.progress.wait();
-            drop(st);
             self.kick_writer();
             wait.await;
         }

@@ -119,3 +119,136 @@ pub fn assign(
     }
     buf.freeze()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::batch::{self, Compression, OFFSET_CRC};
+    use crate::storage::records::{build_batch, NewRecord};
+    use bytes::BufMut;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn recs(n: usize, keyed: bool) -> Vec<NewRecord<'static>> {
+        (0..n)
+            .map(|i| NewRecord {
+                key: keyed.then_some(b"key".as_slice()),
+                value: Some(b"value-bytes".as_slice()),
+                timestamp_ms: NOW - 10 + i as i64,
+                headers: vec![("h", Some(b"v".as_slice()))],
+            })
+            .collect()
+    }
+
+    fn code(r: Result<Validated, StorageError>) -> i16 {
+        r.map_or_else(|e| e.kafka_code(), |_| 0)
+    }
+
+    #[test]
+    fn accepts_every_codec() {
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let b = build_batch(&recs(20, true), codec);
+            let v = validate(&b, &LogConfig::default(), NOW).unwrap();
+            assert_eq!(v.header.records_count, 20, "{codec:?}");
+            assert_eq!(v.max_timestamp_ms, NOW + 9);
+            assert_eq!(v.max_timestamp_delta, 19);
+        }
+    }
+
+    #[test]
+    fn accepts_xerial_snappy() {
+        let raw = build_batch(&recs(3, true), Compression::None);
+        let body = &raw[batch::BATCH_HEADER_BYTES..];
+        let block = snap::raw::Encoder::new().compress_vec(body).unwrap();
+        let mut payload = vec![0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1];
+        payload.put_u32(block.len() as u32);
+        payload.extend_from_slice(&block);
+        let mut b = BytesMut::from(&raw[..batch::BATCH_HEADER_BYTES]);
+        b.extend_from_slice(&payload);
+        let len = (b.len() - 12) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        b[21..23].copy_from_slice(&2i16.to_be_bytes());
+        batch::recompute_crc(&mut b);
+        validate(&b, &LogConfig::default(), NOW).unwrap();
+    }
+
+    #[test]
+    fn rejects_like_kafka() {
+        let cfg = LogConfig::default();
+        let good = build_batch(&recs(3, false), Compression::None);
+        // CRC
+        let mut bad = BytesMut::from(&good[..]);
+        bad[OFFSET_CRC] ^= 1;
+        assert_eq!(code(validate(&bad, &cfg, NOW)), 2);
+        // truncated / length mismatch
+        assert_eq!(code(validate(&good[..good.len() - 1], &cfg, NOW)), 2);
+        assert_eq!(code(validate(&good[..30], &cfg, NOW)), 2);
+        // two batches in one request
+        let mut two = BytesMut::from(&good[..]);
+        two.extend_from_slice(&good);
+        assert_eq!(code(validate(&two, &cfg, NOW)), 87);
+        // magic
+        let mut m = BytesMut::from(&good[..]);
+        m[16] = 1;
+        assert_eq!(code(validate(&m, &cfg, NOW)), 2);
+        // too large
+        let small = LogConfig { max_message_bytes: 50, ..LogConfig::default() };
+        assert_eq!(code(validate(&good, &small, NOW)), 10);
+        // recordsCount != lastOffsetDelta + 1
+        let mut c = BytesMut::from(&good[..]);
+        c[23..27].copy_from_slice(&5i32.to_be_bytes());
+        batch::recompute_crc(&mut c);
+        assert_eq!(code(validate(&c, &cfg, NOW)), 87);
+        // timestamps
+        let future = LogConfig { timestamp_after_max_ms: 1, ..LogConfig::default() };
+        assert_eq!(code(validate(&good, &future, NOW - 1000)), 32);
+        let past = LogConfig { timestamp_before_max_ms: 1, ..LogConfig::default() };
+        assert_eq!(code(validate(&good, &past, NOW + 1000)), 32);
+        // keys on compacted topics
+        let compacted = LogConfig { compacted: true, ..LogConfig::default() };
+        assert_eq!(code(validate(&good, &compacted, NOW)), 87);
+        let keyed = build_batch(&recs(3, true), Compression::Zstd);
+        assert_eq!(code(validate(&keyed, &compacted, NOW)), 0);
+        // control batches from clients
+        let mut ctl = BytesMut::from(&good[..]);
+        ctl[21..23].copy_from_slice(&0x20i16.to_be_bytes());
+        batch::recompute_crc(&mut ctl);
+        assert_eq!(code(validate(&ctl, &cfg, NOW)), 87);
+    }
+
+    #[test]
+    fn rejects_non_contiguous_offset_deltas() {
+        // Two one-record batches glued into one body: second record has delta 0 again.
+        let r = recs(1, true);
+        let one = build_batch(&r, Compression::None);
+        let body = &one[batch::BATCH_HEADER_BYTES..];
+        let mut b = BytesMut::from(&one[..]);
+        b.extend_from_slice(body);
+        let len = (b.len() - 12) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        b[23..27].copy_from_slice(&1i32.to_be_bytes());
+        b[57..61].copy_from_slice(&2i32.to_be_bytes());
+        batch::recompute_crc(&mut b);
+        assert_eq!(code(validate(&b, &LogConfig::default(), NOW)), 87);
+    }
+
+    #[test]
+    fn log_append_time_recomputes_crc() {
+        let cfg =
+            LogConfig { timestamp_type: TimestampType::LogAppendTime, ..LogConfig::default() };
+        let b = build_batch(&recs(2, true), Compression::Lz4);
+        let v = validate(&b, &cfg, NOW).unwrap();
+        assert_eq!(v.max_timestamp_ms, NOW);
+        let stored = assign(b, 42, 7, &cfg, NOW);
+        let h = BatchHeader::parse(&stored).unwrap();
+        assert_eq!((h.base_offset, h.partition_leader_epoch, h.max_timestamp), (42, 7, NOW));
+        assert!(h.is_log_append_time());
+        batch::check_crc(&h, &stored).unwrap();
+    }
+}

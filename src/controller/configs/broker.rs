@@ -149,6 +149,31 @@ impl BrokerDefaults {
         Ok(out)
     }
 
+    /// The value of a broker config as this broker uses it, and whether it was set
+    /// explicitly. The typed fields win over `settings`, so a server that fills the fields
+    /// directly still describes what it runs with.
+    #[must_use]
+    pub fn value_of(&self, name: &str) -> Option<(String, bool)> {
+        let typed = match name {
+            "num.partitions" => Some((self.num_partitions.to_string(), self.num_partitions != 1)),
+            "default.replication.factor" => Some((
+                self.default_replication_factor.to_string(),
+                self.default_replication_factor != 1,
+            )),
+            "auto.create.topics.enable" => {
+                Some((self.auto_create_topics_enable.to_string(), !self.auto_create_topics_enable))
+            }
+            "delete.topic.enable" => {
+                Some((self.delete_topic_enable.to_string(), !self.delete_topic_enable))
+            }
+            _ => None,
+        };
+        match typed {
+            Some((v, differs)) => Some((v, differs || self.settings.contains_key(name))),
+            None => self.settings.get(name).map(|v| (v.clone(), true)),
+        }
+    }
+
     /// The broker-level value for a topic config, converted to the topic's unit, with the
     /// synonym it came from: the first synonym set explicitly, in Kafka's priority order.
     #[must_use]

@@ -13,7 +13,7 @@ mod topic_config;
 
 pub use broker::{broker_config_def, BrokerDefaults, BROKER_ONLY_CONFIGS};
 pub use defs::TOPIC_CONFIGS;
-pub use topic_config::{CleanupPolicy, TimestampType, TopicConfig};
+pub use topic_config::{effective_value, CleanupPolicy, TimestampType, TopicConfig, ValueSource};
 
 use std::collections::BTreeMap;
 

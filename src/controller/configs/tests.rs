@@ -1,3 +1,6 @@
+//! Registry tests: Kafka defaults, validation wording, unknown names, synonyms in priority
+//! order, and that `docs/topic-configs.md` matches the registry.
+
 use std::collections::BTreeMap;
 
 use super::*;
@@ -166,4 +169,51 @@ fn broker_settings_are_validated() {
     .unwrap();
     assert_eq!(b.num_partitions, 3);
     assert!(!b.auto_create_topics_enable);
+}
+
+/// The table in `docs/topic-configs.md`; regenerate with
+/// `cargo test --lib print_topic_config_table -- --ignored --nocapture`.
+fn config_table() -> String {
+    let mut out = String::from(
+        "| config | type | default | broker synonyms | effect in Shardlog |\n|---|---|---|---|---|\n",
+    );
+    for d in TOPIC_CONFIGS {
+        let synonyms: Vec<&str> = d.synonyms.iter().map(|s| s.name).collect();
+        let effect = match d.effect {
+            Effect::Active => "acts".to_string(),
+            Effect::NotYet(why) => format!("**no effect yet**: {why}"),
+        };
+        out.push_str(&format!(
+            "| `{}`{} | {:?} | {} | {} | {} |\n",
+            d.name,
+            if d.internal { " (internal)" } else { "" },
+            d.kind,
+            d.default.map_or("null".to_string(), |v| format!("`{v}`")),
+            if synonyms.is_empty() {
+                "-".to_string()
+            } else {
+                format!("`{}`", synonyms.join("`, `"))
+            },
+            effect
+        ));
+    }
+    out
+}
+
+#[test]
+#[ignore = "prints the docs table"]
+fn print_topic_config_table() {
+    println!("{}", config_table());
+}
+
+#[test]
+fn docs_table_is_current() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/topic-configs.md"))
+            .expect("docs/topic-configs.md exists");
+    assert!(
+        doc.contains(&config_table()),
+        "docs/topic-configs.md is stale: regenerate the table with \
+         cargo test --lib print_topic_config_table -- --ignored --nocapture"
+    );
 }
