@@ -80,7 +80,11 @@ fn build(
                                 MetadataResponsePartition::default()
                                     .with_partition_index(p.index)
                                     .with_leader_id(BrokerId(p.leader.0))
-                                    .with_leader_epoch(if version >= 7 { p.leader_epoch.0 } else { -1 })
+                                    .with_leader_epoch(if version >= 7 {
+                                        p.leader_epoch.0
+                                    } else {
+                                        -1
+                                    })
                                     .with_replica_nodes(vec![BrokerId(node)])
                                     .with_isr_nodes(vec![BrokerId(node)])
                             })
@@ -91,9 +95,7 @@ fn build(
         .collect();
     MetadataResponse::default()
         .with_brokers(vec![broker])
-        .with_cluster_id(
-            (version >= 2).then(|| StrBytes::from_string(image.cluster_id.clone())),
-        )
+        .with_cluster_id((version >= 2).then(|| StrBytes::from_string(image.cluster_id.clone())))
         .with_controller_id(BrokerId(if version >= 1 { node } else { -1 }))
         .with_topics(topics)
 }

@@ -99,7 +99,8 @@ fn partition_response(
     version: i16,
 ) -> PartitionProduceResponse {
     // Fields newer than the request's version must keep their defaults.
-    let message = |m: Option<String>| if version >= 8 { m.map(StrBytes::from_string) } else { None };
+    let message =
+        |m: Option<String>| if version >= 8 { m.map(StrBytes::from_string) } else { None };
     let failed = |code: ResponseError, msg: Option<String>| {
         PartitionProduceResponse::default()
             .with_index(index)
