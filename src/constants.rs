@@ -17,6 +17,23 @@ pub const SEGMENT_INDEX_BYTES_DEFAULT: u32 = 10 * 1024 * 1024;
 pub const MAX_MESSAGE_BYTES_DEFAULT: u32 = 1_048_588;
 /// Direct I/O alignment: every O_DIRECT write starts and ends on this boundary.
 pub const DIRECT_IO_ALIGNMENT_BYTES: u64 = 4096;
+/// Kafka's `message.timestamp.before.max.ms` default (no lower bound).
+pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS_DEFAULT: i64 = i64::MAX;
+/// Kafka 4.0's `message.timestamp.after.max.ms` default: 1 hour (KIP-1030).
+pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT: i64 = 60 * 60 * 1000;
+/// Appended bytes of one log not yet handed to a completed write; appends past it wait
+/// (back-pressure) in call order.
+pub const LOG_UNWRITTEN_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Largest single write the log writer issues; larger backlogs go in several writes.
+pub const LOG_WRITE_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Default per-shard cache of recent batches.
+pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+/// Smallest disk read issued by the reader (whole batches are then cut out of it).
+pub const LOG_READ_CHUNK_BYTES_MIN: usize = 64 * 1024;
+/// Bound on a decompressed batch during validation (zip-bomb guard).
+pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Default `flush.ms` for `FlushPolicy::IntervalMs` when chosen without a value.
+pub const LOG_FLUSH_INTERVAL_MS_DEFAULT: u64 = 1000;
 
 // ---------------------------------------------------------------- server
 /// Kafka's `socket.request.max.bytes` default: 100 MiB.
@@ -49,9 +66,72 @@ pub const SHUTDOWN_POLL_INTERVAL_MS: u64 = 50;
 /// cross-shard hop costs milliseconds at p99).
 pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 50;
 
+// ---------------------------------------------------------------- controller
+/// Most partitions one topic may have (CreateTopics / CreatePartitions beyond it get
+/// INVALID_PARTITIONS): each partition costs an open log with three file descriptors per
+/// segment, so an unbounded count would exhaust RLIMIT_NOFILE on one request.
+pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
+/// Kafka's topic name limit (249 characters: the partition directory name must fit in 255).
+pub const TOPIC_NAME_CHARS_MAX: usize = 249;
+/// Producer ids reserved per metadata-log write; a restart skips the unused rest of a block.
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+/// Largest metadata-log frame accepted on replay: a bigger length field means corruption.
+pub const METADATA_FRAME_BYTES_MAX: u32 = 64 * 1024 * 1024;
+/// Most topics the controller accepts in one request; bounds the work of one metadata write.
+pub const ADMIN_REQUEST_TOPICS_MAX: usize = 10_000;
+// ---------------------------------------------------------------- group
+/// Kafka's `offsets.topic.num.partitions` default.
+pub const OFFSETS_TOPIC_PARTITIONS_DEFAULT: i32 = 50;
+/// Kafka's `group.min.session.timeout.ms` default.
+pub const GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT: i32 = 6_000;
+/// Kafka's `group.max.session.timeout.ms` default (30 minutes).
+pub const GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT: i32 = 1_800_000;
+/// Kafka's `group.initial.rebalance.delay.ms` default.
+pub const GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT: i64 = 3_000;
+/// Members per group (`group.max.size`; Kafka's default is unbounded, ours bounds memory).
+pub const GROUP_MAX_SIZE_DEFAULT: usize = 10_000;
+/// Kafka's `offset.metadata.max.bytes` default.
+pub const OFFSET_METADATA_BYTES_MAX_DEFAULT: usize = 4096;
+/// Kafka's `offsets.retention.minutes` default (7 days), in ms.
+pub const OFFSETS_RETENTION_MS_DEFAULT: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's `offsets.retention.check.interval.ms` default.
+pub const OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 600_000;
+/// Largest protocol metadata one member may send in JoinGroup; past it the group record
+/// could not be stored anyway (it must fit in one message).
+pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as usize;
+/// Largest GroupMetadata record value (Kafka's `offsets.load.buffer.size`/message limit).
+pub const GROUP_METADATA_RECORD_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as usize;
+/// Groups one DescribeGroups/DeleteGroups/OffsetFetch request may name.
+pub const GROUP_REQUEST_GROUPS_MAX: usize = 10_000;
+
+// ---------------------------------------------------------------- bench
+/// Largest record value or key the load generator builds.
+pub const BENCH_RECORD_BYTES_MAX: usize = 1024 * 1024;
+/// Largest partition batch the load generator builds (Kafka's default max request is 1 MiB).
+pub const BENCH_BATCH_BYTES_MAX: usize = 1024 * 1024;
+/// Largest produce request the load generator sends (all partition batches together).
+pub const BENCH_REQUEST_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Connections per broker per executor.
+pub const BENCH_CONNECTIONS_MAX: usize = 64;
+/// Requests in flight per connection.
+pub const BENCH_IN_FLIGHT_MAX: usize = 64;
+/// Largest response frame the load generator accepts.
+pub const BENCH_RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Highest latency the histograms record: one hour in microseconds.
+pub const BENCH_LATENCY_US_MAX: u64 = 3_600_000_000;
+
 // ---------------------------------------------------------------- relations
 const _: () = assert!(MEMLOCK_BYTES_MIN <= MEMLOCK_BYTES_WANTED);
 const _: () = assert!(NOFILE_MIN <= NOFILE_WANTED);
 const _: () = assert!(CONNECTION_IN_FLIGHT_MAX >= 5); // the Java producer's default in-flight
 const _: () = assert!(SEGMENT_INDEX_BYTES_DEFAULT as u64 <= SEGMENT_BYTES_DEFAULT);
 const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as u64) < SEGMENT_BYTES_DEFAULT);
+const _: () = assert!(LOG_WRITE_BYTES_MAX <= LOG_UNWRITTEN_BYTES_MAX);
+const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as usize) <= LOG_UNWRITTEN_BYTES_MAX);
+const _: () = assert!(LOG_READ_CHUNK_BYTES_MIN as u64 % DIRECT_IO_ALIGNMENT_BYTES == 0);
+const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);
+const _: () = assert!(TOPIC_PARTITIONS_MAX > 0);
+const _: () = assert!(BENCH_BATCH_BYTES_MAX <= BENCH_REQUEST_BYTES_MAX);
+const _: () = assert!(GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT <= GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT);
+const _: () = assert!(GROUP_MEMBER_METADATA_BYTES_MAX <= GROUP_METADATA_RECORD_BYTES_MAX);
+const _: () = assert!(BENCH_REQUEST_BYTES_MAX <= BENCH_RESPONSE_BYTES_MAX);

@@ -14,6 +14,7 @@
 //! - [`server`]: listener, connection pipeline, one handler per Kafka API.
 //! - [`shard`]: glommio executors, partition → shard routing, cross-shard messages.
 //! - [`controller`]: metadata log, topic configs, placement.
+//! - [`group`]: consumer group coordinator, committed offsets, `__consumer_offsets` codec.
 //! - [`bench`]: the `shardlog bench` load generator.
 #![warn(rustdoc::broken_intra_doc_links)]
 #![allow(async_fn_in_trait)]
@@ -22,6 +23,7 @@ pub mod bench;
 pub mod config;
 pub mod constants;
 pub mod controller;
+pub mod group;
 pub mod io;
 pub mod protocol;
 pub mod server;

@@ -1,1 +1,155 @@
-//! placeholder: owned by the io subsystem (see ARCHITECTURE.md).
+//! The I/O seam of the storage engine: a small file-system trait ([`FileSystem`], [`DataFile`])
+//! with two implementations, glommio DMA files ([`dma`]) and a fault-injecting in-memory
+//! file system ([`mem`]), plus the start-up workarounds this machine needs
+//! ([`probe_data_dir`], [`raise_memlock_limit`]).
+//!
+//! Lives on every shard: each shard's executor creates its own file handles; nothing here is
+//! shared across threads (`Rc`, not `Arc`). Only this module and the shard runtime import
+//! glommio, so the storage logic runs unchanged on the in-memory backend in tests.
+//!
+//! Invariants of every implementation:
+//! - [`DataFile::write_at`] takes a position aligned to [`DIRECT_IO_ALIGNMENT_BYTES`] and pads
+//!   the written length up to that alignment with zeros (what an O_DIRECT write does);
+//! - a completed `write_at` survives a process crash; only [`DataFile::sync`] makes it survive
+//!   a power loss, and only [`FileSystem::sync_dir`] makes a created, renamed or removed name
+//!   survive one.
+
+pub mod dma;
+pub mod mem;
+
+use std::future::Future;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+pub use crate::constants::DIRECT_IO_ALIGNMENT_BYTES;
+
+/// A boxed, non-`Send` future, as spawned on the current shard.
+pub type LocalTask = Pin<Box<dyn Future<Output = ()> + 'static>>;
+
+/// A file holding log or index data, opened for reading and writing.
+pub trait DataFile: 'static {
+    /// Reads up to `len` bytes at `pos`; shorter only at the end of the file.
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
+    /// Writes the concatenation of `parts` at `pos` (aligned), padded with zeros to the
+    /// alignment. The file grows to at least the padded end.
+    async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()>;
+    /// Makes every completed write and size change durable (fdatasync).
+    async fn sync(&self) -> io::Result<()>;
+    /// Sets the file size (sparse when growing).
+    async fn truncate(&self, size_bytes: u64) -> io::Result<()>;
+    /// Current file size in bytes.
+    async fn size(&self) -> io::Result<u64>;
+    /// Releases the handle; later calls fail.
+    async fn close(&self) -> io::Result<()>;
+}
+
+/// The directory-level operations plus the two runtime hooks the storage engine needs
+/// (spawning a background task on the current shard, sleeping).
+pub trait FileSystem: 'static {
+    type File: DataFile;
+    /// Opens `path` for read and write, creating it (empty) if `create` and missing.
+    async fn open(&self, path: &Path, create: bool) -> io::Result<Self::File>;
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// File names (not paths) in `dir`, unsorted.
+    async fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
+    async fn remove_file(&self, path: &Path) -> io::Result<()>;
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes the names created, renamed or removed in `dir` durable.
+    async fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Runs `task` concurrently on the current shard.
+    fn spawn(&self, task: LocalTask);
+    async fn sleep(&self, duration: Duration);
+
+    /// The whole content of a small file, `None` if it does not exist.
+    async fn read_file(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        let names = match path.parent() {
+            Some(dir) => self.list_dir(dir).await?,
+            None => return Ok(None),
+        };
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if !names.iter().any(|n| Some(n) == name.as_ref()) {
+            return Ok(None);
+        }
+        let file = self.open(path, false).await?;
+        let size = file.size().await?;
+        let len = usize::try_from(size).map_err(|_| io::Error::other("file too large"))?;
+        let data = file.read_at(0, len).await?;
+        file.close().await?;
+        Ok(Some(data.to_vec()))
+    }
+
+    /// Replaces a small file atomically and durably: write `<path>.tmp`, sync, rename, sync
+    /// the directory.
+    async fn write_file_atomic(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let file = self.open(&tmp, true).await?;
+        file.truncate(0).await?;
+        file.write_at(0, &[data]).await?;
+        file.truncate(data.len() as u64).await?;
+        file.sync().await?;
+        file.close().await?;
+        self.rename(&tmp, path).await?;
+        let dir = path.parent().ok_or_else(|| io::Error::other("path without parent"))?;
+        self.sync_dir(dir).await
+    }
+}
+
+/// Rounds `v` down to the direct I/O alignment.
+#[must_use]
+pub fn align_down(v: u64) -> u64 {
+    v - v % DIRECT_IO_ALIGNMENT_BYTES
+}
+
+/// Rounds `v` up to the direct I/O alignment.
+#[must_use]
+pub fn align_up(v: u64) -> u64 {
+    align_down(v + DIRECT_IO_ALIGNMENT_BYTES - 1)
+}
+
+/// Raises RLIMIT_MEMLOCK (glommio refuses to start below 512 KiB of locked memory and its
+/// buffer registration fails under 8 MiB). Needs root or CAP_IPC_LOCK to go above the hard
+/// limit; best effort otherwise.
+pub fn raise_memlock_limit(bytes: u64) -> io::Result<()> {
+    let wanted = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+    // SAFETY: setrlimit/getrlimit only read/write the struct we pass.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raw const wanted) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: as above.
+    unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &raw mut current) };
+    let capped = libc::rlimit { rlim_cur: current.rlim_max, rlim_max: current.rlim_max };
+    // SAFETY: as above.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raw const capped) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The iopoll-probe workaround (see `design.md`): the first DMA file an executor opens on a
+/// device decides whether glommio polls it; if that file is empty the probe wrongly marks
+/// the device pollable and every later DMA read fails with EOPNOTSUPP. So, on every executor
+/// and before opening any log, write 4 KiB to a probe file in `dir`, sync it, reopen it with
+/// `DmaFile::open` and read it back.
+pub async fn probe_data_dir(dir: &Path) -> io::Result<()> {
+    dma::probe(dir).await
+}
+
+/// Runs `fut` to completion on a fresh single-threaded glommio executor on the current
+/// thread, after raising RLIMIT_MEMLOCK. For tests, benchmarks and tools; the broker uses the
+/// shard runtime instead.
+pub fn run_local<T, Fut: Future<Output = T>>(fut: Fut) -> T {
+    let _ = raise_memlock_limit(512 * 1024 * 1024);
+    let ex = glommio::LocalExecutorBuilder::default()
+        .make()
+        .unwrap_or_else(|e| panic!("cannot start a glommio executor: {e}"));
+    ex.run(fut)
+}

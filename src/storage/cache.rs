@@ -1,0 +1,132 @@
+//! The per-shard cache of recent batches, so tailing readers are served from memory (there
+//! is no page cache under O_DIRECT).
+//!
+//! One per shard, shared by every log of that shard through `Rc`. Bounded by bytes; evicts
+//! the oldest insertions first (recent batches are what tailing consumers read). Entries are
+//! whole stored batches keyed by (log id, base offset).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+
+#[derive(Default)]
+struct CacheState {
+    entries: BTreeMap<(u64, i64), (i64, Bytes)>,
+    order: VecDeque<(u64, i64)>,
+    used_bytes: usize,
+}
+
+/// Per-shard cache of recent batches, bounded by `capacity_bytes`.
+pub struct BatchCache {
+    capacity_bytes: usize,
+    next_log_id: Cell<u64>,
+    state: RefCell<CacheState>,
+    hits: Cell<u64>,
+    misses: Cell<u64>,
+}
+
+impl BatchCache {
+    #[must_use]
+    pub fn new(capacity_bytes: usize) -> Self {
+        Self {
+            capacity_bytes,
+            next_log_id: Cell::new(1),
+            state: RefCell::default(),
+            hits: Cell::new(0),
+            misses: Cell::new(0),
+        }
+    }
+
+    pub(crate) fn register_log(&self) -> u64 {
+        let id = self.next_log_id.get();
+        self.next_log_id.set(id + 1);
+        id
+    }
+
+    pub(crate) fn insert(&self, log: u64, base: i64, last: i64, batch: Bytes) {
+        if batch.len() > self.capacity_bytes {
+            return;
+        }
+        let mut st = self.state.borrow_mut();
+        st.used_bytes += batch.len();
+        if let Some((_, old)) = st.entries.insert((log, base), (last, batch)) {
+            st.used_bytes -= old.len();
+        } else {
+            st.order.push_back((log, base));
+        }
+        while st.used_bytes > self.capacity_bytes {
+            let Some(key) = st.order.pop_front() else { break };
+            if let Some((_, b)) = st.entries.remove(&key) {
+                st.used_bytes -= b.len();
+            }
+        }
+    }
+
+    /// The cached batch of `log` containing `offset`: (base, last, bytes).
+    pub(crate) fn get(&self, log: u64, offset: i64) -> Option<(i64, i64, Bytes)> {
+        let st = self.state.borrow();
+        let found = st
+            .entries
+            .range((log, i64::MIN)..=(log, offset))
+            .next_back()
+            .filter(|(_, (last, _))| *last >= offset)
+            .map(|((_, base), (last, b))| (*base, *last, b.clone()));
+        let counter = if found.is_some() { &self.hits } else { &self.misses };
+        counter.set(counter.get() + 1);
+        found
+    }
+
+    /// Drops every batch of `log` with a last offset >= `from` (truncation).
+    pub(crate) fn invalidate_from(&self, log: u64, from: i64) {
+        let mut st = self.state.borrow_mut();
+        let doomed: Vec<(u64, i64)> = st
+            .entries
+            .range((log, i64::MIN)..=(log, i64::MAX))
+            .filter(|(_, (last, _))| *last >= from)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in doomed {
+            if let Some((_, b)) = st.entries.remove(&k) {
+                st.used_bytes -= b.len();
+            }
+        }
+        let st = &mut *st;
+        st.order.retain(|k| st.entries.contains_key(k));
+    }
+
+    #[must_use]
+    pub fn used_bytes(&self) -> usize {
+        self.state.borrow().used_bytes
+    }
+
+    /// (hits, misses) since creation.
+    #[must_use]
+    pub fn hit_counts(&self) -> (u64, u64) {
+        (self.hits.get(), self.misses.get())
+    }
+}
+
+impl Default for BatchCache {
+    fn default() -> Self {
+        Self::new(crate::constants::BATCH_CACHE_BYTES_DEFAULT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evicts_oldest_and_finds_containing_batch() {
+        let c = BatchCache::new(10);
+        c.insert(1, 0, 4, Bytes::from_static(b"aaaa"));
+        c.insert(1, 5, 9, Bytes::from_static(b"bbbb"));
+        assert_eq!(c.get(1, 7).map(|e| e.0), Some(5));
+        c.insert(1, 10, 10, Bytes::from_static(b"cccc"));
+        assert!(c.get(1, 2).is_none(), "oldest evicted");
+        assert!(c.used_bytes() <= 10);
+        c.invalidate_from(1, 9);
+        assert!(c.get(1, 10).is_none() && c.get(1, 5).is_none());
+    }
+}

@@ -1,0 +1,79 @@
+//! Typed errors of the storage layer. The server maps them to Kafka error codes at the
+//! protocol boundary (see [`StorageError::kafka_code`] for the intended mapping).
+
+use std::path::PathBuf;
+
+use crate::types::Offset;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// Bytes that do not form a valid batch (bad length, CRC, magic): CORRUPT_MESSAGE (2).
+    #[error("corrupt message: {reason}")]
+    CorruptMessage { reason: String },
+    /// A well-formed batch that breaks a record rule: INVALID_RECORD (87).
+    #[error("invalid record: {reason}")]
+    InvalidRecord { reason: String },
+    /// MESSAGE_TOO_LARGE (10).
+    #[error("batch of {size_bytes} bytes exceeds max.message.bytes {max_bytes}")]
+    MessageTooLarge { size_bytes: usize, max_bytes: u32 },
+    /// INVALID_TIMESTAMP (32).
+    #[error("timestamp {timestamp_ms} out of range [{min_ms}, {max_ms}]")]
+    InvalidTimestamp { timestamp_ms: i64, min_ms: i64, max_ms: i64 },
+    /// OFFSET_OUT_OF_RANGE (1).
+    #[error("offset {requested} out of range [{log_start}, {log_end}]")]
+    OffsetOutOfRange { requested: Offset, log_start: Offset, log_end: Offset },
+    /// A write or sync failed earlier; the log refuses appends until reopened:
+    /// KAFKA_STORAGE_ERROR (56).
+    #[error("log {path:?} is read-only after an I/O failure: {reason}")]
+    ReadOnly { path: PathBuf, reason: String },
+    /// KAFKA_STORAGE_ERROR (56).
+    #[error("I/O error during {op} on {path:?} at {offset}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        offset: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    /// On-disk data that fails a check below the recovery point: KAFKA_STORAGE_ERROR (56).
+    #[error("corrupt log file {path:?} at byte {position}: {reason}")]
+    Corrupt { path: PathBuf, position: u64, reason: String },
+    /// The log was closed (or is closing): NOT_LEADER_OR_FOLLOWER-ish at the server's choice.
+    #[error("log {path:?} is closed")]
+    Closed { path: PathBuf },
+}
+
+impl StorageError {
+    /// The Kafka error code this error maps to at the protocol boundary.
+    #[must_use]
+    pub fn kafka_code(&self) -> i16 {
+        match self {
+            StorageError::CorruptMessage { .. } => 2,
+            StorageError::InvalidRecord { .. } => 87,
+            StorageError::MessageTooLarge { .. } => 10,
+            StorageError::InvalidTimestamp { .. } => 32,
+            StorageError::OffsetOutOfRange { .. } => 1,
+            StorageError::ReadOnly { .. }
+            | StorageError::Io { .. }
+            | StorageError::Corrupt { .. }
+            | StorageError::Closed { .. } => 56,
+        }
+    }
+
+    pub(crate) fn corrupt_message(reason: impl Into<String>) -> Self {
+        StorageError::CorruptMessage { reason: reason.into() }
+    }
+
+    pub(crate) fn invalid_record(reason: impl Into<String>) -> Self {
+        StorageError::InvalidRecord { reason: reason.into() }
+    }
+
+    pub(crate) fn io(
+        op: &'static str,
+        path: &std::path::Path,
+        offset: u64,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| StorageError::Io { op, path, offset, source }
+    }
+}

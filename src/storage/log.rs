@@ -1,0 +1,477 @@
+//! The partition log: append (validate, assign offsets, stage), `wait_committed`, accessors,
+//! log-start advance, truncation and close. Writing is in `writer`, reading in `read`, opening
+//! and recovery in `recovery`.
+//!
+//! Lives on the partition's owner shard. State sits in one `RefCell` that is never borrowed
+//! across `.await`. Invariants: `log_start <= durable <= written <= log_end` (durable may lag
+//! written only under IntervalMs/Never); `unwritten` holds exactly the batches at offsets
+//! `written..log_end`, in order; appends take effect in call order (ticket lock).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::cache::BatchCache;
+use super::checkpoint::{self, LEADER_EPOCH_FILE, LOG_START_FILE, RECOVERY_POINT_FILE};
+use super::epoch::EpochCache;
+use super::error::StorageError;
+use super::segment::{segment_path, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::sync::{Notify, TicketLock};
+use super::validate::{assign, validate};
+use super::{AppendInfo, FlushPolicy, LogConfig, TimestampType};
+use crate::constants::LOG_UNWRITTEN_BYTES_MAX;
+use crate::io::{DataFile, FileSystem};
+use crate::types::{Epoch, Offset};
+
+/// A partition log. See the module docs of [`crate::storage`].
+pub struct PartitionLog<F: FileSystem> {
+    pub(super) inner: Rc<LogInner<F>>,
+}
+
+pub(super) struct LogInner<F: FileSystem> {
+    pub fs: Rc<F>,
+    pub dir: PathBuf,
+    pub config: LogConfig,
+    pub cache: Rc<BatchCache>,
+    pub log_id: u64,
+    pub st: RefCell<LogState<F>>,
+    pub append_lock: TicketLock,
+    /// Signalled on every writer step, failure and state change waiters care about.
+    pub progress: Notify,
+}
+
+pub(super) struct LogState<F: FileSystem> {
+    pub segments: BTreeMap<i64, Segment<F>>,
+    pub log_start: Offset,
+    pub log_end: Offset,
+    pub written: Offset,
+    pub durable: Offset,
+    pub unwritten: VecDeque<(i64, i64, Bytes)>,
+    pub unwritten_bytes: usize,
+    pub writer_running: bool,
+    pub syncer_scheduled: bool,
+    /// Set by the IntervalMs timer: the next writer step fsyncs, due or not.
+    pub sync_requested: bool,
+    /// Number of callers waiting for an fsync regardless of policy (flush, close).
+    pub force_sync: usize,
+    pub last_sync: Instant,
+    pub failed: Option<String>,
+    pub closed: bool,
+    pub epochs: EpochCache,
+    pub max_timestamp: Option<(i64, Offset)>,
+    pub recovery_point: Offset,
+}
+
+impl<F: FileSystem> LogState<F> {
+    pub fn active(&self) -> &Segment<F> {
+        self.segments.values().next_back().expect("a log always has an active segment")
+    }
+
+    pub fn active_mut(&mut self) -> &mut Segment<F> {
+        self.segments.values_mut().next_back().expect("a log always has an active segment")
+    }
+}
+
+impl<F: FileSystem> LogInner<F> {
+    pub fn committed(&self) -> Offset {
+        let st = self.st.borrow();
+        match self.config.flush {
+            FlushPolicy::EveryBatch => st.durable,
+            FlushPolicy::IntervalMs(_) | FlushPolicy::Never => st.written,
+        }
+    }
+
+    pub fn check_writable(&self) -> Result<(), StorageError> {
+        let st = self.st.borrow();
+        if st.closed {
+            return Err(StorageError::Closed { path: self.dir.clone() });
+        }
+        if let Some(reason) = &st.failed {
+            return Err(StorageError::ReadOnly { path: self.dir.clone(), reason: reason.clone() });
+        }
+        Ok(())
+    }
+
+    /// Creates the files of a new segment at `base`: the `.log` and sparse (ftruncate)
+    /// preallocated indexes, then syncs the directory so the names survive a power loss.
+    pub async fn create_segment(&self, base: Offset) -> Result<Segment<F>, StorageError> {
+        let path = segment_path(&self.dir, base, LOG_SUFFIX);
+        let file = self.fs.open(&path, true).await.map_err(StorageError::io("create", &path, 0))?;
+        file.truncate(0).await.map_err(StorageError::io("truncate", &path, 0))?;
+        for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let p = segment_path(&self.dir, base, suffix);
+            let f = self.fs.open(&p, true).await.map_err(StorageError::io("create", &p, 0))?;
+            let size = u64::from(self.config.segment_index_bytes);
+            f.truncate(size).await.map_err(StorageError::io("preallocate", &p, size))?;
+            f.close().await.map_err(StorageError::io("close", &p, 0))?;
+        }
+        self.fs.sync_dir(&self.dir).await.map_err(StorageError::io("sync dir", &self.dir, 0))?;
+        Ok(Segment::new(base, path, file))
+    }
+
+    fn needs_roll(&self, batch_bytes: usize, rel_last: i64, now_ms: i64) -> bool {
+        let st = self.st.borrow();
+        let seg = st.active();
+        if seg.size_bytes == 0 {
+            return false;
+        }
+        let c = &self.config;
+        seg.size_bytes + batch_bytes as u64 > c.segment_bytes.min(i32::MAX as u64)
+            || seg.first_append_ms.is_some_and(|t| now_ms.saturating_sub(t) >= c.segment_ms)
+            || seg.index_full(c.segment_index_bytes)
+            || rel_last > i64::from(u32::MAX)
+    }
+
+    /// Seals the active segment (the writer finalizes it) and opens a new one at the log end.
+    async fn roll(self: &Rc<Self>) -> Result<(), StorageError> {
+        let base = self.st.borrow().log_end;
+        let seg = self.create_segment(base).await?;
+        let mut st = self.st.borrow_mut();
+        let old = st.active_mut();
+        old.sealed = true;
+        old.seal_time_index();
+        st.segments.insert(base.0, seg);
+        drop(st);
+        self.kick_writer();
+        Ok(())
+    }
+
+    async fn wait_for_space(self: &Rc<Self>, batch_bytes: usize) -> Result<(), StorageError> {
+        loop {
+            self.check_writable()?;
+            let unwritten = self.st.borrow().unwritten_bytes;
+            if unwritten == 0 || unwritten + batch_bytes <= LOG_UNWRITTEN_BYTES_MAX {
+                return Ok(());
+            }
+            let wait = self.progress.wait();
+            self.kick_writer();
+            wait.await;
+        }
+    }
+
+    pub async fn append(
+        self: &Rc<Self>,
+        batch: Bytes,
+        leader_epoch: Epoch,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let v = validate(&batch, &self.config, now_ms)?;
+        let _turn = self.append_lock.acquire().await;
+        self.wait_for_space(batch.len()).await?;
+        let seg_base = self.st.borrow().active().base;
+        let rel_last =
+            self.st.borrow().log_end.0 - seg_base.0 + i64::from(v.header.last_offset_delta);
+        if self.needs_roll(batch.len(), rel_last, now_ms) {
+            self.roll().await?;
+        }
+        self.check_writable()?;
+        let base = self.st.borrow().log_end;
+        if self.st.borrow_mut().epochs.assign(leader_epoch, base) {
+            self.write_epochs().await?;
+        }
+        let stored = assign(batch, base.0, leader_epoch.0, &self.config, now_ms);
+        let mut h = v.header;
+        h.base_offset = base.0;
+        let last = Offset(h.last_offset());
+        let max_ts = (v.max_timestamp_ms, Offset(base.0 + i64::from(v.max_timestamp_delta)));
+        let mut st = self.st.borrow_mut();
+        let seg = st.active_mut();
+        seg.first_append_ms.get_or_insert(now_ms);
+        seg.track_batch(&h, max_ts, self.config.index_interval_bytes);
+        seg.staged.push(stored.clone());
+        seg.staged_end = last.next();
+        st.unwritten_bytes += stored.len();
+        st.unwritten.push_back((base.0, last.0, stored.clone()));
+        st.log_end = last.next();
+        if st.max_timestamp.is_none_or(|(t, _)| max_ts.0 > t) {
+            st.max_timestamp = Some(max_ts);
+        }
+        let info = AppendInfo {
+            base_offset: base,
+            last_offset: last,
+            log_end_offset: st.log_end,
+            log_append_time_ms: if self.config.timestamp_type == TimestampType::LogAppendTime {
+                now_ms
+            } else {
+                -1
+            },
+            log_start_offset: st.log_start,
+        };
+        drop(st);
+        self.cache.insert(self.log_id, base.0, last.0, stored);
+        self.kick_writer();
+        Ok(info)
+    }
+
+    pub async fn write_epochs(&self) -> Result<(), StorageError> {
+        let text = self.st.borrow().epochs.to_text();
+        let path = self.dir.join(LEADER_EPOCH_FILE);
+        self.fs.write_file_atomic(&path, text.as_bytes()).await.map_err(StorageError::io(
+            "checkpoint",
+            &path,
+            0,
+        ))
+    }
+
+    pub async fn wait_committed(self: &Rc<Self>, offset: Offset) -> Result<(), StorageError> {
+        loop {
+            if self.committed() > offset {
+                return Ok(());
+            }
+            {
+                let st = self.st.borrow();
+                if let Some(reason) = &st.failed {
+                    return Err(StorageError::ReadOnly {
+                        path: self.dir.clone(),
+                        reason: reason.clone(),
+                    });
+                }
+                if offset >= st.log_end {
+                    return Err(StorageError::OffsetOutOfRange {
+                        requested: offset,
+                        log_start: st.log_start,
+                        log_end: st.log_end,
+                    });
+                }
+            }
+            let wait = self.progress.wait();
+            self.kick_writer();
+            wait.await;
+        }
+    }
+
+    /// Waits until everything appended before the call is written and, when `sync`, fsynced
+    /// (whatever the policy). With `idle`, also until the writer has stopped (callers that
+    /// hold the append lock and are about to change segments).
+    pub async fn drain(self: &Rc<Self>, sync: bool, idle: bool) -> Result<(), StorageError> {
+        let target = self.st.borrow().log_end;
+        let _force = sync.then(|| ForceSync::new(self));
+        loop {
+            {
+                let st = self.st.borrow();
+                if let Some(reason) = &st.failed {
+                    return Err(StorageError::ReadOnly {
+                        path: self.dir.clone(),
+                        reason: reason.clone(),
+                    });
+                }
+                let done = st.written >= target
+                    && (!sync || st.durable >= target)
+                    && (!idle || !st.writer_running)
+                    && st.segments.values().all(|s| s.base >= target || !s.sealed || s.finalized);
+                if done {
+                    return Ok(());
+                }
+            }
+            let wait = self.progress.wait();
+            self.kick_writer();
+            wait.await;
+        }
+    }
+
+    pub async fn advance_log_start(&self, offset: Offset) -> Result<(), StorageError> {
+        let _turn = self.append_lock.acquire().await;
+        let (start, end) = {
+            let st = self.st.borrow();
+            (st.log_start, st.log_end)
+        };
+        if offset > end {
+            return Err(StorageError::OffsetOutOfRange {
+                requested: offset,
+                log_start: start,
+                log_end: end,
+            });
+        }
+        if offset <= start {
+            return Ok(());
+        }
+        checkpoint::write(&*self.fs, &self.dir, LOG_START_FILE, offset).await?;
+        self.st.borrow_mut().log_start = offset;
+        self.advance_log_start_after_open(offset).await
+    }
+
+    /// Deletes every finalized segment wholly below `start` (the next segment begins at or
+    /// below it). Also run at open, to finish a deletion a crash interrupted.
+    pub async fn advance_log_start_after_open(&self, start: Offset) -> Result<(), StorageError> {
+        let doomed: Vec<Segment<F>> = {
+            let mut st = self.st.borrow_mut();
+            let bases: Vec<i64> = st.segments.keys().copied().collect();
+            let mut out = Vec::new();
+            for w in bases.windows(2) {
+                if w[1] <= start.0 && st.segments[&w[0]].finalized {
+                    out.push(w[0]);
+                }
+            }
+            out.into_iter().filter_map(|b| st.segments.remove(&b)).collect()
+        };
+        self.delete_segments(doomed).await
+    }
+
+    pub async fn delete_segments(&self, doomed: Vec<Segment<F>>) -> Result<(), StorageError> {
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        for seg in doomed {
+            let _ = seg.file.close().await;
+            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                let p = segment_path(&self.dir, seg.base, suffix);
+                match self.fs.remove_file(&p).await {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(StorageError::io("remove", &p, 0)(e)),
+                }
+            }
+        }
+        self.fs.sync_dir(&self.dir).await.map_err(StorageError::io("sync dir", &self.dir, 0))
+    }
+
+    pub async fn lower_recovery_point(&self, to: Offset) -> Result<(), StorageError> {
+        if self.st.borrow().recovery_point <= to {
+            return Ok(());
+        }
+        checkpoint::write(&*self.fs, &self.dir, RECOVERY_POINT_FILE, to).await?;
+        self.st.borrow_mut().recovery_point = to;
+        Ok(())
+    }
+}
+
+impl<F: FileSystem> PartitionLog<F> {
+    /// Opens (creating if missing) the log in `dir`, recovering it if it was not shut down
+    /// cleanly. See `recovery`.
+    pub async fn open(
+        fs: Rc<F>,
+        dir: &Path,
+        config: LogConfig,
+        cache: Rc<BatchCache>,
+    ) -> Result<Self, StorageError> {
+        super::recovery::open(fs, dir, config, cache).await.map(|inner| PartitionLog { inner })
+    }
+
+    /// Validates (Kafka's log-validator rules), assigns offsets, stamps the leader epoch (and
+    /// LogAppendTime), and stages the batch. Takes effect in call order; does not wait for
+    /// the disk unless the unwritten backlog is full.
+    pub async fn append(
+        &self,
+        batch: Bytes,
+        leader_epoch: Epoch,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        self.inner.append(batch, leader_epoch, now_ms).await
+    }
+
+    /// Resolves once everything up to and including `offset` is as durable as the flush
+    /// policy promises (EveryBatch: fsynced; otherwise: O_DIRECT write completed).
+    pub async fn wait_committed(&self, offset: Offset) -> Result<(), StorageError> {
+        self.inner.wait_committed(offset).await
+    }
+
+    /// Writes and fsyncs everything appended so far, whatever the policy.
+    pub async fn flush(&self) -> Result<(), StorageError> {
+        self.inner.drain(true, false).await
+    }
+
+    /// Exclusive end of what `wait_committed` has promised (the high watermark on one node).
+    #[must_use]
+    pub fn committed_offset(&self) -> Offset {
+        self.inner.committed()
+    }
+
+    #[must_use]
+    pub fn log_end_offset(&self) -> Offset {
+        self.inner.st.borrow().log_end
+    }
+
+    #[must_use]
+    pub fn log_start_offset(&self) -> Offset {
+        self.inner.st.borrow().log_start
+    }
+
+    /// Whole batches from the one containing `offset`, below `max_offset`, up to `max_bytes`
+    /// but at least one batch if available (KIP-74).
+    pub async fn read(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        max_offset: Offset,
+    ) -> Result<Bytes, StorageError> {
+        self.inner.read(offset, max_bytes, max_offset).await
+    }
+
+    /// First committed offset whose record timestamp is >= `timestamp_ms`, with that
+    /// timestamp.
+    pub async fn offset_for_timestamp(
+        &self,
+        timestamp_ms: i64,
+    ) -> Result<Option<(Offset, i64)>, StorageError> {
+        self.inner.offset_for_timestamp(timestamp_ms).await
+    }
+
+    /// Largest timestamp appended and the offset of its record (ListOffsets -3).
+    #[must_use]
+    pub fn max_timestamp(&self) -> Option<(i64, Offset)> {
+        self.inner.st.borrow().max_timestamp
+    }
+
+    /// Moves the log start forward (retention, DeleteRecords) and deletes whole segments
+    /// below it. Checkpointed before any file is removed.
+    pub async fn advance_log_start(&self, offset: Offset) -> Result<(), StorageError> {
+        self.inner.advance_log_start(offset).await
+    }
+
+    /// Removes every batch from the one containing `offset` onward (replication).
+    pub async fn truncate_to(&self, offset: Offset) -> Result<(), StorageError> {
+        self.inner.truncate_to(offset).await
+    }
+
+    #[must_use]
+    pub fn latest_epoch(&self) -> Option<Epoch> {
+        self.inner.st.borrow().epochs.latest()
+    }
+
+    /// OffsetForLeaderEpoch semantics (Kafka's `LeaderEpochFileCache.endOffsetFor`).
+    #[must_use]
+    pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
+        let st = self.inner.st.borrow();
+        st.epochs.end_offset_for(epoch, st.log_end)
+    }
+
+    /// Number of segments (for tests and metrics).
+    #[must_use]
+    pub fn segment_count(&self) -> usize {
+        self.inner.st.borrow().segments.len()
+    }
+
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Flushes everything, finalizes the active segment's files, checkpoints the recovery
+    /// point and writes the clean-shutdown marker.
+    pub async fn close(self) -> Result<(), StorageError> {
+        self.inner.close().await
+    }
+}
+
+/// Keeps the writer fsyncing every write while a forced flush waits; undone on drop, so a
+/// cancelled flush does not leave it set.
+struct ForceSync<F: FileSystem> {
+    log: Rc<LogInner<F>>,
+}
+
+impl<F: FileSystem> ForceSync<F> {
+    fn new(log: &Rc<LogInner<F>>) -> Self {
+        log.st.borrow_mut().force_sync += 1;
+        ForceSync { log: log.clone() }
+    }
+}
+
+impl<F: FileSystem> Drop for ForceSync<F> {
+    fn drop(&mut self) {
+        self.log.st.borrow_mut().force_sync -= 1;
+    }
+}

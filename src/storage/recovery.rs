@@ -1,0 +1,299 @@
+//! Opening a partition log, with recovery as Kafka does it.
+//!
+//! Runs on the partition's owner shard before the log serves anything. Procedure (see
+//! `docs/format.md`): read the checkpoints; after a clean shutdown trust every segment (load
+//! its indexes, scan only from the last index entry to find its end); otherwise trust only
+//! segments wholly below the recovery point (same, after an index sanity check) and scan every
+//! later segment batch by batch (length + CRC), truncating the torn tail, rebuilding its
+//! indexes and deleting any segment after a torn one. Corruption in a trusted segment is an
+//! error naming the file and position. The clean-shutdown marker is removed (durably) before
+//! the log accepts appends.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::cache::BatchCache;
+use super::checkpoint::{
+    self, CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_FILE, LOG_START_FILE, RECOVERY_POINT_FILE,
+};
+use super::epoch::EpochCache;
+use super::error::StorageError;
+use super::index::{OffsetIndex, TimeIndex};
+use super::log::{LogInner, LogState};
+use super::segment::{
+    parse_log_name, scan_file, segment_path, Segment, INDEX_SUFFIX, TIME_INDEX_SUFFIX,
+};
+use super::sync::{Notify, TicketLock};
+use super::LogConfig;
+use crate::io::{align_down, DataFile, FileSystem};
+use crate::types::{Epoch, Offset};
+
+struct Loaded<F: FileSystem> {
+    seg: Segment<F>,
+    /// The scan stopped before the file end (torn tail or padding, truncated).
+    torn: bool,
+    epochs: Vec<(Epoch, Offset)>,
+}
+
+fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StorageError {
+    StorageError::io(op, path, 0)
+}
+
+async fn read_checkpoint<F: FileSystem>(fs: &F, dir: &Path, name: &str) -> Option<Offset> {
+    match checkpoint::read(fs, dir, name).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), file = name, error = %e, "ignoring unreadable checkpoint");
+            None
+        }
+    }
+}
+
+pub(super) async fn open<F: FileSystem>(
+    fs: Rc<F>,
+    dir: &Path,
+    config: LogConfig,
+    cache: Rc<BatchCache>,
+) -> Result<Rc<LogInner<F>>, StorageError> {
+    fs.create_dir_all(dir).await.map_err(io_err("create dir", dir))?;
+    let names = fs.list_dir(dir).await.map_err(io_err("list", dir))?;
+    for n in names.iter().filter(|n| n.ends_with(".tmp")) {
+        let _ = fs.remove_file(&dir.join(n)).await;
+    }
+    let mut bases: Vec<Offset> = names.iter().filter_map(|n| parse_log_name(n)).collect();
+    bases.sort();
+    let clean = read_checkpoint(&*fs, dir, CLEAN_SHUTDOWN_FILE).await.is_some();
+    let recovery_point = read_checkpoint(&*fs, dir, RECOVERY_POINT_FILE).await.unwrap_or(Offset(0));
+    let start_ckpt = read_checkpoint(&*fs, dir, LOG_START_FILE).await;
+    let mut epochs = load_epochs(&*fs, dir).await;
+
+    let mut segments = BTreeMap::new();
+    let mut scanned_epochs = Vec::new();
+    let mut torn_before: Option<Offset> = None;
+    let mut doomed = Vec::new();
+    for (i, base) in bases.iter().enumerate() {
+        if torn_before.is_some() {
+            doomed.push(*base);
+            continue;
+        }
+        let next = bases.get(i + 1);
+        let trusted = clean || next.is_some_and(|n| *n <= recovery_point);
+        let mut loaded = load_segment(&*fs, dir, *base, trusted, &config).await?;
+        // The writer finalizes a segment before writing the next, so a scanned segment that
+        // ends short of the next one's base lost its tail, and nothing after it was written.
+        if !trusted && next.is_some_and(|n| loaded.seg.next_offset < *n) {
+            loaded.torn = true;
+        }
+        if loaded.torn && next.is_some() {
+            tracing::warn!(file = %loaded.seg.path.display(), end = loaded.seg.next_offset.0, "segment ends short; dropping later segments");
+            torn_before = Some(*base);
+        }
+        scanned_epochs.extend(loaded.epochs);
+        let mut seg = loaded.seg;
+        seg.written_bytes = seg.size_bytes;
+        seg.staged_end = seg.next_offset;
+        let is_last = next.is_none() || loaded.torn;
+        seg.sealed = !is_last;
+        // A sealed segment that had to be scanned may never have been finalized: let the
+        // writer redo it (sync, trim, write indexes, advance the recovery point).
+        seg.finalized = !is_last && trusted;
+        segments.insert(base.0, seg);
+    }
+    for base in doomed {
+        tracing::warn!(dir = %dir.display(), base = base.0, "deleting segment after a torn one");
+        for suffix in [super::segment::LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let _ = fs.remove_file(&segment_path(dir, base, suffix)).await;
+        }
+    }
+    let log_id = cache.register_log();
+    let inner = Rc::new(LogInner {
+        fs: fs.clone(),
+        dir: dir.to_path_buf(),
+        config,
+        cache,
+        log_id,
+        st: RefCell::new(LogState {
+            segments: BTreeMap::new(),
+            log_start: Offset(0),
+            log_end: Offset(0),
+            written: Offset(0),
+            durable: Offset(0),
+            unwritten: VecDeque::new(),
+            unwritten_bytes: 0,
+            writer_running: false,
+            syncer_scheduled: false,
+            sync_requested: false,
+            force_sync: 0,
+            last_sync: Instant::now(),
+            failed: None,
+            closed: false,
+            epochs: EpochCache::default(),
+            max_timestamp: None,
+            recovery_point,
+        }),
+        append_lock: TicketLock::default(),
+        progress: Notify::default(),
+    });
+    if segments.is_empty() {
+        let base = start_ckpt.unwrap_or(Offset(0)).max(Offset(0));
+        segments.insert(base.0, inner.create_segment(base).await?);
+    }
+    finish_active(&inner, &mut segments).await?;
+    let log_end = segments.values().next_back().map_or(Offset(0), |s| s.next_offset);
+    let first_base = segments.keys().next().copied().unwrap_or(0);
+    let log_start = start_ckpt.unwrap_or(Offset(first_base)).max(Offset(first_base)).min(log_end);
+    let mut epochs_changed = epochs.truncate_from_end(log_end);
+    for (e, o) in scanned_epochs {
+        epochs_changed |= epochs.assign(e, o);
+    }
+    {
+        let mut st = inner.st.borrow_mut();
+        st.max_timestamp = segments
+            .values()
+            .filter(|s| s.max_timestamp_ms >= 0)
+            .map(|s| (s.max_timestamp_ms, s.offset_of_max_timestamp))
+            .max_by_key(|(t, _)| *t);
+        st.segments = segments;
+        st.log_start = log_start;
+        st.log_end = log_end;
+        st.written = log_end;
+        st.durable = log_end;
+        st.epochs = epochs;
+    }
+    if epochs_changed {
+        inner.write_epochs().await?;
+    }
+    if clean {
+        let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        fs.remove_file(&marker).await.map_err(io_err("remove", &marker))?;
+    }
+    fs.sync_dir(dir).await.map_err(io_err("sync dir", dir))?;
+    // Segments below the log start whose deletion a crash interrupted.
+    inner.advance_log_start_after_open(log_start).await?;
+    inner.kick_writer();
+    Ok(inner)
+}
+
+async fn load_epochs<F: FileSystem>(fs: &F, dir: &Path) -> EpochCache {
+    let path = dir.join(LEADER_EPOCH_FILE);
+    match fs.read_file(&path).await {
+        Ok(Some(data)) => match EpochCache::from_text(&String::from_utf8_lossy(&data)) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "rebuilding leader-epoch cache");
+                EpochCache::default()
+            }
+        },
+        _ => EpochCache::default(),
+    }
+}
+
+/// The last segment becomes the active one: trim padding past its valid end, sync it, and
+/// keep its partial last page for the next write.
+async fn finish_active<F: FileSystem>(
+    inner: &LogInner<F>,
+    segments: &mut BTreeMap<i64, Segment<F>>,
+) -> Result<(), StorageError> {
+    let Some(seg) = segments.values_mut().next_back() else { return Ok(()) };
+    let path = seg.path.clone();
+    let size = seg.size_bytes;
+    let file_size = seg.file.size().await.map_err(io_err("stat", &path))?;
+    if file_size != size {
+        seg.file.truncate(size).await.map_err(StorageError::io("truncate", &path, size))?;
+    }
+    seg.file.sync().await.map_err(StorageError::io("fsync", &path, size))?;
+    let aligned = align_down(size);
+    let prefix = seg
+        .file
+        .read_at(aligned, (size - aligned) as usize)
+        .await
+        .map_err(StorageError::io("read", &path, aligned))?;
+    seg.page_prefix = prefix.to_vec();
+    seg.written_bytes = size;
+    seg.staged_end = seg.next_offset;
+    let _ = inner;
+    Ok(())
+}
+
+async fn load_segment<F: FileSystem>(
+    fs: &F,
+    dir: &Path,
+    base: Offset,
+    trusted: bool,
+    config: &LogConfig,
+) -> Result<Loaded<F>, StorageError> {
+    let path = segment_path(dir, base, super::segment::LOG_SUFFIX);
+    let file = fs.open(&path, false).await.map_err(io_err("open", &path))?;
+    let file_size = file.size().await.map_err(io_err("stat", &path))?;
+    let mut seg = Segment::new(base, path.clone(), file);
+    if trusted {
+        if let Some((index, time_index)) = load_indexes(fs, dir, base, file_size).await {
+            seg.index = index;
+            seg.time_index = time_index;
+            let start = seg.index.entries.last().map_or(0, |(_, p)| u64::from(*p));
+            let scan = scan_file(&*seg.file, &path, start, file_size, base.0).await?;
+            if scan.valid_bytes + start != file_size {
+                return Err(StorageError::Corrupt {
+                    path,
+                    position: start + scan.valid_bytes,
+                    reason: scan.stop_reason.unwrap_or_else(|| "short segment".into()),
+                });
+            }
+            seg.size_bytes = file_size;
+            seg.bytes_since_index = file_size - start;
+            if let Some((t, o)) = seg.time_index.entries.last() {
+                seg.max_timestamp_ms = *t;
+                seg.offset_of_max_timestamp = Offset(base.0 + i64::from(*o));
+            }
+            for (_, h) in &scan.batches {
+                if h.max_timestamp > seg.max_timestamp_ms {
+                    seg.max_timestamp_ms = h.max_timestamp;
+                    seg.offset_of_max_timestamp = Offset(h.base_offset);
+                }
+            }
+            seg.next_offset =
+                scan.batches.last().map_or(base, |(_, h)| Offset(h.last_offset() + 1));
+            return Ok(Loaded { seg, torn: false, epochs: Vec::new() });
+        }
+        tracing::warn!(file = %path.display(), "index fails its sanity check; rebuilding from the log");
+    }
+    let scan = scan_file(&*seg.file, &path, 0, file_size, base.0).await?;
+    let mut epochs = Vec::new();
+    for (_, h) in &scan.batches {
+        let max_ts = (h.max_timestamp, Offset(h.base_offset));
+        seg.track_batch(h, max_ts, config.index_interval_bytes);
+        epochs.push((Epoch(h.partition_leader_epoch), Offset(h.base_offset)));
+    }
+    let torn = scan.valid_bytes < file_size;
+    if torn {
+        let dropped = file_size - scan.valid_bytes;
+        tracing::warn!(
+            file = %path.display(),
+            offset = seg.next_offset.0,
+            position = scan.valid_bytes,
+            bytes_dropped = dropped,
+            reason = scan.stop_reason.as_deref().unwrap_or(""),
+            "truncating torn tail"
+        );
+        let size = scan.valid_bytes;
+        seg.file.truncate(size).await.map_err(StorageError::io("truncate", &path, size))?;
+        seg.file.sync().await.map_err(StorageError::io("fsync", &path, size))?;
+    }
+    Ok(Loaded { seg, torn, epochs })
+}
+
+async fn load_indexes<F: FileSystem>(
+    fs: &F,
+    dir: &Path,
+    base: Offset,
+    log_size: u64,
+) -> Option<(OffsetIndex, TimeIndex)> {
+    let idx = fs.read_file(&segment_path(dir, base, INDEX_SUFFIX)).await.ok()??;
+    let tidx = fs.read_file(&segment_path(dir, base, TIME_INDEX_SUFFIX)).await.ok()??;
+    let index = OffsetIndex::from_bytes(&idx, log_size).ok()?;
+    let time_index = TimeIndex::from_bytes(&tidx).ok()?;
+    Some((index, time_index))
+}

@@ -1,0 +1,192 @@
+//! One segment of a partition log: the `.log` file handle, its in-memory indexes, and the
+//! writer's staging state for bytes not yet written. Also file naming and the batch-by-batch
+//! scan that recovery and the reader share.
+//!
+//! Owned by the partition log on its owner shard. Invariants: `written_bytes <= size_bytes`;
+//! `staged` holds exactly the batches of bytes `written_bytes..size_bytes` not yet handed to a
+//! write; `page_prefix` is the file content from `align_down(staged start)` to the staged
+//! start, rewritten by the next write (the partial last page).
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+use super::batch::{scan_batch, BatchHeader, ScanStep};
+use super::error::StorageError;
+use super::index::{OffsetIndex, TimeIndex, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
+use crate::io::{DataFile, FileSystem};
+use crate::types::Offset;
+
+pub const LOG_SUFFIX: &str = ".log";
+pub const INDEX_SUFFIX: &str = ".index";
+pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Reserved for idempotence/transactions: producer-state snapshot and aborted-txn index.
+pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
+pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
+
+/// `<dir>/<20-digit base offset><suffix>`.
+#[must_use]
+pub fn segment_path(dir: &Path, base: Offset, suffix: &str) -> PathBuf {
+    dir.join(format!("{:020}{suffix}", base.0))
+}
+
+/// Base offset of a `*.log` file name, if it is one.
+#[must_use]
+pub fn parse_log_name(name: &str) -> Option<Offset> {
+    let digits = name.strip_suffix(LOG_SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(Offset)
+}
+
+pub struct Segment<F: FileSystem> {
+    pub base: Offset,
+    pub path: PathBuf,
+    pub file: Rc<F::File>,
+    pub size_bytes: u64,
+    pub next_offset: Offset,
+    pub index: OffsetIndex,
+    pub time_index: TimeIndex,
+    pub bytes_since_index: u64,
+    /// Largest timestamp in the segment and the offset of its first record (-1, -1 if empty).
+    pub max_timestamp_ms: i64,
+    pub offset_of_max_timestamp: Offset,
+    pub first_append_ms: Option<i64>,
+    pub written_bytes: u64,
+    pub page_prefix: Vec<u8>,
+    pub staged: Vec<Bytes>,
+    pub staged_end: Offset,
+    pub sealed: bool,
+    pub finalized: bool,
+}
+
+impl<F: FileSystem> Segment<F> {
+    pub fn new(base: Offset, path: PathBuf, file: F::File) -> Self {
+        Segment {
+            base,
+            path,
+            file: Rc::new(file),
+            size_bytes: 0,
+            next_offset: base,
+            index: OffsetIndex::default(),
+            time_index: TimeIndex::default(),
+            bytes_since_index: 0,
+            max_timestamp_ms: -1,
+            offset_of_max_timestamp: Offset(-1),
+            first_append_ms: None,
+            written_bytes: 0,
+            page_prefix: Vec::new(),
+            staged: Vec::new(),
+            staged_end: base,
+            sealed: false,
+            finalized: false,
+        }
+    }
+
+    #[must_use]
+    pub fn relative(&self, offset: Offset) -> u32 {
+        u32::try_from(offset.0 - self.base.0).unwrap_or(u32::MAX)
+    }
+
+    /// Accounts for a batch placed at `size_bytes`, as Kafka's `LogSegment.append`: update
+    /// the max timestamp, then, when more than `index_interval_bytes` were added since the
+    /// last entry, index the batch (keyed by its last offset) and the max timestamp so far.
+    pub fn track_batch(&mut self, h: &BatchHeader, max_ts: (i64, Offset), interval_bytes: u32) {
+        let last = Offset(h.last_offset());
+        if max_ts.0 > self.max_timestamp_ms {
+            self.max_timestamp_ms = max_ts.0;
+            self.offset_of_max_timestamp = max_ts.1;
+        }
+        if self.bytes_since_index > u64::from(interval_bytes) {
+            self.index.push(self.relative(last), self.size_bytes as u32);
+            self.seal_time_index();
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += h.total_size() as u64;
+        self.size_bytes += h.total_size() as u64;
+        self.next_offset = Offset(h.last_offset() + 1);
+    }
+
+    /// Appends (max timestamp so far, its offset) to the time index if it grew; also the final
+    /// entry Kafka writes when a segment becomes inactive.
+    pub fn seal_time_index(&mut self) {
+        if self.max_timestamp_ms >= 0 {
+            let rel = self.relative(self.offset_of_max_timestamp);
+            self.time_index.push(self.max_timestamp_ms, rel);
+        }
+    }
+
+    #[must_use]
+    pub fn index_full(&self, index_bytes: u32) -> bool {
+        let max = index_bytes as usize;
+        (self.index.entries.len() + 1) * OFFSET_INDEX_ENTRY_BYTES > max
+            || (self.time_index.entries.len() + 1) * TIME_INDEX_ENTRY_BYTES > max
+    }
+}
+
+/// Result of scanning a segment's bytes batch by batch.
+pub struct ScanResult {
+    /// Bytes of whole valid batches from the scan start.
+    pub valid_bytes: u64,
+    pub batches: Vec<(u64, BatchHeader)>,
+    /// Why the scan stopped before the end, if it did.
+    pub stop_reason: Option<String>,
+}
+
+/// Scans `file` from `start` to `end` batch by batch (length + CRC), stopping at the first
+/// invalid or incomplete batch or an offset that goes backwards.
+pub async fn scan_file<D: DataFile>(
+    file: &D,
+    path: &Path,
+    start: u64,
+    end: u64,
+    mut expected_min_offset: i64,
+) -> Result<ScanResult, StorageError> {
+    const CHUNK: usize = 1 << 20;
+    let mut pos = start;
+    let mut buf = Bytes::new();
+    let mut buf_pos = start;
+    let mut batches = Vec::new();
+    let mut stop_reason = None;
+    while pos < end {
+        let in_buf = (pos - buf_pos) as usize;
+        let step = scan_batch(&buf[in_buf.min(buf.len())..]);
+        match step {
+            ScanStep::Batch(h) if h.base_offset >= expected_min_offset => {
+                batches.push((pos, h));
+                pos += h.total_size() as u64;
+                expected_min_offset = h.last_offset() + 1;
+            }
+            ScanStep::Batch(h) => {
+                stop_reason = Some(format!("offset {} goes backwards", h.base_offset));
+                break;
+            }
+            ScanStep::Invalid(reason) => {
+                stop_reason = Some(reason);
+                break;
+            }
+            ScanStep::Incomplete => {
+                let have = buf.len() - in_buf.min(buf.len());
+                let need = if have >= super::batch::BATCH_HEADER_BYTES {
+                    BatchHeader::parse(&buf[in_buf..]).map_or(CHUNK, |h| h.total_size().max(CHUNK))
+                } else {
+                    CHUNK
+                };
+                let want = need.min(usize::try_from(end - pos).unwrap_or(usize::MAX));
+                if have >= want {
+                    stop_reason = Some("incomplete batch at the end".into());
+                    break;
+                }
+                buf = file.read_at(pos, want).await.map_err(StorageError::io("scan", path, pos))?;
+                buf_pos = pos;
+                if buf.len() < want.min(super::batch::BATCH_HEADER_BYTES) || buf.len() == have {
+                    stop_reason = Some("incomplete batch at the end".into());
+                    break;
+                }
+            }
+        }
+    }
+    Ok(ScanResult { valid_bytes: pos - start, batches, stop_reason })
+}
