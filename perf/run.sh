@@ -57,10 +57,13 @@ KAFKA_SH="${KAFKA_SH:-$ROOT/perf/kafka/kafka.sh}"
 TMP="${KEEP:-$(mktemp -d /tmp/shardlog-perf.XXXXXX)}"
 mkdir -p "$TMP"
 COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo nocommit)"
+# A run of uncommitted code says so in its name.
+git diff --quiet HEAD -- src Cargo.toml 2>/dev/null || COMMIT="$COMMIT-dirty"
 STAMP="$(date -u +%Y-%m-%d)"
 OUT_DIR="$ROOT/perf/results"
 REPORT="$OUT_DIR/$STAMP-$COMMIT.md"
-mkdir -p "$OUT_DIR" "$TMP/res"
+ART_DIR="$OUT_DIR/$STAMP-$COMMIT"
+mkdir -p "$OUT_DIR" "$ART_DIR" "$TMP/res"
 START_S=$(date +%s)
 
 # ------------------------------------------------------------------ binaries
@@ -245,12 +248,14 @@ for w in w2 w6; do
   files=()
   for b in kafka shardlog; do [[ -f "$TMP/res/$b/$w.json" ]] && files+=("$TMP/res/$b/$w.json"); done
   if ((${#files[@]})); then
-    $BENCH plot "${files[@]}" -o "$OUT_DIR/$STAMP-$COMMIT-$w.svg" \
+    $BENCH plot "${files[@]}" -o "$ART_DIR/$w.svg" \
       --title "${w^^} latency by percentile ($STAMP, $COMMIT)" >/dev/null || true
   fi
 done
 for b in kafka shardlog; do
-  for f in "$TMP/res/$b"/*.hgrm; do [[ -f "$f" ]] && cp "$f" "$OUT_DIR/$STAMP-$COMMIT-$b-$(basename "$f")"; done
+  for f in "$TMP/res/$b"/*.hgrm "$TMP/res/$b"/*.json; do
+    [[ -f "$f" ]] && cp "$f" "$ART_DIR/$b-$(basename "$f")"
+  done
 done
 ELAPSED=$(($(date +%s) - START_S))
 python3 - "$TMP/res" "$REPORT" "$COMMIT" "$QUICK" "$ELAPSED" "$BENCH" <<'PY'
@@ -383,8 +388,8 @@ W2 target rate: {w2rate or 'n/a'} rec/s (50% of Kafka's W1 throughput).
 |---|---|---|---|---|
 """ + "\n".join(rows) + f"""
 
-Plots: `{os.path.basename(report)[:-3]}-w2.svg`, `{os.path.basename(report)[:-3]}-w6.svg`;
-HdrHistogram distributions: `*.hgrm` beside this file.
+Plots: [W2]({os.path.basename(report)[:-3]}/w2.svg), [W6]({os.path.basename(report)[:-3]}/w6.svg);
+HdrHistogram distributions (`*.hgrm`) and `--json` results in `{os.path.basename(report)[:-3]}/`.
 """
 open(report, "w").write(text)
 print(text)
