@@ -43,7 +43,7 @@ want() { [[ ",$WORKLOADS," == *",$1,"* ]]; }
 
 # ------------------------------------------------------------------ parameters
 if ((QUICK)); then
-  DUR=4; WARM=1; W3_RATE=5000; W4_DUR=4; W5_BYTES=$((256 << 20)); W6_RATE=5000; FIO_S=2; IPERF_S=2
+  DUR=3; WARM=1; W3_RATE=5000; W4_DUR=3; W5_BYTES=$((256 << 20)); W6_RATE=5000; FIO_S=2; IPERF_S=2
 else
   DUR=25; WARM=5; W3_RATE=20000; W4_DUR=20; W5_BYTES=$((2 << 30)); W6_RATE=20000; FIO_S=10; IPERF_S=5
 fi
@@ -203,7 +203,7 @@ run_workloads() {
   if want W4; then
     log "$b W4: 1,000 partitions, max produce throughput"
     bench produce "${common[@]}" --topic w4 --partitions 1000 --acks 1 --duration "$W4_DUR" \
-      --label "$b W4" --json "$r/w4.json" >"$r/w4.txt" 2>&1 || log "$b W4 failed: $(tail -1 "$r/w4.txt")"
+      --warmup "$WARM" --label "$b W4" --json "$r/w4.json" >"$r/w4.txt" 2>&1 || log "$b W4 failed: $(tail -1 "$r/w4.txt")"
     resources "$BROKER_PID" >"$r/w4-resources.json"
   fi
   if want W5; then
