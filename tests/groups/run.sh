@@ -2,7 +2,8 @@
 # Real-client consumer-group tests against a freshly started broker on 127.0.0.1:
 # confluent-kafka (three consumers), kafka-python + Kafka's ConsumerGroupCommand (lag,
 # reset, delete), Java kafka-clients (cooperative-sticky, static membership), and the
-# restart test (SIGTERM/SIGKILL; starts its own broker). Every test is bounded.
+# kafkajs (producer + group consumers), and the restart test (SIGTERM/SIGKILL; starts
+# its own broker). Every test is bounded.
 # Usage: tests/groups/run.sh [PORT]   (default 39170; restart test uses PORT+1)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,5 +23,15 @@ run "confluent-kafka: three consumers" python3 "$HERE/three_consumers.py" "127.0
 run "kafka-python + ConsumerGroupCommand" python3 "$HERE/kafka_python_and_tools.py" "127.0.0.1:$PORT" "$BIN"
 run "java kafka-clients" java -Xmx256m -cp "$("$REPO/perf/kafka/kafka.sh" classpath)" \
   "$HERE/java/GroupCheck.java" "127.0.0.1:$PORT"
+KJS="$REPO/.interop-cache/kafkajs"
+if [[ ! -d "$KJS/node_modules/kafkajs" ]] && command -v npm >/dev/null; then
+  mkdir -p "$KJS" && (cd "$KJS" && npm install --silent --no-audit --no-fund kafkajs@2.2.4)
+fi
+if [[ -d "$KJS/node_modules/kafkajs" ]]; then
+  run "kafkajs" env NODE_PATH="$KJS/node_modules" KAFKAJS_NO_PARTITIONER_WARNING=1 \
+    node "$HERE/kafkajs_group.js" "127.0.0.1:$PORT"
+else
+  echo "== kafkajs: skipped (npm not available)"
+fi
 run "restart (SIGTERM, SIGKILL)" python3 "$HERE/restart.py" "$BIN" "$((PORT + 1))"
 exit $status
