@@ -16,6 +16,7 @@
 //! - [`controller`]: metadata log, topic configs, placement.
 //! - [`group`]: consumer group coordinator, committed offsets, `__consumer_offsets` codec.
 //! - [`bench`]: the `shardlog bench` load generator.
+//! - [`metrics`]: per-shard recorders, Prometheus/`.hgrm` rendering, the admin HTTP endpoint.
 #![warn(rustdoc::broken_intra_doc_links)]
 #![allow(async_fn_in_trait)]
 
@@ -25,6 +26,7 @@ pub mod constants;
 pub mod controller;
 pub mod group;
 pub mod io;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod shard;
