@@ -39,6 +39,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let cores = shardlog::shard::runtime::allowed_cores().len();
     let config = ServeConfig::resolve(args, u32::try_from(cores).unwrap_or(1))?;
     init_logging(config.log_level.as_deref());
+    shardlog::doctor::serve_preflight(&config.data_dir, config.shards)?;
     shardlog::shard::runtime::serve(config)
 }
 

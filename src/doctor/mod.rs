@@ -119,6 +119,22 @@ pub fn fatal_message(findings: &[Finding]) -> Option<String> {
     (!fatal.is_empty()).then(|| format!("host check failed: {}", fatal.join("; ")))
 }
 
+/// What `serve` runs before anything else: creates the data directory (serve would
+/// anyway, and O_DIRECT can only be probed inside it), runs every check, logs warnings,
+/// and refuses with one clear message when a finding is fatal.
+pub fn serve_preflight(data_dir: &Path, shards: u32) -> anyhow::Result<()> {
+    std::fs::create_dir_all(data_dir)
+        .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data_dir.display()))?;
+    let findings = preflight_with_shards(data_dir, Some(shards));
+    for f in findings.iter().filter(|f| f.severity == Severity::Warning) {
+        tracing::warn!("{}: {} (fix: {})", f.check, f.message, f.fix.as_deref().unwrap_or("-"));
+    }
+    match fatal_message(&findings) {
+        Some(msg) => Err(anyhow::anyhow!("{msg}; run `shardlog doctor` for details")),
+        None => Ok(()),
+    }
+}
+
 /// `shardlog doctor`: prints every finding; fails when one is fatal.
 pub fn run(args: &DoctorArgs) -> anyhow::Result<()> {
     let findings = preflight_with_shards(&args.data_dir, args.shards);
