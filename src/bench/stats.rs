@@ -32,6 +32,9 @@ pub struct Recorder {
     pub measure_start_ns: u64,
     /// When the last measured unit was recorded, bench clock ns.
     pub last_ns: u64,
+    /// Process CPU times (user, sys) when measuring began, so warm-up and connection
+    /// set-up are not charged to the measured run.
+    pub cpu_at_start: Option<(f64, f64)>,
 }
 
 impl Recorder {
@@ -45,6 +48,7 @@ impl Recorder {
             errors: BTreeMap::new(),
             measure_start_ns: 0,
             last_ns: 0,
+            cpu_at_start: None,
         }
     }
 }
@@ -155,6 +159,10 @@ pub fn spawn_controller(
             std::thread::sleep(Duration::from_millis(5));
             let now = now_ns();
             let measuring = now >= measure_ns;
+            if measuring && main.rec.lock().cpu_at_start.is_none() {
+                let cpu = cpu_times_s();
+                shareds.iter().for_each(|s| s.rec.lock().cpu_at_start = Some(cpu));
+            }
             if stop_ns.is_some_and(|t| now >= t) {
                 shareds.iter().for_each(|s| s.stop.store(true, Ordering::Relaxed));
             }
@@ -253,7 +261,8 @@ pub fn summarize(rec: &Recorder, input: &SummaryInput<'_>) -> Summary {
     let end_ns = if rec.last_ns > 0 { rec.last_ns } else { input.end_ns };
     let duration_s = (end_ns.saturating_sub(rec.measure_start_ns) as f64 / 1e9).max(1e-9);
     let (u, s) = cpu_times_s();
-    let (cpu_user_s, cpu_sys_s) = (u - input.cpu_start.0, s - input.cpu_start.1);
+    let cpu_start = rec.cpu_at_start.unwrap_or(input.cpu_start);
+    let (cpu_user_s, cpu_sys_s) = (u - cpu_start.0, s - cpu_start.1);
     let h = &rec.latency_us;
     let q = |x: f64| if h.is_empty() { 0 } else { h.value_at_quantile(x) };
     let distribution = if h.is_empty() {

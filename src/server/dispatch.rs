@@ -12,7 +12,9 @@ use std::rc::Rc;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
-use super::{api_versions, fetch, list_offsets, metadata, offset_for_leader_epoch, produce};
+use super::{
+    api_versions, fetch, group, list_offsets, metadata, offset_for_leader_epoch, produce,
+};
 use crate::protocol::versions::{find, ApiRange};
 use crate::protocol::{encode_response, peek_api};
 use crate::shard::ShardCtx;
@@ -44,6 +46,17 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::ApiVersions, api_versions::VERSIONS),
     ApiRange::new(ApiKey::CreateTopics, CREATE_TOPICS_VERSIONS),
     ApiRange::new(ApiKey::DeleteTopics, DELETE_TOPICS_VERSIONS),
+    ApiRange::new(ApiKey::FindCoordinator, group::find_coordinator::VERSIONS),
+    ApiRange::new(ApiKey::JoinGroup, group::join_group::VERSIONS),
+    ApiRange::new(ApiKey::SyncGroup, group::sync_group::VERSIONS),
+    ApiRange::new(ApiKey::Heartbeat, group::heartbeat::VERSIONS),
+    ApiRange::new(ApiKey::LeaveGroup, group::leave_group::VERSIONS),
+    ApiRange::new(ApiKey::OffsetCommit, group::offset_commit::VERSIONS),
+    ApiRange::new(ApiKey::OffsetFetch, group::offset_fetch::VERSIONS),
+    ApiRange::new(ApiKey::ListGroups, group::list_groups::VERSIONS),
+    ApiRange::new(ApiKey::DescribeGroups, group::describe_groups::VERSIONS),
+    ApiRange::new(ApiKey::DeleteGroups, group::delete_groups::VERSIONS),
+    ApiRange::new(ApiKey::OffsetDelete, group::offset_delete::VERSIONS),
 ];
 
 /// Starts processing one request frame, or says why the connection must close.
@@ -69,6 +82,17 @@ pub async fn dispatch(ctx: &Rc<ShardCtx>, frame: Bytes) -> Result<ResponseFuture
         ApiKey::Metadata => metadata::start(ctx, frame, version),
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
         ApiKey::CreateTopics | ApiKey::DeleteTopics => Ok(controller_api(ctx, api, version, frame)),
+        ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version),
+        ApiKey::JoinGroup => group::join_group::start(ctx, frame, version).await,
+        ApiKey::SyncGroup => group::sync_group::start(ctx, frame, version).await,
+        ApiKey::Heartbeat => group::heartbeat::start(ctx, frame, version).await,
+        ApiKey::LeaveGroup => group::leave_group::start(ctx, frame, version).await,
+        ApiKey::OffsetCommit => group::offset_commit::start(ctx, frame, version).await,
+        ApiKey::OffsetFetch => group::offset_fetch::start(ctx, frame, version).await,
+        ApiKey::ListGroups => group::list_groups::start(ctx, frame, version),
+        ApiKey::DescribeGroups => group::describe_groups::start(ctx, frame, version).await,
+        ApiKey::DeleteGroups => group::delete_groups::start(ctx, frame, version).await,
+        ApiKey::OffsetDelete => group::offset_delete::start(ctx, frame, version).await,
         other => Err(format!("no handler for {other:?}")),
     }
 }
