@@ -113,8 +113,11 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
             if outcome.records.is_empty() {
                 return GroupAnswer::Commit(outcome.errors);
             }
-            match persist(ctx, outcome.records).await {
-                Ok(()) => GroupAnswer::Commit(outcome.errors),
+            match persist(ctx, outcome.records.clone()).await {
+                Ok(()) => {
+                    s.coordinator.borrow_mut().apply_durable(outcome.records, now_ms());
+                    GroupAnswer::Commit(outcome.errors)
+                }
                 Err(reason) => {
                     tracing::warn!(group = %req.group_id, "offset commit not persisted: {reason}");
                     let failed =
