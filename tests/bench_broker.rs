@@ -2,7 +2,8 @@
 //! counts match, and the summary line and the JSON result parse.
 //!
 //! Starts `shardlog serve --shards 1` on a free 127.0.0.1 port with a temp data dir and
-//! drives it with `shardlog bench` as a separate process, as a user would.
+//! drives it through the bench library entry point, and through `shardlog bench` as a
+//! separate process, as a user would.
 
 use std::collections::HashMap;
 use std::net::{TcpListener, TcpStream};
@@ -73,13 +74,24 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("json file")).expect("json")
 }
 
+/// Runs `bench ARGS` in-process through the library entry point.
+fn bench_in_process(args: &[&str]) {
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: shardlog::bench::BenchArgs,
+    }
+    let argv = std::iter::once("bench").chain(args.iter().copied());
+    let cli = <Cli as clap::Parser>::try_parse_from(argv).expect("valid bench arguments");
+    shardlog::bench::run(cli.args).expect("bench run");
+}
+
 #[test]
-#[ignore = "needs `shardlog serve` (server branch) and `shardlog bench` wired in main.rs"]
 fn produce_then_consume_counts_every_record() {
     let broker = start_broker();
     let out = tempfile::tempdir().expect("tempdir");
     let pj = out.path().join("produce.json");
-    let stdout = bench(&[
+    bench_in_process(&[
         "produce",
         "--bootstrap",
         &broker.addr,
@@ -91,21 +103,22 @@ fn produce_then_consume_counts_every_record() {
         "5000",
         "--record-size",
         "200",
+        "--keys",
+        "100",
+        "--key-size",
+        "16",
         "--quiet",
         "--json",
         pj.to_str().expect("path"),
     ]);
-    let s = summary_line(&stdout);
-    assert_eq!(s["mode"], "produce");
-    assert_eq!(s["records"], "5000");
-    assert_eq!(s["errors"], "0");
-    assert!(s["p99_us"].parse::<u64>().expect("p99") > 0);
     let j = json(&pj);
     assert_eq!(j["records"], 5000);
+    assert_eq!(j["errors"].as_object().map(|e| e.len()), Some(0), "{j}");
     assert!(j["records_per_s"].as_f64().expect("rate") > 0.0);
+    assert!(j["latency_us"]["p99"].as_u64().expect("p99") > 0);
 
     let cj = out.path().join("consume.json");
-    let stdout = bench(&[
+    bench_in_process(&[
         "consume",
         "--bootstrap",
         &broker.addr,
@@ -118,16 +131,57 @@ fn produce_then_consume_counts_every_record() {
         "--json",
         cj.to_str().expect("path"),
     ]);
-    let s = summary_line(&stdout);
-    assert_eq!(s["mode"], "consume");
-    assert_eq!(s["records"], "5000");
     assert_eq!(json(&cj)["records"], 5000);
+
+    // e2e: every measured record made the round trip from producer to consumer.
+    let ej = out.path().join("e2e.json");
+    bench_in_process(&[
+        "e2e",
+        "--bootstrap",
+        &broker.addr,
+        "--topic",
+        "it",
+        "--rate",
+        "2000",
+        "--records",
+        "1000",
+        "--quiet",
+        "--json",
+        ej.to_str().expect("path"),
+    ]);
+    let e = json(&ej);
+    assert_eq!(e["mode"], "e2e");
+    assert_eq!(e["records"], 1000);
 }
 
+/// The `shardlog bench` subcommand as users run it: summary line, JSON, exit codes.
 #[test]
-#[ignore = "needs `shardlog serve` (server branch) and `shardlog bench` wired in main.rs"]
-fn unknown_topic_and_unreachable_broker_fail_with_one_line() {
+#[ignore = "needs `shardlog bench` wired in src/main.rs (the lead's step)"]
+fn cli_summary_parses_and_errors_are_one_line() {
     let broker = start_broker();
+    let out = tempfile::tempdir().expect("tempdir");
+    let pj = out.path().join("produce.json");
+    let stdout = bench(&[
+        "produce",
+        "--bootstrap",
+        &broker.addr,
+        "--topic",
+        "cli",
+        "--partitions",
+        "2",
+        "--records",
+        "2000",
+        "--quiet",
+        "--json",
+        pj.to_str().expect("path"),
+    ]);
+    let s = summary_line(&stdout);
+    assert_eq!(s["mode"], "produce");
+    assert_eq!(s["records"], "2000");
+    assert_eq!(s["errors"], "0");
+    assert_eq!(json(&pj)["records"], 2000);
+    let stdout = bench(&["consume", "--bootstrap", &broker.addr, "--topic", "cli", "--to-end"]);
+    assert_eq!(summary_line(&stdout)["records"], "2000");
     for args in [
         vec![
             "produce",
