@@ -21,7 +21,10 @@ use kafka_protocol::records::{
 };
 
 use super::{GroupAnswer, GroupCall};
-use crate::constants::OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT;
+use crate::constants::{
+    GROUP_LAG_PARTITIONS_MAX, GROUP_LAG_PUBLISH_INTERVAL_MS,
+    OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+};
 use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::group::records::Record;
 use crate::group::types::{Effects, GroupError, JoinResponse, Reply, SyncResponse, Token};
@@ -402,6 +405,7 @@ fn encode_batch(records: &[Record], now: i64) -> Result<Bytes, String> {
 /// Drives the coordinator's timers and offset expiry on this shard.
 async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
     let mut next_expiry = now_ms() + OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT as i64;
+    let mut next_lag = now_ms() + GROUP_LAG_PUBLISH_INTERVAL_MS;
     while !ctx.is_shutting_down() {
         let now = now_ms();
         let next = s.coordinator.borrow().next_deadline();
@@ -410,6 +414,10 @@ async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
         let now = now_ms();
         let effects = s.coordinator.borrow_mut().tick(now);
         s.apply(&ctx, effects);
+        if now >= next_lag {
+            next_lag = now + GROUP_LAG_PUBLISH_INTERVAL_MS;
+            drop(ctx.spawn(publish_lag(ctx.clone(), s.clone())));
+        }
         if now >= next_expiry {
             next_expiry = now + OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT as i64;
             let image = ctx.image();
@@ -421,17 +429,53 @@ async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
     }
 }
 
-/// Committed offsets of every group this shard coordinates (for lag reporting).
-#[must_use]
-pub fn lag_snapshot() -> Vec<(String, String, i32, i64)> {
-    SHARD_STATE.with(|cell| {
-        let Some(s) = cell.borrow().clone() else { return Vec::new() };
+/// Publishes `log end offset - committed offset` of every committed partition of the
+/// groups this shard coordinates to the metrics endpoint (ListOffsets -1 on each
+/// partition's owner shard).
+async fn publish_lag(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
+    use crate::server::owner::{PartitionOp, PartitionResult};
+    use crate::shard::{ShardReply, ShardRequest};
+    let committed: Vec<(String, String, i32, i64)> = {
         let c = s.coordinator.borrow();
         let ids: Vec<String> = c.group_ids().cloned().collect();
         ids.into_iter()
             .flat_map(|g| c.offsets_of(&g).into_iter().map(move |((t, p), o)| (g.clone(), t, p, o)))
+            .take(GROUP_LAG_PARTITIONS_MAX)
             .collect()
-    })
+    };
+    let mut by_shard: HashMap<crate::types::ShardId, Vec<(String, String, i32, i64)>> =
+        HashMap::new();
+    for row in committed {
+        if let Some((shard, _)) = ctx.owner_of(&row.1, row.2) {
+            by_shard.entry(shard).or_default().push(row);
+        }
+    }
+    for (shard, rows) in by_shard {
+        let ops = rows
+            .iter()
+            .map(|(_, t, p, _)| PartitionOp::ListOffsets {
+                topic: t.clone(),
+                partition: *p,
+                timestamp: -1,
+                current_leader_epoch: -1,
+            })
+            .collect();
+        let Ok(ShardReply::Partitions(results)) =
+            ctx.call(shard, ShardRequest::Partitions(ops)).await.await
+        else {
+            continue;
+        };
+        for ((group, topic, partition, offset), result) in rows.into_iter().zip(results) {
+            if let PartitionResult::ListOffsets(Ok(end)) = result {
+                crate::metrics::consumer_lag(
+                    &group,
+                    &topic,
+                    partition,
+                    (end.offset - offset).max(0),
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]
