@@ -39,7 +39,8 @@ const REPLAY_READ_BYTES: usize = 1024 * 1024;
 
 struct GroupShard {
     coordinator: RefCell<Coordinator>,
-    waiters: RefCell<HashMap<Token, oneshot::Sender<Reply>>>,
+    /// Parked joins (with the member id they carried) and syncs.
+    waiters: RefCell<HashMap<Token, (Option<String>, oneshot::Sender<Reply>)>>,
     next_token: Cell<Token>,
     loaded: RefCell<HashSet<i32>>,
     load_lock: futures::lock::Mutex<()>,
@@ -83,7 +84,7 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
     match call {
         GroupCall::Join(req) => {
             let member_id = req.member_id.clone();
-            let (token, rx) = s.park();
+            let (token, rx) = s.park(Some(member_id.clone()));
             let effects = s.coordinator.borrow_mut().join(token, req, now);
             s.apply(ctx, effects);
             match rx.await {
@@ -95,7 +96,7 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
             }
         }
         GroupCall::Sync(req) => {
-            let (token, rx) = s.park();
+            let (token, rx) = s.park(None);
             let effects = s.coordinator.borrow_mut().sync(token, req, now);
             s.apply(ctx, effects);
             match rx.await {
@@ -188,16 +189,32 @@ fn subscribed_to(group: &crate::group::state::Group, topic: &str) -> bool {
 }
 
 impl GroupShard {
-    fn park(&self) -> (Token, oneshot::Receiver<Reply>) {
+    /// Parks a join (`Some(member id)`) or a sync (`None`) until the coordinator answers.
+    fn park(&self, join_member: Option<String>) -> (Token, oneshot::Receiver<Reply>) {
         let token = self.next_token.get();
         self.next_token.set(token.wrapping_add(1));
         let (tx, rx) = oneshot::channel();
-        self.waiters.borrow_mut().insert(token, tx);
+        self.waiters.borrow_mut().insert(token, (join_member, tx));
         (token, rx)
     }
 
     fn answer(&self, token: Token, reply: Reply) {
-        if let Some(tx) = self.waiters.borrow_mut().remove(&token) {
+        if let Some((_, tx)) = self.waiters.borrow_mut().remove(&token) {
+            let _ = tx.send(reply);
+        }
+    }
+
+    /// Answers every parked request with NOT_COORDINATOR (shutdown): clients look for the
+    /// coordinator again instead of holding their connection until it closes.
+    fn release_all(&self) {
+        let parked: Vec<_> = self.waiters.borrow_mut().drain().collect();
+        for (_, (join_member, tx)) in parked {
+            let reply = match join_member {
+                Some(member_id) => {
+                    Reply::Join(JoinResponse::error(GroupError::NotCoordinator, &member_id))
+                }
+                None => Reply::Sync(SyncResponse::error(GroupError::NotCoordinator)),
+            };
             let _ = tx.send(reply);
         }
     }
@@ -427,6 +444,7 @@ async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
             }
         }
     }
+    s.release_all();
 }
 
 /// Publishes `log end offset - committed offset` of every committed partition of the
