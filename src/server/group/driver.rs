@@ -37,10 +37,13 @@ const TIMER_TICK_MS_MAX: i64 = 100;
 /// Bytes read per step while replaying an offsets partition.
 const REPLAY_READ_BYTES: usize = 1024 * 1024;
 
+/// A parked request: the member id of a join (`None` for a sync) and its answer channel.
+type Parked = (Option<String>, oneshot::Sender<Reply>);
+
 struct GroupShard {
     coordinator: RefCell<Coordinator>,
     /// Parked joins (with the member id they carried) and syncs.
-    waiters: RefCell<HashMap<Token, (Option<String>, oneshot::Sender<Reply>)>>,
+    waiters: RefCell<HashMap<Token, Parked>>,
     next_token: Cell<Token>,
     loaded: RefCell<HashSet<i32>>,
     load_lock: futures::lock::Mutex<()>,
