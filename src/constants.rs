@@ -101,6 +101,10 @@ pub const OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 600_000;
 pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as usize;
 /// Largest GroupMetadata record value (Kafka's `offsets.load.buffer.size`/message limit).
 pub const GROUP_METADATA_RECORD_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as usize;
+/// How often a coordinator shard publishes consumer lag to the metrics endpoint.
+pub const GROUP_LAG_PUBLISH_INTERVAL_MS: i64 = 5_000;
+/// Most (group, partition) lag gauges one shard publishes per interval.
+pub const GROUP_LAG_PARTITIONS_MAX: usize = 10_000;
 /// Groups one DescribeGroups/DeleteGroups/OffsetFetch request may name.
 pub const GROUP_REQUEST_GROUPS_MAX: usize = 10_000;
 
