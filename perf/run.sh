@@ -43,7 +43,7 @@ want() { [[ ",$WORKLOADS," == *",$1,"* ]]; }
 
 # ------------------------------------------------------------------ parameters
 if ((QUICK)); then
-  DUR=4; WARM=1; W3_RATE=5000; W4_DUR=4; W5_BYTES=$((256 << 20)); W6_RATE=5000; FIO_S=2; IPERF_S=2
+  DUR=3; WARM=1; W3_RATE=5000; W4_DUR=3; W5_BYTES=$((256 << 20)); W6_RATE=5000; FIO_S=2; IPERF_S=2
 else
   DUR=25; WARM=5; W3_RATE=20000; W4_DUR=20; W5_BYTES=$((2 << 30)); W6_RATE=20000; FIO_S=10; IPERF_S=5
 fi
@@ -57,10 +57,13 @@ KAFKA_SH="${KAFKA_SH:-$ROOT/perf/kafka/kafka.sh}"
 TMP="${KEEP:-$(mktemp -d /tmp/shardlog-perf.XXXXXX)}"
 mkdir -p "$TMP"
 COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo nocommit)"
+# A run of uncommitted code says so in its name.
+git diff --quiet HEAD -- src Cargo.toml 2>/dev/null || COMMIT="$COMMIT-dirty"
 STAMP="$(date -u +%Y-%m-%d)"
 OUT_DIR="$ROOT/perf/results"
 REPORT="$OUT_DIR/$STAMP-$COMMIT.md"
-mkdir -p "$OUT_DIR" "$TMP/res"
+ART_DIR="$OUT_DIR/$STAMP-$COMMIT"
+mkdir -p "$OUT_DIR" "$ART_DIR" "$TMP/res"
 START_S=$(date +%s)
 
 # ------------------------------------------------------------------ binaries
@@ -200,7 +203,7 @@ run_workloads() {
   if want W4; then
     log "$b W4: 1,000 partitions, max produce throughput"
     bench produce "${common[@]}" --topic w4 --partitions 1000 --acks 1 --duration "$W4_DUR" \
-      --label "$b W4" --json "$r/w4.json" >"$r/w4.txt" 2>&1 || log "$b W4 failed: $(tail -1 "$r/w4.txt")"
+      --warmup "$WARM" --label "$b W4" --json "$r/w4.json" >"$r/w4.txt" 2>&1 || log "$b W4 failed: $(tail -1 "$r/w4.txt")"
     resources "$BROKER_PID" >"$r/w4-resources.json"
   fi
   if want W5; then
@@ -245,12 +248,14 @@ for w in w2 w6; do
   files=()
   for b in kafka shardlog; do [[ -f "$TMP/res/$b/$w.json" ]] && files+=("$TMP/res/$b/$w.json"); done
   if ((${#files[@]})); then
-    $BENCH plot "${files[@]}" -o "$OUT_DIR/$STAMP-$COMMIT-$w.svg" \
+    $BENCH plot "${files[@]}" -o "$ART_DIR/$w.svg" \
       --title "${w^^} latency by percentile ($STAMP, $COMMIT)" >/dev/null || true
   fi
 done
 for b in kafka shardlog; do
-  for f in "$TMP/res/$b"/*.hgrm; do [[ -f "$f" ]] && cp "$f" "$OUT_DIR/$STAMP-$COMMIT-$b-$(basename "$f")"; done
+  for f in "$TMP/res/$b"/*.hgrm "$TMP/res/$b"/*.json; do
+    [[ -f "$f" ]] && cp "$f" "$ART_DIR/$b-$(basename "$f")"
+  done
 done
 ELAPSED=$(($(date +%s) - START_S))
 python3 - "$TMP/res" "$REPORT" "$COMMIT" "$QUICK" "$ELAPSED" "$BENCH" <<'PY'
@@ -299,6 +304,9 @@ for w, title in [("w1", "W1 max produce"), ("w2", "W2 produce @50% Kafka W1"), (
     if w in ("w1", "w4", "w5"):
         row(title, "records/s", get(k, "records_per_s"), get(s, "records_per_s"))
         row(title, "MiB/s", get(k, "mib_per_s"), get(s, "mib_per_s"))
+    else:
+        # Below the target rate means the broker saturated: latency then grows with time.
+        row(title, "records/s achieved", get(k, "records_per_s"), get(s, "records_per_s"))
     for p, name in [("p50", "p50"), ("p99", "p99"), ("p9999", "p99.99"), ("max", "max")]:
         if w in ("w1", "w4", "w5") and p not in ("p50", "p99"):
             continue
@@ -380,8 +388,8 @@ W2 target rate: {w2rate or 'n/a'} rec/s (50% of Kafka's W1 throughput).
 |---|---|---|---|---|
 """ + "\n".join(rows) + f"""
 
-Plots: `{os.path.basename(report)[:-3]}-w2.svg`, `{os.path.basename(report)[:-3]}-w6.svg`;
-HdrHistogram distributions: `*.hgrm` beside this file.
+Plots: [W2]({os.path.basename(report)[:-3]}/w2.svg), [W6]({os.path.basename(report)[:-3]}/w6.svg);
+HdrHistogram distributions (`*.hgrm`) and `--json` results in `{os.path.basename(report)[:-3]}/`.
 """
 open(report, "w").write(text)
 print(text)

@@ -49,5 +49,12 @@ fn init_logging(level: Option<&str>) {
         Some(level) => EnvFilter::new(level),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
 }

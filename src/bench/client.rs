@@ -23,8 +23,8 @@ use super::wire::{Conn, Versions};
 const UNKNOWN_TOPIC: i16 = 3;
 /// Kafka's TOPIC_ALREADY_EXISTS (a concurrent creator won).
 const TOPIC_EXISTS: i16 = 36;
-/// Retries while a fresh topic's partitions get leaders.
-const LEADER_WAIT_ROUNDS: u32 = 50;
+/// Retries (100 ms apart) while a fresh topic's partitions get leaders.
+const LEADER_WAIT_ROUNDS: u32 = 100;
 
 /// Where each partition of the topic lives.
 #[derive(Debug, Clone)]
@@ -79,6 +79,7 @@ pub async fn discover(bootstrap: &str, want: &TopicWanted) -> anyhow::Result<Lay
         }
         if let Some(layout) = layout_of(&md, &want.topic, versions) {
             check_partition_count(&layout, want)?;
+            wait_until_served(&layout).await?;
             return Ok(layout);
         }
         glommio::timer::sleep(Duration::from_millis(100)).await;
@@ -159,6 +160,47 @@ async fn create_topic(
     Ok(())
 }
 
+/// Errors a leader answers while a fresh partition is still being set up on it.
+fn is_settling(code: i16) -> bool {
+    // UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
+    matches!(code, 3 | 5 | 6)
+}
+
+/// Waits until every leader answers ListOffsets for its partitions: Kafka reports a new
+/// topic's leaders in Metadata before the leaders accept requests for it.
+async fn wait_until_served(layout: &Layout) -> anyhow::Result<()> {
+    let mut by_leader: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (p, addr) in &layout.leaders {
+        by_leader.entry(addr).or_default().push(*p);
+    }
+    for (addr, parts) in by_leader {
+        let mut conn = Conn::connect(addr).await?;
+        let mut rounds = 0;
+        loop {
+            let codes: Vec<i16> =
+                list_offsets_raw(&mut conn, &layout.versions, &layout.topic, &parts, LATEST)
+                    .await?
+                    .into_values()
+                    .filter_map(Result::err)
+                    .collect();
+            let Some(first) = codes.first() else { break };
+            if let Some(c) = codes.iter().find(|c| !is_settling(**c)) {
+                anyhow::bail!("topic '{}' on {addr}: {}", layout.topic, error_name(*c));
+            }
+            rounds += 1;
+            if rounds >= LEADER_WAIT_ROUNDS {
+                anyhow::bail!(
+                    "topic '{}' not served by {addr}: {}",
+                    layout.topic,
+                    error_name(*first)
+                );
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
 /// Kafka's ListOffsets timestamps: latest (-1) and earliest (-2).
 pub const LATEST: i64 = -1;
 pub const EARLIEST: i64 = -2;
@@ -171,6 +213,23 @@ pub async fn list_offsets(
     partitions: &[i32],
     timestamp: i64,
 ) -> anyhow::Result<BTreeMap<i32, i64>> {
+    let mut out = BTreeMap::new();
+    for (p, r) in list_offsets_raw(conn, v, topic, partitions, timestamp).await? {
+        let offset =
+            r.map_err(|c| anyhow::anyhow!("list offsets of {topic}-{p}: {}", error_name(c)))?;
+        out.insert(p, offset);
+    }
+    Ok(out)
+}
+
+/// Like [`list_offsets`], with each partition's error code kept.
+async fn list_offsets_raw(
+    conn: &mut Conn,
+    v: &Versions,
+    topic: &str,
+    partitions: &[i32],
+    timestamp: i64,
+) -> anyhow::Result<BTreeMap<i32, Result<i64, i16>>> {
     let parts = partitions
         .iter()
         .map(|p| ListOffsetsPartition::default().with_partition_index(*p).with_timestamp(timestamp))
@@ -182,14 +241,8 @@ pub async fn list_offsets(
     let mut out = BTreeMap::new();
     for t in &resp.topics {
         for p in &t.partitions {
-            if p.error_code != 0 {
-                anyhow::bail!(
-                    "list offsets of {topic}-{}: {}",
-                    p.partition_index,
-                    error_name(p.error_code)
-                );
-            }
-            out.insert(p.partition_index, p.offset);
+            let r = if p.error_code == 0 { Ok(p.offset) } else { Err(p.error_code) };
+            out.insert(p.partition_index, r);
         }
     }
     Ok(out)

@@ -1,6 +1,7 @@
 //! Test-only fake Kafka broker: answers ApiVersions, Metadata (one topic, one broker:
-//! itself) and Produce, each Produce after a fixed delay, one request at a time per
-//! connection. Used to show coordinated-omission correction against a slow broker.
+//! itself), ListOffsets (empty partitions) and Produce, each Produce after a fixed delay,
+//! one request at a time per connection. Used to show coordinated-omission correction
+//! against a slow broker.
 //!
 //! Runs on plain std threads (one per connection), outside any glommio executor.
 
@@ -10,13 +11,16 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, ResponseHeader,
+    ApiKey, ApiVersionsResponse, BrokerId, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, ResponseHeader,
 };
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable, Encodable, StrBytes};
 
@@ -60,6 +64,10 @@ fn serve(mut conn: TcpStream, port: u16, delay: Duration, partitions: i32) {
                 let req = ProduceRequest::decode(&mut buf, version).expect("produce request");
                 std::thread::sleep(delay);
                 produce_ok(&req).encode(&mut out, version)
+            }
+            ApiKey::ListOffsets => {
+                let req = ListOffsetsRequest::decode(&mut buf, version).expect("list offsets");
+                list_offsets(&req).encode(&mut out, version)
             }
             other => panic!("fake broker got unexpected {other:?}"),
         }
@@ -120,4 +128,24 @@ fn produce_ok(req: &ProduceRequest) -> ProduceResponse {
         })
         .collect();
     ProduceResponse::default().with_responses(topics)
+}
+
+/// Every partition is empty: offset 0.
+fn list_offsets(req: &ListOffsetsRequest) -> ListOffsetsResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            ListOffsetsTopicResponse::default().with_name(t.name.clone()).with_partitions(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        ListOffsetsPartitionResponse::default()
+                            .with_partition_index(p.partition_index)
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
 }

@@ -32,9 +32,12 @@ pub struct Recorder {
     pub measure_start_ns: u64,
     /// When the last measured unit was recorded, bench clock ns.
     pub last_ns: u64,
-    /// Process CPU times (user, sys) when measuring began, so warm-up and connection
-    /// set-up are not charged to the measured run.
-    pub cpu_at_start: Option<(f64, f64)>,
+    /// Process CPU times (user, sys) and bench-clock time when measuring began, so
+    /// warm-up and connection set-up are not charged to the measured run.
+    pub cpu_at_start: Option<(f64, f64, u64)>,
+    /// When the controller stopped a `--duration` run; a stalled broker's silence
+    /// until then counts in the run's duration.
+    pub stop_ns: u64,
 }
 
 impl Recorder {
@@ -49,6 +52,7 @@ impl Recorder {
             measure_start_ns: 0,
             last_ns: 0,
             cpu_at_start: None,
+            stop_ns: 0,
         }
     }
 }
@@ -160,11 +164,17 @@ pub fn spawn_controller(
             let now = now_ns();
             let measuring = now >= measure_ns;
             if measuring && main.rec.lock().cpu_at_start.is_none() {
-                let cpu = cpu_times_s();
-                shareds.iter().for_each(|s| s.rec.lock().cpu_at_start = Some(cpu));
+                let (u, s) = cpu_times_s();
+                shareds.iter().for_each(|x| x.rec.lock().cpu_at_start = Some((u, s, now)));
             }
-            if stop_ns.is_some_and(|t| now >= t) {
-                shareds.iter().for_each(|s| s.stop.store(true, Ordering::Relaxed));
+            if stop_ns.is_some_and(|t| now >= t) && !shareds.iter().all(|s| s.stopped()) {
+                for s in &shareds {
+                    let mut rec = s.rec.lock();
+                    if rec.stop_ns == 0 {
+                        rec.stop_ns = now;
+                    }
+                    s.stop.store(true, Ordering::Relaxed);
+                }
             }
             if now - last_ns < 1_000_000_000 || quiet {
                 continue;
@@ -257,12 +267,19 @@ pub struct SummaryInput<'a> {
 }
 
 pub fn summarize(rec: &Recorder, input: &SummaryInput<'_>) -> Summary {
-    // The last acknowledgement ends the run, not the moment the stop was noticed.
-    let end_ns = if rec.last_ns > 0 { rec.last_ns } else { input.end_ns };
+    // The run ends with its last acknowledgement or, for a --duration run, when the
+    // duration was up (whichever is later, so a stalled broker is not flattered).
+    let end_ns = match rec.last_ns.max(rec.stop_ns) {
+        0 => input.end_ns,
+        t => t,
+    };
     let duration_s = (end_ns.saturating_sub(rec.measure_start_ns) as f64 / 1e9).max(1e-9);
     let (u, s) = cpu_times_s();
-    let cpu_start = rec.cpu_at_start.unwrap_or(input.cpu_start);
-    let (cpu_user_s, cpu_sys_s) = (u - cpu_start.0, s - cpu_start.1);
+    let (cu, cs, cpu_from_ns) =
+        rec.cpu_at_start.unwrap_or((input.cpu_start.0, input.cpu_start.1, rec.measure_start_ns));
+    let (cpu_user_s, cpu_sys_s) = (u - cu, s - cs);
+    // CPU is counted until now (drain included), so divide by the same wall time.
+    let cpu_wall_s = (input.end_ns.saturating_sub(cpu_from_ns) as f64 / 1e9).max(duration_s);
     let h = &rec.latency_us;
     let q = |x: f64| if h.is_empty() { 0 } else { h.value_at_quantile(x) };
     let distribution = if h.is_empty() {
@@ -296,7 +313,7 @@ pub fn summarize(rec: &Recorder, input: &SummaryInput<'_>) -> Summary {
         distribution,
         cpu_user_s,
         cpu_sys_s,
-        cpu_pct_of_core: (cpu_user_s + cpu_sys_s) / duration_s * 100.0,
+        cpu_pct_of_core: (cpu_user_s + cpu_sys_s) / cpu_wall_s * 100.0,
     }
 }
 

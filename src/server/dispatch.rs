@@ -75,6 +75,7 @@ pub async fn dispatch(ctx: &Rc<ShardCtx>, frame: Bytes) -> Result<ResponseFuture
         ));
     }
     let version = peek.version;
+    tracing::trace!(shard = %ctx.id, ?api, version, correlation_id = peek.correlation_id, "request");
     match api {
         ApiKey::Produce => produce::start(ctx, frame, version).await,
         ApiKey::Fetch => fetch::start(ctx, frame, version).await,

@@ -52,7 +52,10 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let local =
         first_listener.local_addr()?.as_socket().ok_or_else(|| anyhow!("not an inet socket"))?;
     let shard_count = config.shards as usize;
-    let config = Arc::new(ServeConfig { listen: local, ..config });
+    // With `--listen host:0` the advertised port (derived from it) is the one just bound.
+    let advertised_port =
+        if config.advertised_port == 0 { local.port() } else { config.advertised_port };
+    let config = Arc::new(ServeConfig { listen: local, advertised_port, ..config });
     let shared = Arc::new(Shared {
         first_listener: Mutex::new(Some(first_listener)),
         ready: AtomicUsize::new(0),
@@ -119,6 +122,7 @@ async fn shard_main(
     let (senders, mut receivers) =
         mesh.join().await.map_err(|err| anyhow!("cannot join the shard mesh: {err}"))?;
     let me = ShardId(u32::try_from(senders.peer_id()).unwrap_or(u32::MAX));
+    tracing::debug!(shard = %me, "joined the mesh");
     let exec = glommio::executor();
     let latency_queue = exec.create_task_queue(
         Shares::Static(1000),
@@ -147,6 +151,7 @@ async fn shard_main(
             super::sleep(Duration::from_millis(1)).await;
         }
     }
+    tracing::debug!(shard = %me, "metadata image installed");
     let listener = take_listener(&shared, config.listen)?;
     if shared.ready.fetch_add(1, Ordering::SeqCst) + 1 == config.shards as usize {
         tracing::info!(listen = %config.listen, shards = config.shards, "shardlog listening on {}", config.listen);

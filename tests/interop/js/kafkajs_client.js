@@ -97,7 +97,11 @@ async function consume(opts) {
   await consumer.subscribe({ topic: opts.topic, fromBeginning: true });
   const lines = [];
   let done;
-  const finished = new Promise((resolve) => { done = resolve; });
+  let crashed;
+  const finished = new Promise((resolve, reject) => { done = resolve; crashed = reject; });
+  // kafkajs retries a crashed consumer forever by default: fail at the first crash instead,
+  // with its reason (e.g. no group coordinator), rather than at the timeout.
+  consumer.on(consumer.events.CRASH, ({ payload }) => crashed(payload.error));
   await consumer.run({
     autoCommit: false,
     eachMessage: async ({ partition, message }) => {
