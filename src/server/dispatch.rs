@@ -12,7 +12,9 @@ use std::rc::Rc;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
-use super::{api_versions, fetch, group, list_offsets, metadata, offset_for_leader_epoch, produce};
+use super::{
+    api_versions, fetch, group, list_offsets, metadata, offset_for_leader_epoch, produce,
+};
 use crate::protocol::versions::{find, ApiRange};
 use crate::protocol::{encode_response, peek_api};
 use crate::shard::ShardCtx;
