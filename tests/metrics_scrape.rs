@@ -2,6 +2,7 @@
 //! (rskafka as the client) and checks that counters match what was sent, that histogram
 //! counts match the number of requests, and that the text parses with a Prometheus
 //! parser. Also reads the `.hgrm` histogram and the JSON view of the same run.
+#![cfg(feature = "metrics")]
 
 mod metrics_support;
 

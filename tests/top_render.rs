@@ -1,6 +1,7 @@
 //! `shardlog top` against a running two-shard broker: in non-TTY mode (stdout is a pipe)
 //! it prints plain frames, one per refresh, with a row per shard and the latency of the
 //! APIs the broker served; a wrong admin address fails with a clear message.
+#![cfg(feature = "metrics")]
 
 mod metrics_support;
 
