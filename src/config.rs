@@ -1,1 +1,229 @@
-//! placeholder: typed broker configuration (defaults < TOML < flags).
+//! Typed configuration of `shardlog serve`: defaults < TOML file (`--config`) < flags.
+//!
+//! Built once on the main thread before any shard starts, then cloned into every shard
+//! (it is plain data, `Send + Sync`). Invariants after [`ServeConfig::resolve`]: the
+//! shard count is at least 1, the advertised listener has a host and a port, and the
+//! request size limit is positive.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::constants::{
+    KAFKA_PORT_DEFAULT, SOCKET_REQUEST_MAX_BYTES_DEFAULT, SPIN_BEFORE_PARK_US_DEFAULT,
+};
+use crate::types::NodeId;
+
+/// Flags of `shardlog serve`. Every field is optional so that an absent flag leaves the
+/// TOML value (or the default) in place.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on for Kafka clients (default 127.0.0.1:9092).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// host:port clients are told to connect to (default: the listen address).
+    #[arg(long)]
+    pub advertised_listener: Option<String>,
+    /// Data directory (default ./shardlog-data).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Number of shards, one pinned executor each (default: the cores this process may use).
+    #[arg(long)]
+    pub shards: Option<u32>,
+    /// This broker's node id (default 0).
+    #[arg(long)]
+    pub node_id: Option<i32>,
+    /// TOML configuration file; flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Log filter (tracing env-filter syntax); RUST_LOG is used when absent.
+    #[arg(long)]
+    pub log_level: Option<String>,
+    /// Reserved: address of the admin HTTP endpoint (/metrics). Not served yet.
+    #[arg(long)]
+    pub admin_listen: Option<SocketAddr>,
+    /// Microseconds an idle executor spins before parking (0 disables spinning).
+    #[arg(long)]
+    pub spin_before_park_us: Option<u64>,
+    /// Create unknown topics on Metadata requests (Kafka's auto.create.topics.enable).
+    #[arg(long)]
+    pub auto_create_topics: Option<bool>,
+    /// Partitions of an auto-created topic or of CreateTopics with -1 (num.partitions).
+    #[arg(long)]
+    pub num_partitions: Option<i32>,
+    /// Largest request frame accepted, bytes (socket.request.max.bytes).
+    #[arg(long)]
+    pub socket_request_max_bytes: Option<u32>,
+}
+
+/// The same settings as they may appear in the TOML file (snake_case keys).
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    advertised_listener: Option<String>,
+    data_dir: Option<PathBuf>,
+    shards: Option<u32>,
+    node_id: Option<i32>,
+    log_level: Option<String>,
+    admin_listen: Option<SocketAddr>,
+    spin_before_park_us: Option<u64>,
+    auto_create_topics: Option<bool>,
+    num_partitions: Option<i32>,
+    socket_request_max_bytes: Option<u32>,
+}
+
+/// Why a configuration could not be built.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("bad config file {path}: {source}")]
+    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("invalid setting {name}: {reason}")]
+    Invalid { name: &'static str, reason: String },
+}
+
+/// The resolved configuration every shard receives.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub data_dir: PathBuf,
+    pub shards: u32,
+    pub node_id: NodeId,
+    pub log_level: Option<String>,
+    pub admin_listen: Option<SocketAddr>,
+    pub spin_before_park_us: u64,
+    pub auto_create_topics: bool,
+    pub num_partitions: i32,
+    pub socket_request_max_bytes: u32,
+}
+
+impl ServeConfig {
+    /// Merges defaults, the TOML file named by `--config` (if any) and the flags.
+    /// `allowed_cores` is the default shard count.
+    pub fn resolve(args: &ServeArgs, allowed_cores: u32) -> Result<Self, ConfigError> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let listen = args
+            .listen
+            .or(file.listen)
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], KAFKA_PORT_DEFAULT)));
+        let advertised = args.advertised_listener.clone().or(file.advertised_listener);
+        let (advertised_host, advertised_port) = match advertised {
+            Some(text) => parse_host_port(&text)?,
+            None => (listen.ip().to_string(), listen.port()),
+        };
+        let shards = args.shards.or(file.shards).unwrap_or(allowed_cores.max(1));
+        if shards == 0 {
+            return Err(invalid("shards", "must be at least 1"));
+        }
+        let socket_request_max_bytes = args
+            .socket_request_max_bytes
+            .or(file.socket_request_max_bytes)
+            .unwrap_or(SOCKET_REQUEST_MAX_BYTES_DEFAULT);
+        if socket_request_max_bytes < 64 {
+            return Err(invalid("socket_request_max_bytes", "must be at least 64 bytes"));
+        }
+        let num_partitions = args.num_partitions.or(file.num_partitions).unwrap_or(1);
+        if num_partitions < 1 {
+            return Err(invalid("num_partitions", "must be at least 1"));
+        }
+        Ok(Self {
+            listen,
+            advertised_host,
+            advertised_port,
+            data_dir: args
+                .data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(|| PathBuf::from("shardlog-data")),
+            shards,
+            node_id: NodeId(args.node_id.or(file.node_id).unwrap_or(0)),
+            log_level: args.log_level.clone().or(file.log_level),
+            admin_listen: args.admin_listen.or(file.admin_listen),
+            spin_before_park_us: args
+                .spin_before_park_us
+                .or(file.spin_before_park_us)
+                .unwrap_or(SPIN_BEFORE_PARK_US_DEFAULT),
+            auto_create_topics: args.auto_create_topics.or(file.auto_create_topics).unwrap_or(true),
+            num_partitions,
+            socket_request_max_bytes,
+        })
+    }
+}
+
+fn invalid(name: &'static str, reason: &str) -> ConfigError {
+    ConfigError::Invalid { name, reason: reason.to_string() }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.to_path_buf(), source })
+}
+
+/// Splits `host:port` (IPv6 hosts in brackets, as Kafka listeners write them).
+fn parse_host_port(text: &str) -> Result<(String, u16), ConfigError> {
+    let bad = || invalid("advertised_listener", &format!("expected host:port, got {text:?}"));
+    let (host, port) = text.rsplit_once(':').ok_or_else(bad)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() || port == 0 {
+        return Err(bad());
+    }
+    Ok((host.to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_without_flags() {
+        let cfg = ServeConfig::resolve(&ServeArgs::default(), 2).expect("defaults resolve");
+        assert_eq!(cfg.listen, "127.0.0.1:9092".parse().expect("addr"));
+        assert_eq!(cfg.advertised_host, "127.0.0.1");
+        assert_eq!(cfg.advertised_port, 9092);
+        assert_eq!(cfg.data_dir, PathBuf::from("shardlog-data"));
+        assert_eq!(cfg.shards, 2);
+        assert!(cfg.auto_create_topics);
+    }
+
+    #[test]
+    fn flags_override_file_which_overrides_defaults() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("shardlog.toml");
+        std::fs::write(&path, "shards = 3\nnode_id = 7\nlisten = \"127.0.0.1:19092\"\n")
+            .expect("write");
+        let args = ServeArgs { config: Some(path), shards: Some(1), ..ServeArgs::default() };
+        let cfg = ServeConfig::resolve(&args, 2).expect("resolve");
+        assert_eq!(cfg.shards, 1);
+        assert_eq!(cfg.node_id, NodeId(7));
+        assert_eq!(cfg.advertised_port, 19092);
+    }
+
+    #[test]
+    fn unknown_file_keys_and_bad_values_are_rejected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "shardz = 3\n").expect("write");
+        let args = ServeArgs { config: Some(path), ..ServeArgs::default() };
+        assert!(matches!(ServeConfig::resolve(&args, 1), Err(ConfigError::Parse { .. })));
+        let args = ServeArgs { shards: Some(0), ..ServeArgs::default() };
+        assert!(matches!(ServeConfig::resolve(&args, 1), Err(ConfigError::Invalid { .. })));
+        let args = ServeArgs { advertised_listener: Some("nohost".into()), ..ServeArgs::default() };
+        assert!(ServeConfig::resolve(&args, 1).is_err());
+    }
+
+    #[test]
+    fn advertised_listener_parses_ipv6() {
+        assert_eq!(parse_host_port("[::1]:9093").expect("parse"), ("::1".to_string(), 9093));
+    }
+}

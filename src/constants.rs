@@ -42,11 +42,129 @@ pub const LOG_FLUSH_INTERVAL_MS_DEFAULT: u64 = 1000;
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
 /// Default Kafka listener port.
 pub const KAFKA_PORT_DEFAULT: u16 = 9092;
+/// Requests a connection may have decoded but not yet answered (pipelining depth). Kafka
+/// clients use up to 5 in flight; beyond this the connection stops reading (back-pressure).
+pub const CONNECTION_IN_FLIGHT_MAX: usize = 32;
+/// Capacity of each cross-shard mesh channel (messages), per ordered pair of shards.
+pub const MESH_CHANNEL_CAPACITY: usize = 1024;
+/// Locked memory the broker asks for at start (glommio needs >= 8 MiB for its buffers).
+pub const MEMLOCK_BYTES_WANTED: u64 = 512 * 1024 * 1024;
+/// Locked memory below which glommio cannot start at all.
+pub const MEMLOCK_BYTES_MIN: u64 = 8 * 1024 * 1024;
+/// Open files the broker asks for (three descriptors per segment, thousands of partitions).
+pub const NOFILE_WANTED: u64 = 1_048_576;
+/// Open files below which the broker refuses to start.
+pub const NOFILE_MIN: u64 = 4096;
+/// Per-shard cache of recent batches, bytes.
+pub const BATCH_CACHE_BYTES_PER_SHARD: usize = 64 * 1024 * 1024;
+/// Upper bound on a Fetch long-poll, whatever the client asks (Kafka caps it by its
+/// request timeout; a shard must not hold a waiter forever).
+pub const FETCH_MAX_WAIT_MS_CAP: i32 = 60_000;
+/// How long shutdown waits for in-flight requests and connections to drain.
+pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 10_000;
+/// How often a shard checks the process-wide shutdown flag set by the signal thread.
+pub const SHUTDOWN_POLL_INTERVAL_MS: u64 = 50;
+/// Default `spin_before_park` of every executor (design.md section 5: without it a
+/// cross-shard hop costs milliseconds at p99).
+pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 50;
+
+// ---------------------------------------------------------------- controller
+/// Most partitions one topic may have (CreateTopics / CreatePartitions beyond it get
+/// INVALID_PARTITIONS): each partition costs an open log with three file descriptors per
+/// segment, so an unbounded count would exhaust RLIMIT_NOFILE on one request.
+pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
+/// Kafka's topic name limit (249 characters: the partition directory name must fit in 255).
+pub const TOPIC_NAME_CHARS_MAX: usize = 249;
+/// Producer ids reserved per metadata-log write; a restart skips the unused rest of a block.
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+/// Largest metadata-log frame accepted on replay: a bigger length field means corruption.
+pub const METADATA_FRAME_BYTES_MAX: u32 = 64 * 1024 * 1024;
+/// Most topics the controller accepts in one request; bounds the work of one metadata write.
+pub const ADMIN_REQUEST_TOPICS_MAX: usize = 10_000;
+// ---------------------------------------------------------------- group
+/// Kafka's `offsets.topic.num.partitions` default.
+pub const OFFSETS_TOPIC_PARTITIONS_DEFAULT: i32 = 50;
+/// Kafka's `group.min.session.timeout.ms` default.
+pub const GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT: i32 = 6_000;
+/// Kafka's `group.max.session.timeout.ms` default (30 minutes).
+pub const GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT: i32 = 1_800_000;
+/// Kafka's `group.initial.rebalance.delay.ms` default.
+pub const GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT: i64 = 3_000;
+/// Members per group (`group.max.size`; Kafka's default is unbounded, ours bounds memory).
+pub const GROUP_MAX_SIZE_DEFAULT: usize = 10_000;
+/// Kafka's `offset.metadata.max.bytes` default.
+pub const OFFSET_METADATA_BYTES_MAX_DEFAULT: usize = 4096;
+/// Kafka's `offsets.retention.minutes` default (7 days), in ms.
+pub const OFFSETS_RETENTION_MS_DEFAULT: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's `offsets.retention.check.interval.ms` default.
+pub const OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 600_000;
+/// Largest protocol metadata one member may send in JoinGroup; past it the group record
+/// could not be stored anyway (it must fit in one message).
+pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as usize;
+/// Largest GroupMetadata record value (Kafka's `offsets.load.buffer.size`/message limit).
+pub const GROUP_METADATA_RECORD_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as usize;
+/// How often a coordinator shard publishes consumer lag to the metrics endpoint.
+pub const GROUP_LAG_PUBLISH_INTERVAL_MS: i64 = 5_000;
+/// Most (group, partition) lag gauges one shard publishes per interval.
+pub const GROUP_LAG_PARTITIONS_MAX: usize = 10_000;
+/// Groups one DescribeGroups/DeleteGroups/OffsetFetch request may name.
+pub const GROUP_REQUEST_GROUPS_MAX: usize = 10_000;
+
+// ---------------------------------------------------------------- bench
+/// Largest record value or key the load generator builds.
+pub const BENCH_RECORD_BYTES_MAX: usize = 1024 * 1024;
+/// Largest partition batch the load generator builds (Kafka's default max request is 1 MiB).
+pub const BENCH_BATCH_BYTES_MAX: usize = 1024 * 1024;
+/// Largest produce request the load generator sends (all partition batches together).
+pub const BENCH_REQUEST_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Connections per broker per executor.
+pub const BENCH_CONNECTIONS_MAX: usize = 64;
+/// Requests in flight per connection.
+pub const BENCH_IN_FLIGHT_MAX: usize = 64;
+/// Largest response frame the load generator accepts.
+pub const BENCH_RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Highest latency the histograms record: one hour in microseconds.
+pub const BENCH_LATENCY_US_MAX: u64 = 3_600_000_000;
+
+// ---------------------------------------------------------------- metrics
+/// Highest latency the broker's histograms track (2 minutes, above the Fetch long-poll
+/// cap); longer values are recorded as this.
+pub const METRICS_LATENCY_US_MAX: u64 = 120_000_000;
+/// Significant digits of every latency histogram (HdrHistogram precision).
+pub const METRICS_HISTOGRAM_SIGFIG: u8 = 3;
+/// How often each shard publishes its local recordings for scrapes (staleness bound).
+pub const METRICS_PUBLISH_INTERVAL_MS: u64 = 200;
+/// Distinct topics with their own byte/record counters per shard; more fold into `_other`.
+pub const METRICS_TOPICS_MAX: usize = 10_000;
+/// Consumer-lag series kept (group, topic, partition); more are dropped from /metrics.
+pub const METRICS_LAG_SERIES_MAX: usize = 100_000;
+/// Default admin HTTP address (`--admin-listen`).
+pub const ADMIN_PORT_DEFAULT: u16 = 9644;
+/// Largest HTTP request head the admin listener reads.
+pub const ADMIN_REQUEST_HEAD_BYTES_MAX: usize = 8 * 1024;
+/// Admin HTTP connections served at once; more wait in the accept backlog.
+pub const ADMIN_CONNECTIONS_MAX: usize = 16;
+/// An admin HTTP client that sends no complete request head within this is dropped.
+pub const ADMIN_REQUEST_TIMEOUT_MS: u64 = 5_000;
+/// Lowest free-space fraction of the data directory's filesystem `doctor` accepts quietly.
+pub const DOCTOR_FREE_DISK_RATIO_WARN: f64 = 0.10;
+/// Free bytes below which `doctor` calls the data directory unusable.
+pub const DOCTOR_FREE_DISK_BYTES_MIN: u64 = 256 * 1024 * 1024;
 
 // ---------------------------------------------------------------- relations
+const _: () = assert!(MEMLOCK_BYTES_MIN <= MEMLOCK_BYTES_WANTED);
+const _: () = assert!(NOFILE_MIN <= NOFILE_WANTED);
+const _: () = assert!(CONNECTION_IN_FLIGHT_MAX >= 5); // the Java producer's default in-flight
 const _: () = assert!(SEGMENT_INDEX_BYTES_DEFAULT as u64 <= SEGMENT_BYTES_DEFAULT);
 const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as u64) < SEGMENT_BYTES_DEFAULT);
 const _: () = assert!(LOG_WRITE_BYTES_MAX <= LOG_UNWRITTEN_BYTES_MAX);
 const _: () = assert!(LOG_WRITE_BYTES_MAX as u64 % DIRECT_IO_ALIGNMENT_BYTES == 0);
 const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as usize) <= LOG_UNWRITTEN_BYTES_MAX);
 const _: () = assert!(LOG_READ_CHUNK_BYTES_MIN as u64 % DIRECT_IO_ALIGNMENT_BYTES == 0);
+const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);
+const _: () = assert!(TOPIC_PARTITIONS_MAX > 0);
+const _: () = assert!(BENCH_BATCH_BYTES_MAX <= BENCH_REQUEST_BYTES_MAX);
+const _: () = assert!(GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT <= GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT);
+const _: () = assert!(GROUP_MEMBER_METADATA_BYTES_MAX <= GROUP_METADATA_RECORD_BYTES_MAX);
+const _: () = assert!(BENCH_REQUEST_BYTES_MAX <= BENCH_RESPONSE_BYTES_MAX);
+const _: () = assert!(METRICS_LATENCY_US_MAX >= FETCH_MAX_WAIT_MS_CAP as u64 * 1000);

@@ -1,1 +1,83 @@
-//! placeholder: admin request handlers, owned by the controller work (see ARCHITECTURE.md).
+//! Admin request handlers: one file per Kafka API, each a pure function from a decoded
+//! kafka-protocol request (and the request's version) to its response, with the version range
+//! it fully implements declared as `VERSIONS` (the server builds ApiVersions from them).
+//!
+//! Mutating handlers (CreateTopics, DeleteTopics, CreatePartitions, InitProducerId,
+//! AlterConfigs, IncrementalAlterConfigs) run on
+//! the controller shard with `&mut Controller` and return a [`Mutation`]: the response and
+//! whether the image changed, so the server publishes the new image to every shard before
+//! answering. Read-only handlers (Metadata, DescribeConfigs, DescribeCluster) take a
+//! [`MetadataImage`] and run on any shard. This is the protocol boundary of the controller:
+//! [`ControllerError`]s become Kafka error codes here and nowhere else.
+
+pub mod alter_configs;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod incremental_alter_configs;
+pub mod init_producer_id;
+pub mod metadata;
+
+#[cfg(test)]
+mod tests;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::controller::{ControllerError, MetadataImage};
+use crate::types::NodeId;
+
+/// A mutating handler's answer.
+#[derive(Debug)]
+pub struct Mutation<R> {
+    pub response: R,
+    /// The controller's image changed: publish `controller.image()` to every shard (and wait
+    /// for owner shards to open or close logs) before sending `response`.
+    pub image_changed: bool,
+}
+
+/// An advertised listener of a broker: (node id, host, port).
+pub type Advertised = (NodeId, String, i32);
+
+/// The Kafka error code and message for a controller error.
+#[must_use]
+pub fn error_code(err: &ControllerError) -> (i16, String) {
+    let code = match err {
+        ControllerError::InvalidTopic(_) => ResponseError::InvalidTopicException,
+        ControllerError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
+        ControllerError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+        ControllerError::UnknownTopicId(_) => ResponseError::UnknownTopicId,
+        ControllerError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        ControllerError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+        ControllerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        ControllerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        ControllerError::TopicDeletionDisabled(_) => ResponseError::TopicDeletionDisabled,
+        ControllerError::ProducerIdsExhausted => ResponseError::UnknownServerError,
+        ControllerError::Io { .. }
+        | ControllerError::Corrupt { .. }
+        | ControllerError::MetaProperties { .. }
+        | ControllerError::ReadOnly(_) => {
+            // The client sees a retriable storage error; the operator sees the cause.
+            tracing::error!(error = %err, "controller storage failure");
+            ResponseError::KafkaStorageError
+        }
+    };
+    (code.code(), err.to_string())
+}
+
+/// A `StrBytes` from an owned string.
+pub(crate) fn sb(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// The brokers to list: every advertised listener the server passes (this broker alone while
+/// the cluster is a single node). `image` is where a multi-broker registry will come from.
+pub(crate) fn brokers<'a>(
+    _image: &MetadataImage,
+    advertised: &'a [Advertised],
+) -> impl Iterator<Item = &'a Advertised> {
+    advertised.iter()
+}

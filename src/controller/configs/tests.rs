@@ -1,0 +1,219 @@
+//! Registry tests: Kafka defaults, validation wording, unknown names, synonyms in priority
+//! order, and that `docs/topic-configs.md` matches the registry.
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())).collect()
+}
+
+#[test]
+fn registry_is_sorted_and_unique() {
+    let names: Vec<_> = TOPIC_CONFIGS.iter().map(|d| d.name).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(names, sorted);
+    // Every default must pass its own validation (except compression, checked below).
+    for d in TOPIC_CONFIGS {
+        if let Some(default) = d.default {
+            validate_topic_config(d.name, default)
+                .unwrap_or_else(|e| panic!("default of {} invalid: {e}", d.name));
+        }
+    }
+}
+
+#[test]
+fn good_values_are_normalized() {
+    assert_eq!(validate_topic_config("retention.ms", " 1000 ").unwrap(), "1000");
+    assert_eq!(validate_topic_config("retention.ms", "-1").unwrap(), "-1");
+    assert_eq!(validate_topic_config("preallocate", "TRUE").unwrap(), "true");
+    assert_eq!(
+        validate_topic_config("cleanup.policy", "compact, delete").unwrap(),
+        "compact,delete"
+    );
+    assert_eq!(validate_topic_config("min.cleanable.dirty.ratio", "0.1").unwrap(), "0.1");
+    assert_eq!(validate_topic_config("leader.replication.throttled.replicas", "*").unwrap(), "*");
+    assert_eq!(
+        validate_topic_config("follower.replication.throttled.replicas", "0:1,1:1").unwrap(),
+        "0:1,1:1"
+    );
+    assert_eq!(validate_topic_config("compression.type", "producer").unwrap(), "producer");
+    assert_eq!(validate_topic_config("compression.gzip.level", "-1").unwrap(), "-1");
+}
+
+#[test]
+fn bad_values_are_rejected_with_kafka_wording() {
+    let err = validate_topic_config("retention.ms", "abc").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Invalid value abc for configuration retention.ms: Not a number of type LONG"
+    );
+    let err = validate_topic_config("retention.ms", "-2").unwrap_err();
+    assert!(err.to_string().ends_with("Value must be at least -1"), "{err}");
+    let err = validate_topic_config("segment.bytes", "1000").unwrap_err();
+    assert!(err.to_string().contains("Value must be at least 1048576"), "{err}");
+    let err = validate_topic_config("segment.bytes", "99999999999").unwrap_err();
+    assert!(err.to_string().contains("Not a number of type INT"), "{err}");
+    let err = validate_topic_config("message.timestamp.type", "createtime").unwrap_err();
+    assert!(err.to_string().contains("String must be one of: CreateTime, LogAppendTime"));
+    assert!(validate_topic_config("cleanup.policy", "forever").is_err());
+    assert!(validate_topic_config("cleanup.policy", "").is_err());
+    assert!(validate_topic_config("min.cleanable.dirty.ratio", "1.5").is_err());
+    assert!(validate_topic_config("min.cleanable.dirty.ratio", "NaN").is_err());
+    assert!(validate_topic_config("preallocate", "yes").is_err());
+    assert!(validate_topic_config("compression.gzip.level", "0").is_err());
+    assert!(validate_topic_config("compression.lz4.level", "18").is_err());
+    assert!(validate_topic_config("leader.replication.throttled.replicas", "a:b").is_err());
+}
+
+#[test]
+fn unknown_names_are_rejected() {
+    let err = validate_topic_config("retention.millis", "1").unwrap_err();
+    assert_eq!(err.to_string(), "Unknown topic config name: retention.millis");
+    // Broker names are not topic names.
+    assert!(validate_topic_config("log.retention.hours", "1").is_err());
+}
+
+#[test]
+fn compression_other_than_producer_is_rejected_clearly() {
+    for codec in ["gzip", "snappy", "lz4", "zstd", "uncompressed"] {
+        let err = validate_topic_config("compression.type", codec).unwrap_err().to_string();
+        assert!(err.contains("recompressing batches on append is not implemented"), "{err}");
+    }
+    let err = validate_topic_config("compression.type", "brotli").unwrap_err().to_string();
+    assert!(err.contains("String must be one of"), "{err}");
+}
+
+#[test]
+fn cross_config_rules() {
+    let broker = BrokerDefaults::default();
+    let bad = map(&[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")]);
+    let err = validate_topic_configs(&bad, &broker).unwrap_err().to_string();
+    assert!(err.contains("min.compaction.lag.ms (10) > max.compaction.lag.ms (5)"), "{err}");
+    let tiered = map(&[("remote.storage.enable", "true")]);
+    assert!(validate_topic_configs(&tiered, &broker).is_err());
+    let ok = map(&[("remote.storage.enable", "false"), ("retention.ms", "1000")]);
+    assert_eq!(validate_topic_configs(&ok, &broker).unwrap().len(), 2);
+}
+
+#[test]
+fn defaults_resolve_to_kafka_values() {
+    let c = TopicConfig::default();
+    assert_eq!(c.segment_bytes, 1 << 30);
+    assert_eq!(c.segment_ms, 604_800_000);
+    assert_eq!(c.retention_ms, 604_800_000);
+    assert_eq!(c.retention_bytes, -1);
+    assert_eq!(c.max_message_bytes, 1_048_588);
+    assert_eq!(c.index_interval_bytes, 4096);
+    assert_eq!(c.segment_index_bytes, 10 * 1024 * 1024);
+    assert_eq!(c.message_timestamp_type, TimestampType::CreateTime);
+    assert_eq!(c.cleanup_policy, CleanupPolicy { delete: true, compact: false });
+    assert_eq!(c.flush_messages, i64::MAX);
+    assert_eq!(c.min_insync_replicas, 1);
+}
+
+#[test]
+fn synonyms_resolve_in_kafka_priority_order() {
+    let broker = BrokerDefaults::from_settings([("log.retention.hours", "1")]).unwrap();
+    assert_eq!(TopicConfig::resolve(&BTreeMap::new(), &broker).retention_ms, 3_600_000);
+    let broker = BrokerDefaults::from_settings([
+        ("log.retention.hours", "1"),
+        ("log.retention.minutes", "2"),
+    ])
+    .unwrap();
+    assert_eq!(TopicConfig::resolve(&BTreeMap::new(), &broker).retention_ms, 120_000);
+    let broker = BrokerDefaults::from_settings([
+        ("log.retention.ms", "5"),
+        ("log.retention.minutes", "2"),
+        ("message.max.bytes", "2000"),
+        ("log.segment.bytes", "2097152"),
+        ("log.cleanup.policy", "compact"),
+    ])
+    .unwrap();
+    let c = TopicConfig::resolve(&BTreeMap::new(), &broker);
+    assert_eq!(c.retention_ms, 5);
+    assert_eq!(c.max_message_bytes, 2000);
+    assert_eq!(c.segment_bytes, 2_097_152);
+    assert!(c.cleanup_policy.compact && !c.cleanup_policy.delete);
+    // A topic override beats every broker synonym.
+    let c = TopicConfig::resolve(&map(&[("retention.ms", "7")]), &broker);
+    assert_eq!(c.retention_ms, 7);
+    // Unlimited retention stays -1 through the unit conversion.
+    let broker = BrokerDefaults::from_settings([("log.retention.hours", "-1")]).unwrap();
+    assert_eq!(TopicConfig::resolve(&BTreeMap::new(), &broker).retention_ms, -1);
+}
+
+#[test]
+fn internal_segment_bytes_allows_small_test_segments() {
+    let c = TopicConfig::resolve(
+        &map(&[("internal.segment.bytes", "4096")]),
+        &BrokerDefaults::default(),
+    );
+    assert_eq!(c.segment_bytes, 4096);
+}
+
+#[test]
+fn broker_settings_are_validated() {
+    assert!(BrokerDefaults::from_settings([("log.retention.bogus", "1")]).is_err());
+    assert!(BrokerDefaults::from_settings([("num.partitions", "0")]).is_err());
+    assert!(BrokerDefaults::from_settings([("log.segment.bytes", "12")]).is_err());
+    assert!(BrokerDefaults::from_settings([("compression.type", "gzip")]).is_err());
+    let b = BrokerDefaults::from_settings([
+        ("num.partitions", "3"),
+        ("default.replication.factor", "1"),
+        ("auto.create.topics.enable", "false"),
+    ])
+    .unwrap();
+    assert_eq!(b.num_partitions, 3);
+    assert!(!b.auto_create_topics_enable);
+}
+
+/// The table in `docs/topic-configs.md`; regenerate with
+/// `cargo test --lib print_topic_config_table -- --ignored --nocapture`.
+fn config_table() -> String {
+    let mut out = String::from(
+        "| config | type | default | broker synonyms | effect in Shardlog |\n|---|---|---|---|---|\n",
+    );
+    for d in TOPIC_CONFIGS {
+        let synonyms: Vec<&str> = d.synonyms.iter().map(|s| s.name).collect();
+        let effect = match d.effect {
+            Effect::Active => "acts".to_string(),
+            Effect::NotYet(why) => format!("**no effect yet**: {why}"),
+        };
+        out.push_str(&format!(
+            "| `{}`{} | {:?} | {} | {} | {} |\n",
+            d.name,
+            if d.internal { " (internal)" } else { "" },
+            d.kind,
+            d.default.map_or("null".to_string(), |v| format!("`{v}`")),
+            if synonyms.is_empty() {
+                "-".to_string()
+            } else {
+                format!("`{}`", synonyms.join("`, `"))
+            },
+            effect
+        ));
+    }
+    out
+}
+
+#[test]
+#[ignore = "prints the docs table"]
+fn print_topic_config_table() {
+    println!("{}", config_table());
+}
+
+#[test]
+fn docs_table_is_current() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/topic-configs.md"))
+            .expect("docs/topic-configs.md exists");
+    assert!(
+        doc.contains(&config_table()),
+        "docs/topic-configs.md is stale: regenerate the table with \
+         cargo test --lib print_topic_config_table -- --ignored --nocapture"
+    );
+}

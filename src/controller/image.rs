@@ -1,0 +1,115 @@
+//! [`MetadataImage`]: an immutable snapshot of cluster metadata that every shard reads.
+//!
+//! Built on the controller shard after each change and published (as an `Arc`) to every
+//! shard's cache; it is `Send + Sync` and never mutated after publication. Topics are held
+//! behind their own `Arc`, so a new image shares every unchanged topic with the previous one.
+//! Invariants: `topics` and `topic_ids` index the same topics; partitions are indexed
+//! `0..len` in order; every `owner_shard` is below `shard_count`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::configs::{BrokerDefaults, TopicConfig};
+use crate::types::{Epoch, NodeId, ShardId, TopicPartition};
+
+/// The state of one partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionImage {
+    pub index: i32,
+    /// The shard that owns the partition's log on this broker.
+    pub owner_shard: ShardId,
+    pub leader: NodeId,
+    pub leader_epoch: Epoch,
+    pub replicas: Vec<NodeId>,
+    pub isr: Vec<NodeId>,
+}
+
+/// The state of one topic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopicImage {
+    pub name: String,
+    /// Random v4 UUID given at creation (Kafka's topic id).
+    pub topic_id: Uuid,
+    /// `__consumer_offsets` and `__transaction_state`.
+    pub internal: bool,
+    /// Explicitly set topic configs (validated, normalized).
+    pub configs: BTreeMap<String, String>,
+    /// Effective typed configs (overrides → broker defaults → Kafka defaults).
+    pub config: TopicConfig,
+    pub partitions: Vec<PartitionImage>,
+}
+
+/// An immutable snapshot of cluster metadata.
+#[derive(Clone, Debug)]
+pub struct MetadataImage {
+    /// Increases with every change; a shard ignores an image older than the one it holds.
+    pub version: u64,
+    pub cluster_id: String,
+    pub node_id: NodeId,
+    /// The active controller: this node while the cluster is a single node.
+    pub controller_id: NodeId,
+    pub shard_count: u32,
+    pub topics: BTreeMap<String, Arc<TopicImage>>,
+    pub topic_ids: HashMap<Uuid, String>,
+    pub broker_defaults: Arc<BrokerDefaults>,
+}
+
+impl MetadataImage {
+    /// A topic by name.
+    #[must_use]
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicImage>> {
+        self.topics.get(name)
+    }
+
+    /// A topic by topic id.
+    #[must_use]
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<&Arc<TopicImage>> {
+        self.topic_ids.get(id).and_then(|name| self.topics.get(name))
+    }
+
+    /// A partition by topic name and index.
+    #[must_use]
+    pub fn partition(&self, topic: &str, index: i32) -> Option<&PartitionImage> {
+        let i = usize::try_from(index).ok()?;
+        self.topics.get(topic)?.partitions.get(i)
+    }
+
+    /// The shard owning a partition, if the partition exists.
+    #[must_use]
+    pub fn owner_shard(&self, topic: &str, index: i32) -> Option<ShardId> {
+        self.partition(topic, index).map(|p| p.owner_shard)
+    }
+
+    /// Every partition owned by `shard`, with its topic (for opening logs on that shard).
+    pub fn partitions_of_shard(
+        &self,
+        shard: ShardId,
+    ) -> impl Iterator<Item = (TopicPartition, &Arc<TopicImage>, &PartitionImage)> + '_ {
+        self.topics.values().flat_map(move |t| {
+            t.partitions
+                .iter()
+                .filter(move |p| p.owner_shard == shard)
+                .map(move |p| (TopicPartition::new(t.name.clone(), p.index), t, p))
+        })
+    }
+
+    /// Number of partitions per shard (index = shard id).
+    #[must_use]
+    pub fn partitions_per_shard(&self) -> Vec<usize> {
+        let mut load = vec![0usize; self.shard_count as usize];
+        for p in self.topics.values().flat_map(|t| t.partitions.iter()) {
+            if let Some(n) = load.get_mut(p.owner_shard.0 as usize) {
+                *n += 1;
+            }
+        }
+        load
+    }
+}
+
+// The image crosses shard threads; this fails to compile if a field stops being Send + Sync.
+const _: fn() = || {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<MetadataImage>();
+};

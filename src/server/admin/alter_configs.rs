@@ -1,0 +1,95 @@
+//! AlterConfigs (API key 33), v0–2, for topics: replaces a topic's whole set of explicit
+//! configs with the given ones (configs not named return to their defaults), validated as one
+//! change and persisted in the metadata log; `validate_only`.
+//!
+//! Runs on the controller shard. Same advertising caveat as IncrementalAlterConfigs: only
+//! with shards applying `ImageDelta::reconfigured` live. Broker resources are refused.
+
+use std::collections::HashSet;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{error_code, sb, Mutation};
+use crate::controller::{validate_topic_name, Controller, TopicChange};
+
+/// Every version Kafka 4.x defines.
+pub const VERSIONS: (i16, i16) = (0, 2);
+
+/// Replaces the configs of the requested topics.
+pub fn handle(
+    controller: &mut Controller,
+    request: &AlterConfigsRequest,
+    _version: i16,
+) -> Mutation<AlterConfigsResponse> {
+    let mut image_changed = false;
+    let responses = request
+        .resources
+        .iter()
+        .map(|r| {
+            let resp = AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone())
+                .with_error_message(None);
+            match replace_one(controller, r, request.validate_only) {
+                Ok(changed) => {
+                    image_changed |= changed;
+                    resp
+                }
+                Err((code, message)) => {
+                    resp.with_error_code(code).with_error_message(Some(sb(message)))
+                }
+            }
+        })
+        .collect();
+    Mutation { response: AlterConfigsResponse::default().with_responses(responses), image_changed }
+}
+
+fn replace_one(
+    controller: &mut Controller,
+    r: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<bool, (i16, String)> {
+    let invalid_request = |m: String| (ResponseError::InvalidRequest.code(), m);
+    match r.resource_type {
+        RESOURCE_TOPIC => {}
+        RESOURCE_BROKER => {
+            return Err(invalid_request(
+                "Shardlog has no dynamic broker configs: set broker configs in the server \
+                 config file"
+                    .into(),
+            ))
+        }
+        other => return Err(invalid_request(format!("Unsupported resource type {other}"))),
+    }
+    let name = r.resource_name.as_str();
+    validate_topic_name(name).map_err(|m| (ResponseError::InvalidTopicException.code(), m))?;
+    let image = controller.image();
+    let topic = image.topic(name).ok_or_else(|| {
+        (
+            ResponseError::UnknownTopicOrPartition.code(),
+            format!("The topic '{name}' does not exist."),
+        )
+    })?;
+    let mut given = HashSet::new();
+    let mut changes: Vec<TopicChange> = Vec::new();
+    for c in &r.configs {
+        let key = c.name.to_string();
+        if !given.insert(key.clone()) {
+            return Err(invalid_request(format!("Error due to duplicate config keys: {key}")));
+        }
+        let value = c
+            .value
+            .as_ref()
+            .map(|v| v.to_string())
+            .ok_or_else(|| invalid_request(format!("Null value not supported for : {key}")))?;
+        changes.push((key, Some(value)));
+    }
+    changes.extend(topic.configs.keys().filter(|k| !given.contains(*k)).map(|k| (k.clone(), None)));
+    let before = image.version;
+    controller.alter_topic_configs(name, &changes, validate_only).map_err(|e| error_code(&e))?;
+    Ok(controller.image().version != before)
+}

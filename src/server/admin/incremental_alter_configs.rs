@@ -1,0 +1,162 @@
+//! IncrementalAlterConfigs (API key 44), v0–1, for topics: SET, DELETE, APPEND and SUBTRACT
+//! (the last two on LIST configs only), validated as one change per topic and persisted in
+//! the metadata log; `validate_only`. This is what `kafka-configs.sh --alter` sends.
+//!
+//! Runs on the controller shard. Advertise it only together with shards applying
+//! `ImageDelta::reconfigured` to open logs; otherwise a change to an acting config (e.g.
+//! `segment.bytes`) would be stored but take effect only after a restart. Broker resources
+//! are refused: Shardlog has no dynamic broker configs.
+
+use std::collections::HashSet;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
+
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{error_code, sb, Mutation};
+use crate::controller::configs::{effective_value, topic_config_def, ConfigType};
+use crate::controller::{validate_topic_name, Controller, TopicChange};
+
+/// Every version Kafka 4.x defines.
+pub const VERSIONS: (i16, i16) = (0, 1);
+
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+/// Applies the requested config operations.
+pub fn handle(
+    controller: &mut Controller,
+    request: &IncrementalAlterConfigsRequest,
+    _version: i16,
+) -> Mutation<IncrementalAlterConfigsResponse> {
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<(i8, String)> = request
+        .resources
+        .iter()
+        .map(|r| (r.resource_type, r.resource_name.to_string()))
+        .filter(|k| !seen.insert(k.clone()))
+        .collect();
+    let mut image_changed = false;
+    let responses = request
+        .resources
+        .iter()
+        .map(|r| {
+            let key = (r.resource_type, r.resource_name.to_string());
+            let outcome = if duplicates.contains(&key) {
+                Err((ResponseError::InvalidRequest.code(), "Duplicate resource in request.".into()))
+            } else {
+                alter_one(controller, r, request.validate_only)
+            };
+            let resp = AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone())
+                .with_error_message(None);
+            match outcome {
+                Ok(changed) => {
+                    image_changed |= changed;
+                    resp
+                }
+                Err((code, message)) => {
+                    resp.with_error_code(code).with_error_message(Some(sb(message)))
+                }
+            }
+        })
+        .collect();
+    let response = IncrementalAlterConfigsResponse::default().with_responses(responses);
+    Mutation { response, image_changed }
+}
+
+/// Alters one resource; `Ok(true)` when the image changed.
+fn alter_one(
+    controller: &mut Controller,
+    r: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<bool, (i16, String)> {
+    let invalid_request = |m: String| (ResponseError::InvalidRequest.code(), m);
+    match r.resource_type {
+        RESOURCE_TOPIC => {}
+        RESOURCE_BROKER => {
+            return Err(invalid_request(
+                "Shardlog has no dynamic broker configs: set broker configs in the server \
+                 config file"
+                    .into(),
+            ))
+        }
+        other => return Err(invalid_request(format!("Unsupported resource type {other}"))),
+    }
+    let name = r.resource_name.as_str();
+    validate_topic_name(name).map_err(|m| (ResponseError::InvalidTopicException.code(), m))?;
+    let image = controller.image();
+    let topic = image.topic(name).ok_or_else(|| {
+        (
+            ResponseError::UnknownTopicOrPartition.code(),
+            format!("The topic '{name}' does not exist."),
+        )
+    })?;
+    let mut names = HashSet::new();
+    let mut changes: Vec<TopicChange> = Vec::new();
+    for c in &r.configs {
+        let config = c.name.to_string();
+        if !names.insert(config.clone()) {
+            return Err(invalid_request(format!("Error due to duplicate config keys: {config}")));
+        }
+        let value = c.value.as_ref().map(|v| v.to_string());
+        let change = match c.config_operation {
+            OP_SET => {
+                let v = value.ok_or_else(|| {
+                    invalid_request(format!("Null value not supported for : {config}"))
+                })?;
+                Some(v)
+            }
+            OP_DELETE => None,
+            op @ (OP_APPEND | OP_SUBTRACT) => {
+                let def = topic_config_def(&config).ok_or_else(|| {
+                    (
+                        ResponseError::InvalidConfig.code(),
+                        format!("Unknown topic config name: {config}"),
+                    )
+                })?;
+                if def.kind != ConfigType::List {
+                    let verb = if op == OP_APPEND { "append" } else { "subtract" };
+                    return Err(invalid_request(format!(
+                        "Config value {verb} is not allowed for config key: {config}"
+                    )));
+                }
+                let current = effective_value(def, &topic.configs, &image.broker_defaults).0;
+                Some(edit_list(current.as_deref(), value.as_deref(), op == OP_APPEND))
+            }
+            other => return Err(invalid_request(format!("Unknown config operation {other}"))),
+        };
+        changes.push((config, change));
+    }
+    let before = controller.image().version;
+    controller.alter_topic_configs(name, &changes, validate_only).map_err(|e| error_code(&e))?;
+    Ok(controller.image().version != before)
+}
+
+/// APPEND adds items not yet present; SUBTRACT removes them (Kafka's list semantics).
+fn edit_list(current: Option<&str>, value: Option<&str>, append: bool) -> String {
+    let split = |s: Option<&str>| -> Vec<String> {
+        s.unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let mut items = split(current);
+    for v in split(value) {
+        if append {
+            if !items.contains(&v) {
+                items.push(v);
+            }
+        } else {
+            items.retain(|x| *x != v);
+        }
+    }
+    items.join(",")
+}

@@ -1,0 +1,83 @@
+//! Runs the controller's mutating admin handlers on the controller shard: decode, call the
+//! handler with `&mut Controller`, encode, and hand back the new image when it changed so
+//! [`super::control::execute`] publishes it before the answer leaves.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    AlterConfigsRequest, ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest,
+};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use super::admin::{self, Mutation};
+use super::control::ControllerReply;
+use crate::protocol::{decode_request, encode_response};
+use crate::shard::{Controller, MetadataImage};
+
+type Outcome = (ControllerReply, Option<Arc<MetadataImage>>);
+
+/// APIs answered on the controller shard because they change metadata.
+pub const CONTROLLER_APIS: &[ApiKey] = &[
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
+    ApiKey::InitProducerId,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
+];
+
+pub(super) fn run(
+    controller: &RefCell<Controller>,
+    api: ApiKey,
+    version: i16,
+    frame: Bytes,
+) -> Outcome {
+    let c = controller;
+    let result = match api {
+        ApiKey::CreateTopics => mutate::<CreateTopicsRequest, _>(c, api, version, frame, |c, r| {
+            admin::create_topics::handle(c, r, version)
+        }),
+        ApiKey::DeleteTopics => mutate::<DeleteTopicsRequest, _>(c, api, version, frame, |c, r| {
+            admin::delete_topics::handle(c, r, version)
+        }),
+        ApiKey::CreatePartitions => {
+            mutate::<CreatePartitionsRequest, _>(c, api, version, frame, |c, r| {
+                admin::create_partitions::handle(c, r, version)
+            })
+        }
+        ApiKey::InitProducerId => {
+            mutate::<InitProducerIdRequest, _>(c, api, version, frame, |c, r| {
+                admin::init_producer_id::handle(c, r, version)
+            })
+        }
+        ApiKey::AlterConfigs => mutate::<AlterConfigsRequest, _>(c, api, version, frame, |c, r| {
+            admin::alter_configs::handle(c, r, version)
+        }),
+        ApiKey::IncrementalAlterConfigs => {
+            mutate::<IncrementalAlterConfigsRequest, _>(c, api, version, frame, |c, r| {
+                admin::incremental_alter_configs::handle(c, r, version)
+            })
+        }
+        other => Err(format!("{other:?} is not a controller API")),
+    };
+    result.unwrap_or_else(|reason| (ControllerReply::Rejected(reason), None))
+}
+
+fn mutate<Req: Decodable, Resp: Encodable>(
+    controller: &RefCell<Controller>,
+    api: ApiKey,
+    version: i16,
+    frame: Bytes,
+    handler: impl FnOnce(&mut Controller, &Req) -> Mutation<Resp>,
+) -> Result<Outcome, String> {
+    let (header, request) =
+        decode_request::<Req>(frame, api, version).map_err(|e| e.to_string())?;
+    let mut c = controller.borrow_mut();
+    let mutation = handler(&mut c, &request);
+    let frame = encode_response(api, version, header.correlation_id, &mutation.response)
+        .map_err(|e| e.to_string())?;
+    Ok((ControllerReply::Encoded(frame), mutation.image_changed.then(|| c.image())))
+}

@@ -1,0 +1,106 @@
+//! One client connection: a reader that frames, decodes and starts requests in order,
+//! and a writer that awaits their outcomes strictly in request order and writes the
+//! responses. Up to `CONNECTION_IN_FLIGHT_MAX` requests are in flight (pipelining);
+//! beyond that the reader stops reading, which is the back-pressure.
+//!
+//! Lives on the shard that accepted the connection. Invariants: responses leave in
+//! request order; bad input (malformed or oversize frame, unknown API, unsupported
+//! version) closes the connection with a logged reason, after writing the responses of
+//! the requests before it; on shutdown no new request is read and in-flight ones finish.
+
+use std::rc::Rc;
+
+use futures::channel::mpsc;
+use futures::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures::{SinkExt, StreamExt};
+
+use super::dispatch::{dispatch, Outcome, ResponseFuture};
+use crate::constants::CONNECTION_IN_FLIGHT_MAX;
+use crate::protocol::read_frame;
+use crate::shard::{Notify, ShardCtx};
+
+/// Serves a connection until the client leaves, bad input arrives, or shutdown.
+pub async fn run<S>(ctx: Rc<ShardCtx>, stream: S)
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    ctx.connections.set(ctx.connections.get() + 1);
+    let (mut reader, writer) = stream.split();
+    let (tx, rx) = mpsc::channel::<ResponseFuture>(CONNECTION_IN_FLIGHT_MAX);
+    let closed = Rc::new(Notify::new());
+    let writer_task = ctx.spawn(write_loop(writer, rx, closed.clone()));
+    read_loop(&ctx, &mut reader, tx, &closed).await;
+    let _ = writer_task.await;
+    ctx.connections.set(ctx.connections.get() - 1);
+    ctx.connections_changed.notify();
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(
+    ctx: &Rc<ShardCtx>,
+    reader: &mut R,
+    mut tx: mpsc::Sender<ResponseFuture>,
+    closed: &Notify,
+) {
+    let max_bytes = ctx.config.socket_request_max_bytes;
+    loop {
+        if ctx.is_shutting_down() || closed.version() != 0 {
+            return;
+        }
+        let (shutdown_seen, closed_seen) = (ctx.shutdown.version(), closed.version());
+        let frame = {
+            let read = read_frame(reader, max_bytes);
+            futures::pin_mut!(read);
+            let stop = futures::future::select(
+                ctx.shutdown.changed_since(shutdown_seen),
+                closed.changed_since(closed_seen),
+            );
+            match futures::future::select(read, stop).await {
+                futures::future::Either::Left((frame, _)) => frame,
+                futures::future::Either::Right(_) => return,
+            }
+        };
+        let frame = match frame {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return,
+            Err(err) => {
+                tracing::info!(shard = %ctx.id, "closing connection: {err}");
+                return;
+            }
+        };
+        match dispatch(ctx, frame).await {
+            Ok(fut) => {
+                if tx.send(fut).await.is_err() {
+                    return;
+                }
+            }
+            Err(reason) => {
+                tracing::info!(shard = %ctx.id, "closing connection: {reason}");
+                return;
+            }
+        }
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut rx: mpsc::Receiver<ResponseFuture>,
+    closed: Rc<Notify>,
+) {
+    while let Some(fut) = rx.next().await {
+        match fut.await {
+            Outcome::Respond(frame) => {
+                if let Err(err) = writer.write_all(&frame).await {
+                    tracing::debug!("write failed, closing connection: {err}");
+                    break;
+                }
+            }
+            Outcome::Silent => {}
+            Outcome::Close(reason) => {
+                tracing::info!("closing connection: {reason}");
+                break;
+            }
+        }
+    }
+    closed.notify();
+    let _ = writer.close().await;
+}

@@ -1,0 +1,150 @@
+//! Request routing: peek at the API and version, refuse what is not advertised (closing
+//! the connection, as Kafka does), decode, and start the API's handler.
+//!
+//! Runs on the connection's shard. Invariant: a handler's `start` issues all its
+//! cross-shard sends before returning, so requests of one connection reach each owner
+//! shard in the order they were read; the returned future only gathers replies.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+
+use super::admin_wiring::CONTROLLER_APIS;
+use super::{
+    admin, api_versions, fetch, group, list_offsets, metadata, offset_for_leader_epoch, produce,
+};
+use crate::protocol::versions::{find, ApiRange};
+use crate::protocol::{encode_response, peek_api};
+use crate::shard::ShardCtx;
+
+/// What the connection does once a request's processing completes.
+pub enum Outcome {
+    /// Write this whole response frame.
+    Respond(Bytes),
+    /// Nothing to write (acks=0 produce).
+    Silent,
+    /// Close the connection, logging the reason.
+    Close(String),
+}
+
+pub type ResponseFuture = Pin<Box<dyn Future<Output = Outcome>>>;
+
+/// Every API this broker serves, with the range its handler declares.
+pub const API_TABLE: &[ApiRange] = &[
+    ApiRange::new(ApiKey::Produce, produce::VERSIONS),
+    ApiRange::new(ApiKey::Fetch, fetch::VERSIONS),
+    ApiRange::new(ApiKey::ListOffsets, list_offsets::VERSIONS),
+    ApiRange::new(ApiKey::Metadata, admin::metadata::VERSIONS),
+    ApiRange::new(ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS),
+    ApiRange::new(ApiKey::ApiVersions, api_versions::VERSIONS),
+    ApiRange::new(ApiKey::CreateTopics, admin::create_topics::VERSIONS),
+    ApiRange::new(ApiKey::DeleteTopics, admin::delete_topics::VERSIONS),
+    ApiRange::new(ApiKey::CreatePartitions, admin::create_partitions::VERSIONS),
+    ApiRange::new(ApiKey::InitProducerId, admin::init_producer_id::VERSIONS),
+    ApiRange::new(ApiKey::AlterConfigs, admin::alter_configs::VERSIONS),
+    ApiRange::new(ApiKey::IncrementalAlterConfigs, admin::incremental_alter_configs::VERSIONS),
+    ApiRange::new(ApiKey::DescribeConfigs, admin::describe_configs::VERSIONS),
+    ApiRange::new(ApiKey::DescribeCluster, admin::describe_cluster::VERSIONS),
+    ApiRange::new(ApiKey::FindCoordinator, group::find_coordinator::VERSIONS),
+    ApiRange::new(ApiKey::JoinGroup, group::join_group::VERSIONS),
+    ApiRange::new(ApiKey::SyncGroup, group::sync_group::VERSIONS),
+    ApiRange::new(ApiKey::Heartbeat, group::heartbeat::VERSIONS),
+    ApiRange::new(ApiKey::LeaveGroup, group::leave_group::VERSIONS),
+    ApiRange::new(ApiKey::OffsetCommit, group::offset_commit::VERSIONS),
+    ApiRange::new(ApiKey::OffsetFetch, group::offset_fetch::VERSIONS),
+    ApiRange::new(ApiKey::ListGroups, group::list_groups::VERSIONS),
+    ApiRange::new(ApiKey::DescribeGroups, group::describe_groups::VERSIONS),
+    ApiRange::new(ApiKey::DeleteGroups, group::delete_groups::VERSIONS),
+    ApiRange::new(ApiKey::OffsetDelete, group::offset_delete::VERSIONS),
+];
+
+/// Starts processing one request frame, or says why the connection must close.
+pub async fn dispatch(ctx: &Rc<ShardCtx>, frame: Bytes) -> Result<ResponseFuture, String> {
+    let peek = peek_api(&frame).map_err(|e| e.to_string())?;
+    let api =
+        ApiKey::try_from(peek.api_key).map_err(|()| format!("unknown api key {}", peek.api_key))?;
+    if api == ApiKey::ApiVersions {
+        return Ok(ready(api_versions::respond(frame, peek)));
+    }
+    let range = find(API_TABLE, api).ok_or_else(|| format!("unsupported api {api:?}"))?;
+    if !range.contains(peek.version) {
+        return Err(format!(
+            "{api:?} v{} not supported (advertised {}..={})",
+            peek.version, range.min, range.max
+        ));
+    }
+    let version = peek.version;
+    tracing::trace!(shard = %ctx.id, ?api, version, correlation_id = peek.correlation_id, "request");
+    match api {
+        ApiKey::Produce => produce::start(ctx, frame, version).await,
+        ApiKey::Fetch => fetch::start(ctx, frame, version).await,
+        ApiKey::ListOffsets => list_offsets::start(ctx, frame, version).await,
+        ApiKey::Metadata => metadata::start(ctx, frame, version),
+        ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
+        ApiKey::DescribeConfigs | ApiKey::DescribeCluster => {
+            metadata::start_read_only(ctx, api, frame, version)
+        }
+        api if CONTROLLER_APIS.contains(&api) => Ok(controller_api(ctx, api, version, frame)),
+        ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version),
+        ApiKey::JoinGroup => group::join_group::start(ctx, frame, version).await,
+        ApiKey::SyncGroup => group::sync_group::start(ctx, frame, version).await,
+        ApiKey::Heartbeat => group::heartbeat::start(ctx, frame, version).await,
+        ApiKey::LeaveGroup => group::leave_group::start(ctx, frame, version).await,
+        ApiKey::OffsetCommit => group::offset_commit::start(ctx, frame, version).await,
+        ApiKey::OffsetFetch => group::offset_fetch::start(ctx, frame, version).await,
+        ApiKey::ListGroups => group::list_groups::start(ctx, frame, version),
+        ApiKey::DescribeGroups => group::describe_groups::start(ctx, frame, version).await,
+        ApiKey::DeleteGroups => group::delete_groups::start(ctx, frame, version).await,
+        ApiKey::OffsetDelete => group::offset_delete::start(ctx, frame, version).await,
+        other => Err(format!("no handler for {other:?}")),
+    }
+}
+
+/// Forwards an admin request to the controller shard.
+fn controller_api(ctx: &Rc<ShardCtx>, api: ApiKey, version: i16, frame: Bytes) -> ResponseFuture {
+    use super::control::{call_controller, ControllerReply, ControllerRequest};
+    let ctx = ctx.clone();
+    Box::pin(async move {
+        match call_controller(&ctx, ControllerRequest::Admin { api, version, frame }).await {
+            ControllerReply::Encoded(frame) => Outcome::Respond(frame),
+            ControllerReply::Done => Outcome::Close("controller gave no response".into()),
+            ControllerReply::Rejected(reason) => Outcome::Close(reason),
+        }
+    })
+}
+
+pub fn ready(outcome: Outcome) -> ResponseFuture {
+    Box::pin(std::future::ready(outcome))
+}
+
+/// Encodes a response into an outcome, closing the connection if encoding fails.
+pub fn respond<R: kafka_protocol::protocol::Encodable>(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &R,
+) -> Outcome {
+    match encode_response(api, version, correlation_id, response) {
+        Ok(frame) => Outcome::Respond(frame),
+        Err(err) => Outcome::Close(err.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_decodable_by_the_codec_and_follows_version_rules() {
+        crate::protocol::versions::check_against_codec(API_TABLE).expect("codec covers table");
+        let produce = find(API_TABLE, ApiKey::Produce).expect("produce");
+        assert_eq!(produce.min, 0, "Produce is advertised from v0 for old clients");
+        assert!(produce.contains(3) && produce.contains(7));
+        let fetch = find(API_TABLE, ApiKey::Fetch).expect("fetch");
+        assert!(fetch.min <= 4 && fetch.max < 13, "Fetch >= 4 advertised, no topic-id versions");
+        assert!(produce.max < 13);
+    }
+}

@@ -1,0 +1,77 @@
+//! ListOffsets: earliest (-2), latest (-1, the high watermark), max timestamp (-3),
+//! earliest local (-4, the same as earliest without tiered storage) and by timestamp,
+//! each answered by the partition's owner shard with the leader epoch.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
+
+use super::dispatch::{respond, ResponseFuture};
+use super::owner::{PartitionOp, PartitionResult};
+use super::route::Routed;
+use crate::protocol::decode_request;
+use crate::shard::ShardCtx;
+
+/// 1 is the Kafka 4 floor; 7 adds max timestamp (-3); 8 (tiered-storage offsets) and
+/// later are not served.
+pub const VERSIONS: (i16, i16) = (1, 7);
+
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
+    let (header, req) = decode_request::<ListOffsetsRequest>(frame, ApiKey::ListOffsets, version)
+        .map_err(|e| e.to_string())?;
+    let mut routed = Routed::default();
+    let mut slots = Vec::new();
+    let mut response = ListOffsetsResponse::default();
+    for (t, topic) in req.topics.into_iter().enumerate() {
+        let name = topic.name.0.to_string();
+        for p in topic.partitions {
+            let owner = ctx.owner_of(&name, p.partition_index);
+            if let Some((shard, _)) = owner {
+                let op = PartitionOp::ListOffsets {
+                    topic: name.clone(),
+                    partition: p.partition_index,
+                    timestamp: p.timestamp,
+                    current_leader_epoch: p.current_leader_epoch,
+                };
+                routed.push(shard, slots.len(), op);
+            }
+            slots.push((t, p.partition_index, owner.is_some()));
+        }
+        response.topics.push(ListOffsetsTopicResponse::default().with_name(topic.name));
+    }
+    let in_flight = routed.send(ctx).await;
+    let correlation_id = header.correlation_id;
+    Ok(Box::pin(async move {
+        let results = in_flight.gather(slots.len()).await;
+        for ((t, index, known), result) in slots.into_iter().zip(results) {
+            let base = ListOffsetsPartitionResponse::default()
+                .with_partition_index(index)
+                .with_timestamp(-1)
+                .with_offset(-1)
+                .with_leader_epoch(-1);
+            let part = match result {
+                Some(PartitionResult::ListOffsets(Ok(a))) => base
+                    .with_timestamp(a.timestamp)
+                    .with_offset(a.offset)
+                    // The field exists from v4 on; encoding it earlier is an error.
+                    .with_leader_epoch(if version >= 4 { a.leader_epoch } else { -1 }),
+                Some(PartitionResult::ListOffsets(Err((code, _)))) => {
+                    base.with_error_code(code.code())
+                }
+                _ if !known => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                _ => base.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+            };
+            response.topics[t].partitions.push(part);
+        }
+        respond(ApiKey::ListOffsets, version, correlation_id, &response)
+    }))
+}

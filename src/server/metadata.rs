@@ -1,0 +1,64 @@
+//! Metadata, DescribeConfigs and DescribeCluster: answered on the connection's shard from
+//! its cached image with the controller's pure builders. Unknown topics that Metadata may
+//! auto-create go to the controller shard; the answer is rebuilt after every shard holds
+//! the new image, so the client can produce at once.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    ApiKey, DescribeClusterRequest, DescribeConfigsRequest, MetadataRequest,
+};
+
+use super::admin::{self, Advertised};
+use super::control::{call_controller, ControllerRequest};
+use super::dispatch::{ready, respond, ResponseFuture};
+use crate::protocol::decode_request;
+use crate::shard::ShardCtx;
+
+fn advertised(ctx: &ShardCtx) -> Vec<Advertised> {
+    let c = &ctx.config;
+    vec![(c.node_id, c.advertised_host.clone(), i32::from(c.advertised_port))]
+}
+
+pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+    let (header, req) = decode_request::<MetadataRequest>(frame, ApiKey::Metadata, version)
+        .map_err(|e| e.to_string())?;
+    let ctx = ctx.clone();
+    Ok(Box::pin(async move {
+        let listeners = advertised(&ctx);
+        let (mut response, to_create) =
+            admin::metadata::build_metadata(&ctx.image(), &req, version, &listeners);
+        if !to_create.is_empty() {
+            call_controller(&ctx, ControllerRequest::AutoCreate(to_create)).await;
+            response = admin::metadata::build_metadata(&ctx.image(), &req, version, &listeners).0;
+        }
+        respond(ApiKey::Metadata, version, header.correlation_id, &response)
+    }))
+}
+
+/// DescribeConfigs and DescribeCluster: read-only, from this shard's image.
+pub fn start_read_only(
+    ctx: &Rc<ShardCtx>,
+    api: ApiKey,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
+    let image = ctx.image();
+    let outcome = match api {
+        ApiKey::DescribeConfigs => {
+            let (header, req) = decode_request::<DescribeConfigsRequest>(frame, api, version)
+                .map_err(|e| e.to_string())?;
+            let response = admin::describe_configs::handle(&image, &req, version);
+            respond(api, version, header.correlation_id, &response)
+        }
+        ApiKey::DescribeCluster => {
+            let (header, req) = decode_request::<DescribeClusterRequest>(frame, api, version)
+                .map_err(|e| e.to_string())?;
+            let response = admin::describe_cluster::handle(&image, &req, version, &advertised(ctx));
+            respond(api, version, header.correlation_id, &response)
+        }
+        other => return Err(format!("{other:?} is not a read-only metadata API")),
+    };
+    Ok(ready(outcome))
+}

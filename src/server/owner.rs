@@ -1,0 +1,292 @@
+//! Partition-level work executed on a partition's owner shard: append, read, offset
+//! lookups, epoch lookups and the wait for new data behind Fetch long-polls.
+//!
+//! Runs on the owner shard only (reached through the mesh or directly when the
+//! connection lives there). Invariants: the appends of one request are issued in the
+//! request's order, and requests are started in arrival order, so appends to a partition
+//! take effect in the order a connection sent them; a produce is answered only once the
+//! flush policy's durability is reached, and then wakes the partition's long-polls.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+
+use crate::protocol::errors::storage_error_code;
+use crate::shard::{now_ms, OwnedPartition, ShardCtx, ShardReply};
+use crate::types::{Epoch, Offset};
+
+/// One partition's part of a request, sent to its owner shard.
+pub enum PartitionOp {
+    Produce {
+        topic: String,
+        partition: i32,
+        records: Option<Bytes>,
+    },
+    Fetch {
+        topic: String,
+        partition: i32,
+        fetch_offset: i64,
+        max_bytes: usize,
+        current_leader_epoch: i32,
+    },
+    ListOffsets {
+        topic: String,
+        partition: i32,
+        timestamp: i64,
+        current_leader_epoch: i32,
+    },
+    EpochEnd {
+        topic: String,
+        partition: i32,
+        leader_epoch: i32,
+        current_leader_epoch: i32,
+    },
+}
+
+/// A partition-level error with the message Kafka clients log.
+pub type OpError = (ResponseError, Option<String>);
+
+pub enum PartitionResult {
+    Produce(Result<ProduceOk, OpError>),
+    Fetch(FetchPart),
+    ListOffsets(Result<OffsetAnswer, OpError>),
+    EpochEnd(Result<(i32, i64), OpError>),
+}
+
+pub struct ProduceOk {
+    pub base_offset: i64,
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+}
+
+pub struct FetchPart {
+    pub error: Option<ResponseError>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub records: Bytes,
+}
+
+pub struct OffsetAnswer {
+    pub timestamp: i64,
+    pub offset: i64,
+    pub leader_epoch: i32,
+}
+
+/// Partitions a Fetch waits on, each with the offset it wants data beyond.
+pub struct WaitSpec {
+    pub partitions: Vec<(String, i32, i64)>,
+    pub max_wait_ms: u64,
+}
+
+/// Runs the operations of one request on this (their owner) shard.
+pub async fn run_ops(ctx: &Rc<ShardCtx>, ops: Vec<PartitionOp>) -> ShardReply {
+    // join_all polls in order, so the appends start in the request's order.
+    let futures = ops.into_iter().map(|op| run_op(ctx, op));
+    ShardReply::Partitions(futures::future::join_all(futures).await)
+}
+
+async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
+    match op {
+        PartitionOp::Produce { topic, partition, records } => {
+            PartitionResult::Produce(produce(ctx, &topic, partition, records).await)
+        }
+        PartitionOp::Fetch { topic, partition, fetch_offset, max_bytes, current_leader_epoch } => {
+            PartitionResult::Fetch(
+                fetch(ctx, &topic, partition, fetch_offset, max_bytes, current_leader_epoch).await,
+            )
+        }
+        PartitionOp::ListOffsets { topic, partition, timestamp, current_leader_epoch } => {
+            PartitionResult::ListOffsets(
+                list_offsets(ctx, &topic, partition, timestamp, current_leader_epoch).await,
+            )
+        }
+        PartitionOp::EpochEnd { topic, partition, leader_epoch, current_leader_epoch } => {
+            PartitionResult::EpochEnd(epoch_end(
+                ctx,
+                &topic,
+                partition,
+                leader_epoch,
+                current_leader_epoch,
+            ))
+        }
+    }
+}
+
+fn owned(ctx: &ShardCtx, topic: &str, partition: i32) -> Result<Rc<OwnedPartition>, OpError> {
+    ctx.partitions.get(topic, partition).ok_or((ResponseError::NotLeaderOrFollower, None))
+}
+
+/// Kafka's current_leader_epoch rule: older → fenced, newer → unknown, -1 → unchecked.
+fn check_epoch(p: &OwnedPartition, current_leader_epoch: i32) -> Result<(), OpError> {
+    let epoch = p.leader_epoch.get().0;
+    if current_leader_epoch == -1 || current_leader_epoch == epoch {
+        Ok(())
+    } else if current_leader_epoch < epoch {
+        Err((ResponseError::FencedLeaderEpoch, None))
+    } else {
+        Err((ResponseError::UnknownLeaderEpoch, None))
+    }
+}
+
+/// Produce v3+ carries exactly one record batch per partition.
+fn check_single_batch(records: Option<&Bytes>) -> Result<(), OpError> {
+    let invalid = |reason: &str| Err((ResponseError::InvalidRecord, Some(reason.to_string())));
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        return invalid("produce request carries no record batch");
+    };
+    if records.len() < 12 {
+        return Err((ResponseError::CorruptMessage, Some("truncated record batch".into())));
+    }
+    let batch_len = i32::from_be_bytes([records[8], records[9], records[10], records[11]]);
+    let total = usize::try_from(batch_len).ok().map(|n| n + 12);
+    match total {
+        Some(total) if total == records.len() => Ok(()),
+        Some(total) if total < records.len() => {
+            invalid("produce requests v3+ must carry exactly one record batch per partition")
+        }
+        _ => Err((ResponseError::CorruptMessage, Some("record batch length exceeds data".into()))),
+    }
+}
+
+async fn produce(
+    ctx: &ShardCtx,
+    topic: &str,
+    partition: i32,
+    records: Option<Bytes>,
+) -> Result<ProduceOk, OpError> {
+    let p = owned(ctx, topic, partition)?;
+    check_single_batch(records.as_ref())?;
+    let batch = records.unwrap_or_default();
+    let storage = |err| (storage_error_code(&err), Some(err.to_string()));
+    let info = p.log.append(batch, p.leader_epoch.get(), now_ms()).await.map_err(storage)?;
+    p.log.wait_committed(info.last_offset).await.map_err(storage)?;
+    p.hw_changed.notify();
+    Ok(ProduceOk {
+        base_offset: info.base_offset.0,
+        log_append_time_ms: info.log_append_time_ms,
+        log_start_offset: info.log_start_offset.0,
+    })
+}
+
+async fn fetch(
+    ctx: &ShardCtx,
+    topic: &str,
+    partition: i32,
+    fetch_offset: i64,
+    max_bytes: usize,
+    current_leader_epoch: i32,
+) -> FetchPart {
+    let fail = |error: ResponseError| FetchPart {
+        error: Some(error),
+        high_watermark: -1,
+        log_start_offset: -1,
+        records: Bytes::new(),
+    };
+    let p = match owned(ctx, topic, partition) {
+        Ok(p) => p,
+        Err((err, _)) => return fail(err),
+    };
+    if let Err((err, _)) = check_epoch(&p, current_leader_epoch) {
+        return fail(err);
+    }
+    let hw = p.log.committed_offset();
+    let read = p.log.read(Offset(fetch_offset), max_bytes, hw).await;
+    let (error, records) = match read {
+        Ok(records) => (None, records),
+        Err(err) => (Some(storage_error_code(&err)), Bytes::new()),
+    };
+    FetchPart { error, high_watermark: hw.0, log_start_offset: p.log.log_start_offset().0, records }
+}
+
+async fn list_offsets(
+    ctx: &ShardCtx,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+    current_leader_epoch: i32,
+) -> Result<OffsetAnswer, OpError> {
+    let p = owned(ctx, topic, partition)?;
+    check_epoch(&p, current_leader_epoch)?;
+    let epoch = p.leader_epoch.get().0;
+    let answer = |timestamp, offset| OffsetAnswer { timestamp, offset, leader_epoch: epoch };
+    let none = OffsetAnswer { timestamp: -1, offset: -1, leader_epoch: -1 };
+    Ok(match timestamp {
+        // -2 earliest, -4 earliest local (no tiering: the same).
+        -2 | -4 => answer(-1, p.log.log_start_offset().0),
+        -1 => answer(-1, p.log.committed_offset().0),
+        -3 => match p.log.max_timestamp() {
+            Some((ts, offset)) => answer(ts, offset.0),
+            None => none,
+        },
+        ts => match p.log.offset_for_timestamp(ts).await {
+            Ok(Some((offset, ts))) if offset < p.log.committed_offset() => answer(ts, offset.0),
+            Ok(_) => none,
+            Err(err) => return Err((storage_error_code(&err), Some(err.to_string()))),
+        },
+    })
+}
+
+fn epoch_end(
+    ctx: &ShardCtx,
+    topic: &str,
+    partition: i32,
+    leader_epoch: i32,
+    current_leader_epoch: i32,
+) -> Result<(i32, i64), OpError> {
+    let p = owned(ctx, topic, partition)?;
+    check_epoch(&p, current_leader_epoch)?;
+    Ok(match p.log.end_offset_for_epoch(Epoch(leader_epoch)) {
+        Some((epoch, offset)) => (epoch.0, offset.0),
+        None => (-1, -1),
+    })
+}
+
+/// Resolves when any listed partition has committed data beyond the wanted offset, the
+/// wait expires, a listed partition goes away, or the shard shuts down.
+pub async fn wait_for_data(ctx: &ShardCtx, spec: WaitSpec) -> ShardReply {
+    let mut parts = Vec::with_capacity(spec.partitions.len());
+    for (topic, partition, offset) in &spec.partitions {
+        let Some(p) = ctx.partitions.get(topic, *partition) else { return ShardReply::DataReady };
+        if p.log.committed_offset().0 > *offset {
+            return ShardReply::DataReady;
+        }
+        let seen = p.hw_changed.version();
+        parts.push((p, seen));
+    }
+    if parts.is_empty() || ctx.is_shutting_down() {
+        return ShardReply::DataReady;
+    }
+    let shutdown_seen = ctx.shutdown.version();
+    let mut waits: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>> =
+        parts.iter().map(|(p, seen)| Box::pin(p.hw_changed.changed_since(*seen)) as _).collect();
+    waits.push(Box::pin(ctx.shutdown.changed_since(shutdown_seen)));
+    let any = futures::future::select_all(waits);
+    crate::shard::with_timeout(Duration::from_millis(spec.max_wait_ms), any).await;
+    ShardReply::DataReady
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_batch_rule() {
+        assert_eq!(check_single_batch(None).unwrap_err().0, ResponseError::InvalidRecord);
+        let mut batch = vec![0u8; 70];
+        batch[8..12].copy_from_slice(&58i32.to_be_bytes());
+        assert!(check_single_batch(Some(&Bytes::from(batch.clone()))).is_ok());
+        batch.extend_from_slice(&[0u8; 70]);
+        assert_eq!(
+            check_single_batch(Some(&Bytes::from(batch))).unwrap_err().0,
+            ResponseError::InvalidRecord
+        );
+        let mut short = vec![0u8; 20];
+        short[8..12].copy_from_slice(&100i32.to_be_bytes());
+        assert_eq!(
+            check_single_batch(Some(&Bytes::from(short))).unwrap_err().0,
+            ResponseError::CorruptMessage
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! Produce: each partition's batch goes to its owner shard, appended in request order;
+//! acks 1 and -1 answer once the batch is durable per the flush policy (single node:
+//! the two are the same), acks 0 gets no response — and a failure closes the
+//! connection, as Kafka does. v0–2 are advertised (old clients need to see them) but
+//! refused by closing: their message formats are gone since Kafka 4.0.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::dispatch::{respond, Outcome, ResponseFuture};
+use super::owner::{PartitionOp, PartitionResult};
+use super::route::Routed;
+use crate::protocol::decode_request;
+use crate::shard::ShardCtx;
+
+/// Advertised from 0 (librdkafka needs it for compression), served from 3; 13 needs
+/// topic ids.
+pub const VERSIONS: (i16, i16) = (0, 11);
+/// The first version actually served.
+pub const SERVED_MIN_VERSION: i16 = 3;
+
+struct Slot {
+    topic: usize,
+    partition: i32,
+    early: Option<ResponseError>,
+}
+
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
+    if version < SERVED_MIN_VERSION {
+        return Err(format!("Produce v{version} uses a message format Kafka 4 no longer accepts"));
+    }
+    let (header, req) = decode_request::<ProduceRequest>(frame, ApiKey::Produce, version)
+        .map_err(|e| e.to_string())?;
+    let acks = req.acks;
+    let acks_error = (![0, 1, -1].contains(&acks)).then_some(ResponseError::InvalidRequiredAcks);
+    let mut slots = Vec::new();
+    let mut routed = Routed::default();
+    let mut topics = Vec::with_capacity(req.topic_data.len());
+    for (t, topic) in req.topic_data.into_iter().enumerate() {
+        let name = topic.name.0.to_string();
+        for p in topic.partition_data {
+            let owner = ctx.owner_of(&name, p.index);
+            let early =
+                acks_error.or(owner.is_none().then_some(ResponseError::UnknownTopicOrPartition));
+            if let (None, Some((shard, _))) = (early, owner) {
+                let op = PartitionOp::Produce {
+                    topic: name.clone(),
+                    partition: p.index,
+                    records: p.records,
+                };
+                routed.push(shard, slots.len(), op);
+            }
+            slots.push(Slot { topic: t, partition: p.index, early });
+        }
+        topics.push(topic.name);
+    }
+    let in_flight = routed.send(ctx).await;
+    let correlation_id = header.correlation_id;
+    Ok(Box::pin(async move {
+        let results = in_flight.gather(slots.len()).await;
+        let mut response = ProduceResponse::default();
+        response.responses = topics
+            .into_iter()
+            .map(|name| TopicProduceResponse::default().with_name(name))
+            .collect();
+        let mut first_error = None;
+        for (slot, result) in slots.into_iter().zip(results) {
+            let part = partition_response(slot.partition, slot.early, result, version);
+            if part.error_code != 0 && first_error.is_none() {
+                first_error = Some((slot.partition, part.error_code));
+            }
+            response.responses[slot.topic].partition_responses.push(part);
+        }
+        if acks == 0 {
+            return match first_error {
+                None => Outcome::Silent,
+                Some((p, code)) => {
+                    Outcome::Close(format!("acks=0 produce failed (partition {p}, error {code})"))
+                }
+            };
+        }
+        respond(ApiKey::Produce, version, correlation_id, &response)
+    }))
+}
+
+fn partition_response(
+    index: i32,
+    early: Option<ResponseError>,
+    result: Option<PartitionResult>,
+    version: i16,
+) -> PartitionProduceResponse {
+    // Fields newer than the request's version must keep their defaults.
+    let message =
+        |m: Option<String>| if version >= 8 { m.map(StrBytes::from_string) } else { None };
+    let failed = |code: ResponseError, msg: Option<String>| {
+        PartitionProduceResponse::default()
+            .with_index(index)
+            .with_error_code(code.code())
+            .with_base_offset(-1)
+            .with_log_append_time_ms(-1)
+            .with_log_start_offset(-1)
+            .with_error_message(message(msg))
+    };
+    if let Some(code) = early {
+        return failed(code, None);
+    }
+    match result {
+        Some(PartitionResult::Produce(Ok(ok))) => PartitionProduceResponse::default()
+            .with_index(index)
+            .with_base_offset(ok.base_offset)
+            .with_log_append_time_ms(ok.log_append_time_ms)
+            .with_log_start_offset(if version >= 5 { ok.log_start_offset } else { -1 }),
+        Some(PartitionResult::Produce(Err((code, message)))) => failed(code, message),
+        _ => failed(ResponseError::NotLeaderOrFollower, None),
+    }
+}

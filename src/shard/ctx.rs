@@ -1,0 +1,204 @@
+//! Per-shard context: identity, config, the cached metadata image, the owned partition
+//! table, the mesh senders with the table of replies awaited, task queues, and the
+//! shutdown signal. One `Rc<ShardCtx>` per shard, never sent to another thread.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use futures::channel::oneshot;
+use glommio::channels::channel_mesh::Senders;
+use glommio::TaskQueueHandle;
+
+use super::mesh::{MeshError, MeshMsg, ShardReply, ShardRequest};
+use super::notify::Notify;
+use super::partitions::PartitionTable;
+use super::{Controller, MetadataImage};
+use crate::config::ServeConfig;
+use crate::types::{Epoch, ShardId};
+
+/// A reply on its way from a shard.
+pub type Pending = Pin<Box<dyn Future<Output = Result<ShardReply, MeshError>>>>;
+
+pub struct ShardCtx {
+    pub id: ShardId,
+    pub shard_count: u32,
+    pub config: Arc<ServeConfig>,
+    image: RefCell<Arc<MetadataImage>>,
+    pub partitions: PartitionTable,
+    senders: Senders<MeshMsg>,
+    pending: RefCell<HashMap<u64, oneshot::Sender<ShardReply>>>,
+    next_request_id: Cell<u64>,
+    /// The controller, on the controller shard (shard 0) only.
+    pub controller: Option<RefCell<Controller>>,
+    /// Serializes controller operations, including publishing their image, so two
+    /// CreateTopics never interleave their publication.
+    pub controller_lock: futures::lock::Mutex<()>,
+    shutting_down: Cell<bool>,
+    pub shutdown: Notify,
+    pub connections: Cell<usize>,
+    pub connections_changed: Notify,
+    latency_queue: TaskQueueHandle,
+    background_queue: TaskQueueHandle,
+}
+
+pub(crate) struct CtxParts {
+    pub senders: Senders<MeshMsg>,
+    pub config: Arc<ServeConfig>,
+    pub controller: Option<Controller>,
+    pub partitions: PartitionTable,
+    pub latency_queue: TaskQueueHandle,
+    pub background_queue: TaskQueueHandle,
+}
+
+impl ShardCtx {
+    pub(crate) fn new(parts: CtxParts) -> Self {
+        let id = ShardId(u32::try_from(parts.senders.peer_id()).unwrap_or(u32::MAX));
+        let image = Arc::new(placeholder_image(&parts.config));
+        Self {
+            id,
+            shard_count: parts.config.shards,
+            config: parts.config,
+            image: RefCell::new(image),
+            partitions: parts.partitions,
+            senders: parts.senders,
+            pending: RefCell::new(HashMap::new()),
+            next_request_id: Cell::new(1),
+            controller: parts.controller.map(RefCell::new),
+            controller_lock: futures::lock::Mutex::new(()),
+            shutting_down: Cell::new(false),
+            shutdown: Notify::new(),
+            connections: Cell::new(0),
+            connections_changed: Notify::new(),
+            latency_queue: parts.latency_queue,
+            background_queue: parts.background_queue,
+        }
+    }
+
+    /// The metadata image this shard currently serves from.
+    #[must_use]
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.borrow().clone()
+    }
+
+    /// Installs `image` unless this shard already holds a newer one (publications from
+    /// the controller shard may overtake each other on the mesh).
+    pub(crate) fn set_image(&self, image: Arc<MetadataImage>) -> bool {
+        let mut current = self.image.borrow_mut();
+        let newer = image.version >= current.version || current.cluster_id.is_empty();
+        if newer {
+            *current = image;
+        }
+        newer
+    }
+
+    /// True once the first image from the controller is installed.
+    #[must_use]
+    pub fn has_image(&self) -> bool {
+        !self.image.borrow().cluster_id.is_empty()
+    }
+
+    /// Owner shard and leader epoch of a partition, per the cached image.
+    #[must_use]
+    pub fn owner_of(&self, topic: &str, partition: i32) -> Option<(ShardId, Epoch)> {
+        let image = self.image.borrow();
+        let p = image.partition(topic, partition)?;
+        Some((p.owner_shard, p.leader_epoch))
+    }
+
+    #[must_use]
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutting_down.set(true);
+        self.shutdown.notify();
+    }
+
+    /// Spawns request-path work on the latency queue; the task runs to completion even
+    /// if the returned handle is dropped.
+    pub fn spawn<T: 'static>(
+        &self,
+        fut: impl Future<Output = T> + 'static,
+    ) -> impl Future<Output = Option<T>> {
+        spawn_into(fut, self.latency_queue)
+    }
+
+    /// Spawns background work (deletion, cleanup) on the low-share queue.
+    pub fn spawn_background(&self, fut: impl Future<Output = ()> + 'static) {
+        drop(spawn_into(fut, self.background_queue));
+    }
+
+    /// Sends `req` to `target` (or runs it here if `target` is this shard) and returns the
+    /// reply's future. Awaiting this call only waits for room in the mesh channel, so
+    /// calls issued in order reach the target in order.
+    pub async fn call(self: &Rc<Self>, target: ShardId, req: ShardRequest) -> Pending {
+        if target == self.id {
+            let ctx = self.clone();
+            let task = self.spawn(async move { crate::server::execute(&ctx, req).await });
+            let id = self.id;
+            return Box::pin(async move { task.await.ok_or(MeshError::Dropped(id)) });
+        }
+        let id = self.next_request_id.get();
+        self.next_request_id.set(id.wrapping_add(1));
+        let (tx, rx) = oneshot::channel();
+        self.pending.borrow_mut().insert(id, tx);
+        let msg = MeshMsg::Request { id, from: self.id, req };
+        if self.senders.send_to(target.0 as usize, msg).await.is_err() {
+            self.pending.borrow_mut().remove(&id);
+            return Box::pin(async move { Err(MeshError::Closed(target)) });
+        }
+        Box::pin(async move { rx.await.map_err(|_| MeshError::Dropped(target)) })
+    }
+
+    pub(crate) async fn send_reply(&self, to: ShardId, id: u64, reply: ShardReply) {
+        let msg = MeshMsg::Reply { id, reply };
+        if self.senders.send_to(to.0 as usize, msg).await.is_err() {
+            tracing::debug!(shard = %self.id, to = %to, "reply dropped: mesh closed");
+        }
+    }
+
+    pub(crate) fn deliver_reply(&self, id: u64, reply: ShardReply) {
+        if let Some(tx) = self.pending.borrow_mut().remove(&id) {
+            // The waiter may be gone (connection closed): the reply is simply dropped.
+            let _ = tx.send(reply);
+        }
+    }
+
+    pub(crate) fn close_mesh(&self) {
+        self.senders.close();
+    }
+}
+
+/// The image a shard holds before the controller's first publication: no cluster id, no
+/// topics (requests are not served until the real one arrives).
+fn placeholder_image(config: &ServeConfig) -> MetadataImage {
+    MetadataImage {
+        version: 0,
+        cluster_id: String::new(),
+        node_id: config.node_id,
+        controller_id: config.node_id,
+        shard_count: config.shards,
+        topics: std::collections::BTreeMap::new(),
+        topic_ids: HashMap::new(),
+        broker_defaults: Arc::new(crate::controller::BrokerDefaults::default()),
+    }
+}
+
+fn spawn_into<T: 'static>(
+    fut: impl Future<Output = T> + 'static,
+    queue: TaskQueueHandle,
+) -> impl Future<Output = Option<T>> {
+    match glommio::spawn_local_into(fut, queue) {
+        Ok(task) => futures::future::Either::Left(task.detach()),
+        // Only fails for an unknown queue, which is a bug in this module.
+        Err(err) => {
+            tracing::error!("spawn failed: {err}");
+            futures::future::Either::Right(futures::future::ready(None))
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The partition logs a shard owns, kept in step with the metadata image: partitions
+//! assigned to this shard are opened (created on first use, with `partition.metadata`
+//! recording the topic id); partitions that left the image are closed, their directory
+//! renamed to `<topic>-<p>.<uuid>-delete` and removed in the background, so the name can
+//! be re-created at once.
+//!
+//! Lives on each shard, touched only by it. Invariant: at most one open log per
+//! partition directory; a log is closed only once no request holds it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::ctx::ShardCtx;
+use super::notify::Notify;
+use super::{Log, MetadataImage, TopicImage};
+use crate::io::dma::DmaFileSystem;
+use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
+use crate::types::{Epoch, ShardId, TopicPartition};
+
+/// How long closing a deleted partition waits for in-flight requests to let go of it.
+const CLOSE_WAIT_MS_MAX: u64 = 5_000;
+
+pub struct OwnedPartition {
+    pub tp: TopicPartition,
+    pub topic_id: Uuid,
+    pub log: Log,
+    pub leader_epoch: Cell<Epoch>,
+    /// Notified whenever the high watermark may have moved (Fetch long-polls wait on it).
+    pub hw_changed: Notify,
+}
+
+pub struct PartitionTable {
+    data_dir: PathBuf,
+    fs: Rc<DmaFileSystem>,
+    cache: Rc<BatchCache>,
+    map: RefCell<HashMap<TopicPartition, Rc<OwnedPartition>>>,
+}
+
+impl PartitionTable {
+    #[must_use]
+    pub fn new(data_dir: PathBuf, cache_bytes: usize) -> Self {
+        Self {
+            data_dir,
+            fs: Rc::new(DmaFileSystem),
+            cache: Rc::new(BatchCache::new(cache_bytes)),
+            map: RefCell::new(HashMap::new()),
+        }
+    }
+
+    #[must_use]
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<OwnedPartition>> {
+        self.map.borrow().get(&TopicPartition::new(topic, partition)).cloned()
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.map.borrow().len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Opens what the image assigns to `me` and closes what it no longer lists.
+    pub(crate) async fn apply_image(
+        &self,
+        ctx: &ShardCtx,
+        image: &MetadataImage,
+    ) -> Result<(), String> {
+        let wanted = owned_by(image, ctx.id);
+        let stale: Vec<Rc<OwnedPartition>> = {
+            let mut map = self.map.borrow_mut();
+            let gone: Vec<TopicPartition> = map
+                .iter()
+                .filter(|(tp, p)| wanted.get(*tp).is_none_or(|(id, _)| *id != p.topic_id))
+                .map(|(tp, _)| tp.clone())
+                .collect();
+            gone.iter().filter_map(|tp| map.remove(tp)).collect()
+        };
+        for partition in stale {
+            self.remove(ctx, partition).await;
+        }
+        let mut failures = Vec::new();
+        for (tp, (_, epoch)) in wanted {
+            if let Some(existing) = self.map.borrow().get(&tp) {
+                existing.leader_epoch.set(epoch);
+                continue;
+            }
+            let Some(topic) = image.topic(&tp.topic) else { continue };
+            match self.open(&tp, topic, epoch).await {
+                Ok(partition) => {
+                    self.map.borrow_mut().insert(tp, Rc::new(partition));
+                }
+                Err(reason) => {
+                    tracing::error!(partition = %tp, "cannot open partition: {reason}");
+                    failures.push(format!("{tp}: {reason}"));
+                }
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("; "))
+        }
+    }
+
+    async fn open(
+        &self,
+        tp: &TopicPartition,
+        topic: &TopicImage,
+        epoch: Epoch,
+    ) -> Result<OwnedPartition, String> {
+        let topic_id = topic.topic_id;
+        let dir = self.data_dir.join(tp.dir_name());
+        prepare_dir(&dir, topic_id).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let log = Log::open(self.fs.clone(), &dir, log_config(topic), self.cache.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::debug!(partition = %tp, "opened partition log");
+        Ok(OwnedPartition {
+            tp: tp.clone(),
+            topic_id,
+            log,
+            leader_epoch: Cell::new(epoch),
+            hw_changed: Notify::new(),
+        })
+    }
+
+    /// Closes a partition that left the image and schedules its directory's removal.
+    async fn remove(&self, ctx: &ShardCtx, partition: Rc<OwnedPartition>) {
+        // Wake long-polls so they drop their reference.
+        partition.hw_changed.notify();
+        let tp = partition.tp.clone();
+        let topic_id = partition.topic_id;
+        if let Some(owned) = wait_sole_owner(partition).await {
+            if let Err(err) = owned.log.close().await {
+                tracing::warn!(partition = %tp, "close of deleted partition failed: {err}");
+            }
+        } else {
+            tracing::warn!(partition = %tp, "deleted partition still in use; dropping it");
+        }
+        let dir = self.data_dir.join(tp.dir_name());
+        let target = self.data_dir.join(format!("{}.{}-delete", tp.dir_name(), topic_id.simple()));
+        match std::fs::rename(&dir, &target) {
+            Ok(()) => {
+                ctx.spawn_background(async move {
+                    let removal = move || std::fs::remove_dir_all(&target);
+                    if let Err(err) = glommio::executor().spawn_blocking(removal).await {
+                        tracing::warn!("background removal failed: {err}");
+                    }
+                });
+            }
+            Err(err) => tracing::warn!(partition = %tp, "rename for deletion failed: {err}"),
+        }
+    }
+
+    /// Closes every log (shutdown). Requests must have drained first.
+    pub(crate) async fn close_all(&self) {
+        let all: Vec<Rc<OwnedPartition>> = self.map.borrow_mut().drain().map(|(_, p)| p).collect();
+        for partition in all {
+            let tp = partition.tp.clone();
+            match wait_sole_owner(partition).await {
+                Some(owned) => {
+                    if let Err(err) = owned.log.close().await {
+                        tracing::warn!(partition = %tp, "close failed: {err}");
+                    }
+                }
+                None => tracing::warn!(partition = %tp, "still in use at shutdown"),
+            }
+        }
+    }
+}
+
+/// The storage settings of a topic, from its effective configs. The flush policy follows
+/// `flush.ms` / `flush.messages` only where the topic sets them explicitly; otherwise the
+/// storage engine's durable default (group-committed fsync per batch) applies.
+fn log_config(topic: &TopicImage) -> LogConfig {
+    use crate::controller::configs::TimestampType as ConfigTimestampType;
+    let c = &topic.config;
+    let flush = if topic.configs.get("flush.messages").is_some_and(|v| v == "1") {
+        FlushPolicy::EveryBatch
+    } else if topic.configs.contains_key("flush.ms") {
+        FlushPolicy::IntervalMs(u64::try_from(c.flush_ms).unwrap_or(u64::MAX))
+    } else {
+        LogConfig::default().flush
+    };
+    LogConfig {
+        segment_bytes: c.segment_bytes,
+        segment_ms: c.segment_ms,
+        index_interval_bytes: c.index_interval_bytes,
+        segment_index_bytes: c.segment_index_bytes,
+        max_message_bytes: c.max_message_bytes,
+        timestamp_type: match c.message_timestamp_type {
+            ConfigTimestampType::CreateTime => TimestampType::CreateTime,
+            ConfigTimestampType::LogAppendTime => TimestampType::LogAppendTime,
+        },
+        timestamp_before_max_ms: c.message_timestamp_before_max_ms,
+        timestamp_after_max_ms: c.message_timestamp_after_max_ms,
+        compacted: c.cleanup_policy.compact,
+        flush,
+    }
+}
+
+/// Partitions the image assigns to `me`, with topic id and leader epoch.
+fn owned_by(image: &MetadataImage, me: ShardId) -> HashMap<TopicPartition, (Uuid, Epoch)> {
+    let mut out = HashMap::new();
+    for (name, topic) in &image.topics {
+        for p in topic.partitions.iter().filter(|p| p.owner_shard == me) {
+            out.insert(
+                TopicPartition::new(name.clone(), p.index),
+                (topic.topic_id, p.leader_epoch),
+            );
+        }
+    }
+    out
+}
+
+async fn wait_sole_owner(mut partition: Rc<OwnedPartition>) -> Option<OwnedPartition> {
+    let mut waited_ms = 0;
+    loop {
+        match Rc::try_unwrap(partition) {
+            Ok(owned) => return Some(owned),
+            Err(shared) if waited_ms < CLOSE_WAIT_MS_MAX => {
+                partition = shared;
+                super::sleep(Duration::from_millis(1)).await;
+                waited_ms += 1;
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Creates the directory and its `partition.metadata` (Kafka's format) if missing.
+fn prepare_dir(dir: &Path, topic_id: Uuid) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let meta = dir.join("partition.metadata");
+    if !meta.exists() {
+        let text = format!("version: 0\ntopic_id: {}\n", kafka_topic_id(topic_id));
+        let tmp = dir.join("partition.metadata.tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, &meta)?;
+    }
+    Ok(())
+}
+
+/// Kafka prints topic ids as URL-safe base64 without padding.
+fn kafka_topic_id(id: Uuid) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
+}
+
+/// Removes `*-delete` directories a previous run left behind (crash during removal).
+pub(crate) fn leftover_deletions(data_dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(data_dir) else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && p.to_string_lossy().ends_with("-delete"))
+        .collect()
+}

@@ -1,0 +1,349 @@
+//! Process start-up and shutdown: resource limits, signal handling, the executor pool
+//! (one pinned glommio executor per shard), and each shard's life: join the mesh, load
+//! metadata, open owned partitions, accept connections, drain, close logs.
+//!
+//! Runs on the main thread (limits, signals, pool) and then on every shard. Invariant:
+//! a shard starts accepting only after it has installed the first metadata image, and
+//! closes its logs only after every shard has drained its connections (another shard's
+//! in-flight request may still target this shard's partitions).
+
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _};
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::net::TcpListener;
+use glommio::{CpuSet, Latency, LocalExecutorPoolBuilder, PoolPlacement, Shares};
+
+use super::ctx::{CtxParts, ShardCtx};
+use super::mesh::{receive_loop, MeshMsg};
+use super::partitions::{leftover_deletions, PartitionTable};
+use super::Controller;
+use crate::config::ServeConfig;
+use crate::constants::{
+    BATCH_CACHE_BYTES_PER_SHARD, MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
+    NOFILE_MIN, NOFILE_WANTED, SHUTDOWN_DRAIN_TIMEOUT_MS, SHUTDOWN_POLL_INTERVAL_MS,
+};
+use crate::types::ShardId;
+
+/// Set by the signal thread on SIGTERM/SIGINT; every shard polls it.
+static SHUTDOWN_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Core ids this process may run on (its affinity mask), e.g. as narrowed by `taskset`.
+#[must_use]
+pub fn allowed_cores() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .map(|ids| ids.into_iter().map(|c| c.id).collect())
+        .filter(|ids: &Vec<usize>| !ids.is_empty())
+        .unwrap_or_else(|| vec![0])
+}
+
+/// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.
+pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
+    raise_limits()?;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+    start_signal_thread()?;
+    let first_listener = bind_listener(config.listen)
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local =
+        first_listener.local_addr()?.as_socket().ok_or_else(|| anyhow!("not an inet socket"))?;
+    let shard_count = config.shards as usize;
+    // With `--listen host:0` the advertised port (derived from it) is the one just bound.
+    let advertised_port =
+        if config.advertised_port == 0 { local.port() } else { config.advertised_port };
+    let config = Arc::new(ServeConfig { listen: local, advertised_port, ..config });
+    // Opened here, before any executor starts, so a bad data dir fails the start cleanly.
+    let controller =
+        Controller::open(&config.data_dir, config.node_id, config.shards, broker_defaults(&config))
+            .map_err(|err| {
+                anyhow!("cannot open cluster metadata in {}: {err}", config.data_dir.display())
+            })?;
+    let shared = Arc::new(Shared {
+        controller: Mutex::new(Some(controller)),
+        first_listener: Mutex::new(Some(first_listener)),
+        ready: AtomicUsize::new(0),
+        drained: AtomicUsize::new(0),
+    });
+    let mesh = MeshBuilder::<MeshMsg, _>::full(shard_count, MESH_CHANNEL_CAPACITY);
+    let spin = Duration::from_micros(config.spin_before_park_us);
+    let handles = LocalExecutorPoolBuilder::new(placement(shard_count)?)
+        .name("shard")
+        .spin_before_park(spin)
+        .on_all_shards(move || async move { shard_main(config, mesh, shared).await })
+        .map_err(|err| anyhow!("cannot start shard executors: {err}"))?;
+    let mut failure = None;
+    for result in handles.join_all() {
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => failure = Some(err),
+            Err(err) => failure = Some(anyhow!("shard executor failed: {err}")),
+        }
+    }
+    match failure {
+        Some(err) => Err(err),
+        None => {
+            tracing::info!("shut down cleanly");
+            Ok(())
+        }
+    }
+}
+
+struct Shared {
+    controller: Mutex<Option<Controller>>,
+    first_listener: Mutex<Option<socket2::Socket>>,
+    ready: AtomicUsize,
+    drained: AtomicUsize,
+}
+
+/// Shard i runs on allowed core i (wrapping when there are more shards than cores).
+fn placement(shard_count: usize) -> anyhow::Result<PoolPlacement> {
+    let cores = allowed_cores();
+    let online = CpuSet::online().map_err(|err| anyhow!("cannot read CPU topology: {err}"))?;
+    let sets = (0..shard_count)
+        .map(|i| {
+            let core = cores[i % cores.len()];
+            online.clone().filter(|loc| loc.cpu == core)
+        })
+        .collect();
+    Ok(PoolPlacement::Custom(sets))
+}
+
+fn bind_listener(addr: std::net::SocketAddr) -> std::io::Result<socket2::Socket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket)
+}
+
+async fn shard_main(
+    config: Arc<ServeConfig>,
+    mesh: MeshBuilder<MeshMsg, glommio::channels::channel_mesh::Full>,
+    shared: Arc<Shared>,
+) -> anyhow::Result<()> {
+    let (senders, mut receivers) =
+        mesh.join().await.map_err(|err| anyhow!("cannot join the shard mesh: {err}"))?;
+    let me = ShardId(u32::try_from(senders.peer_id()).unwrap_or(u32::MAX));
+    tracing::debug!(shard = %me, "joined the mesh");
+    let exec = glommio::executor();
+    let latency_queue = exec.create_task_queue(
+        Shares::Static(1000),
+        Latency::Matters(Duration::from_millis(1)),
+        "requests",
+    );
+    let background_queue =
+        exec.create_task_queue(Shares::Static(50), Latency::NotImportant, "background");
+    // The iopoll probe must run on every executor before it opens any log (design.md §5).
+    if let Err(err) = crate::io::probe_data_dir(&config.data_dir).await {
+        fatal(&format!("data dir {} failed the I/O probe: {err}", config.data_dir.display()));
+    }
+    let controller =
+        if me.0 == 0 { shared.controller.lock().ok().and_then(|mut c| c.take()) } else { None };
+    let ctx = Rc::new(ShardCtx::new(CtxParts {
+        senders,
+        config: config.clone(),
+        controller,
+        partitions: PartitionTable::new(config.data_dir.clone(), BATCH_CACHE_BYTES_PER_SHARD),
+        latency_queue,
+        background_queue,
+    }));
+    for (_, rx) in receivers.streams() {
+        drop(ctx.spawn(receive_loop(ctx.clone(), rx)));
+    }
+    if me.0 == 0 {
+        if let Err(err) = publish_initial_image(&ctx).await {
+            fatal(&format!("cannot open partitions at start: {err:#}"));
+        }
+    } else {
+        while !ctx.has_image() {
+            super::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    tracing::debug!(shard = %me, "metadata image installed");
+    let listener = take_listener(&shared, config.listen)?;
+    if shared.ready.fetch_add(1, Ordering::SeqCst) + 1 == config.shards as usize {
+        tracing::info!(listen = %config.listen, shards = config.shards, "shardlog listening on {}", config.listen);
+    }
+    drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
+    accept_loop(&ctx, listener).await;
+    drain(&ctx, &shared).await;
+    ctx.partitions.close_all().await;
+    ctx.close_mesh();
+    Ok(())
+}
+
+async fn publish_initial_image(ctx: &Rc<ShardCtx>) -> anyhow::Result<()> {
+    for path in leftover_deletions(&ctx.config.data_dir) {
+        tracing::info!(dir = %path.display(), "removing directory left from a deletion");
+        let _ = std::fs::remove_dir_all(&path);
+    }
+    let image = match &ctx.controller {
+        Some(controller) => controller.borrow().image(),
+        None => bail!("controller shard has no controller"),
+    };
+    crate::server::control::publish_image(ctx, image).await.map_err(|err| anyhow!(err))
+}
+
+fn take_listener(shared: &Shared, addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
+    let socket = match shared.first_listener.lock().map(|mut s| s.take()) {
+        Ok(Some(socket)) => socket,
+        _ => bind_listener(addr).with_context(|| format!("cannot listen on {addr}"))?,
+    };
+    socket.set_nonblocking(true)?;
+    // SAFETY: the descriptor comes from a listening socket we own and hand over whole.
+    Ok(unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) })
+}
+
+async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener) {
+    loop {
+        let seen = ctx.shutdown.version();
+        if ctx.is_shutting_down() {
+            break;
+        }
+        let accepted = {
+            let accept = listener.accept();
+            futures::pin_mut!(accept);
+            let stop = ctx.shutdown.changed_since(seen);
+            futures::pin_mut!(stop);
+            match futures::future::select(accept, stop).await {
+                futures::future::Either::Left((result, _)) => result,
+                futures::future::Either::Right(_) => break,
+            }
+        };
+        match accepted {
+            Ok(stream) => {
+                if let Err(err) = stream.set_nodelay(true) {
+                    tracing::debug!("TCP_NODELAY failed: {err}");
+                }
+                let ctx2 = ctx.clone();
+                drop(ctx.spawn(crate::server::connection::run(ctx2, stream)));
+            }
+            Err(err) => {
+                tracing::warn!(shard = %ctx.id, "accept failed: {err}");
+                super::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    tracing::debug!(shard = %ctx.id, "stopped accepting");
+}
+
+async fn watch_shutdown_flag(ctx: Rc<ShardCtx>) {
+    while !SHUTDOWN_REQUESTED.load(Ordering::SeqCst) {
+        super::sleep(Duration::from_millis(SHUTDOWN_POLL_INTERVAL_MS)).await;
+    }
+    ctx.begin_shutdown();
+}
+
+/// Waits for this shard's connections to finish, then for every shard to get there.
+async fn drain(ctx: &Rc<ShardCtx>, shared: &Shared) {
+    let deadline = std::time::Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_TIMEOUT_MS);
+    while ctx.connections.get() > 0 && std::time::Instant::now() < deadline {
+        let seen = ctx.connections_changed.version();
+        super::with_timeout(Duration::from_millis(50), ctx.connections_changed.changed_since(seen))
+            .await;
+    }
+    if ctx.connections.get() > 0 {
+        tracing::warn!(shard = %ctx.id, open = ctx.connections.get(), "connections still open at shutdown");
+    }
+    shared.drained.fetch_add(1, Ordering::SeqCst);
+    while shared.drained.load(Ordering::SeqCst) < ctx.shard_count as usize
+        && std::time::Instant::now() < deadline
+    {
+        super::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// An environment failure no shard can recover from: say why and exit, rather than leave
+/// the other shards serving a half-started broker.
+fn fatal(message: &str) -> ! {
+    tracing::error!("{message}");
+    eprintln!("shardlog: {message}");
+    std::process::exit(1);
+}
+
+fn broker_defaults(config: &ServeConfig) -> crate::controller::BrokerDefaults {
+    crate::controller::BrokerDefaults {
+        num_partitions: config.num_partitions,
+        auto_create_topics_enable: config.auto_create_topics,
+        ..Default::default()
+    }
+}
+
+/// Raises RLIMIT_MEMLOCK and RLIMIT_NOFILE, or explains how to.
+fn raise_limits() -> anyhow::Result<()> {
+    let memlock = raise_limit(libc::RLIMIT_MEMLOCK, MEMLOCK_BYTES_WANTED);
+    if memlock < MEMLOCK_BYTES_MIN {
+        bail!(
+            "locked-memory limit is {memlock} bytes; glommio needs at least {MEMLOCK_BYTES_MIN}. \
+             Run as root, or raise it: `ulimit -l unlimited` (shell), LimitMEMLOCK=infinity \
+             (systemd), or `--ulimit memlock=-1` (docker)"
+        );
+    }
+    let nofile = raise_limit(libc::RLIMIT_NOFILE, NOFILE_WANTED);
+    if nofile < NOFILE_MIN {
+        bail!(
+            "open-files limit is {nofile}; Shardlog needs at least {NOFILE_MIN}. Raise it: \
+             `ulimit -n 1048576` (shell) or LimitNOFILE=1048576 (systemd)"
+        );
+    }
+    Ok(())
+}
+
+/// Tries to set the soft (and if allowed the hard) limit to `wanted`; returns the soft
+/// limit in force afterwards.
+fn raise_limit(resource: libc::__rlimit_resource_t, wanted: u64) -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain syscalls on a stack struct.
+    unsafe {
+        if libc::getrlimit(resource, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur >= wanted {
+            return lim.rlim_cur;
+        }
+        let both = libc::rlimit { rlim_cur: wanted, rlim_max: wanted.max(lim.rlim_max) };
+        if libc::setrlimit(resource, &both) == 0 {
+            return wanted;
+        }
+        let soft = libc::rlimit { rlim_cur: wanted.min(lim.rlim_max), rlim_max: lim.rlim_max };
+        if libc::setrlimit(resource, &soft) == 0 {
+            return soft.rlim_cur;
+        }
+        lim.rlim_cur
+    }
+}
+
+/// Blocks SIGTERM/SIGINT in every thread (the executors inherit the mask) and waits for
+/// them on a dedicated thread. A second signal exits at once.
+fn start_signal_thread() -> anyhow::Result<()> {
+    // SAFETY: signal-mask manipulation on a zeroed sigset_t.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            bail!("cannot block SIGTERM/SIGINT");
+        }
+        set
+    };
+    std::thread::Builder::new().name("signals".into()).spawn(move || loop {
+        let mut signal: libc::c_int = 0;
+        // SAFETY: `set` is a valid, initialized signal set.
+        if unsafe { libc::sigwait(&set, &mut signal) } != 0 {
+            continue;
+        }
+        if SHUTDOWN_REQUESTED.swap(true, Ordering::SeqCst) {
+            tracing::warn!("second signal: exiting without a clean shutdown");
+            std::process::exit(1);
+        }
+        tracing::info!(signal, "shutdown requested: finishing in-flight requests");
+    })?;
+    Ok(())
+}

@@ -1,0 +1,92 @@
+"""kafka-python client program for the interoperability scenario.
+
+Run by driver.py as a subprocess (see scenario.parse_client_args). No consumer group:
+``group_id=None``, partitions assigned directly, read from the beginning.
+"""
+
+import sys
+import time
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+import scenario as sc
+
+
+def create(args) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap, request_timeout_ms=30000)
+    admin.create_topics([NewTopic(args.topic, num_partitions=args.partitions, replication_factor=1)])
+    admin.close()
+    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=None)
+    deadline = time.monotonic() + args.timeout_s
+    while True:
+        parts = consumer.partitions_for_topic(args.topic)
+        if parts is not None and len(parts) == args.partitions:
+            print(f"metadata: {len(parts)} partitions")
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"metadata shows partitions {parts}, expected {args.partitions}")
+        time.sleep(0.2)
+        consumer._client.cluster.request_update()
+    consumer.close()
+
+
+def produce(args) -> None:
+    codec = None if args.compression == "none" else args.compression
+    producer = KafkaProducer(bootstrap_servers=args.bootstrap, acks="all", linger_ms=5,
+                             compression_type=codec)
+    futures = [
+        producer.send(args.topic, value=r.value, key=r.key, headers=r.headers,
+                      partition=r.partition, timestamp_ms=r.timestamp_ms)
+        for r in sc.read_records(args.input)
+    ]
+    producer.flush(timeout=args.timeout_s)
+    errors = []
+    for f in futures:
+        try:
+            f.get(timeout=1)
+        except Exception as e:  # noqa: BLE001 - report every failed send, whatever the type
+            errors.append(repr(e))
+    producer.close()
+    if errors:
+        raise SystemExit(f"{len(errors)} sends failed: {errors[:5]}")
+
+
+def consume(args) -> None:
+    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=None,
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+    tps = [TopicPartition(args.topic, p) for p in range(args.partitions)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    ends = consumer.end_offsets(tps)
+    out = []
+    deadline = time.monotonic() + args.timeout_s
+    while any(consumer.position(tp) < ends[tp] for tp in tps):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out at positions {[consumer.position(tp) for tp in tps]}, ends {ends}")
+        for tp, msgs in consumer.poll(timeout_ms=1000).items():
+            for m in msgs:
+                tstype = {0: "create", 1: "append"}.get(m.timestamp_type, "none")
+                out.append(sc.Consumed(m.partition, m.offset, m.timestamp, tstype, m.key, m.value,
+                                       list(m.headers or [])))
+    consumer.close()
+    sc.write_consumed(args.output, out)
+
+
+def offsets(args) -> None:
+    queries = sc.read_queries(args.input)
+    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=None)
+    answers = []
+    # One query per partition per call: a dict keyed by partition holds one timestamp.
+    for p, ts in queries:
+        tp = TopicPartition(args.topic, p)
+        res = consumer.offsets_for_times({tp: ts})[tp]
+        answers.append((p, ts, -1 if res is None else res.offset))
+    consumer.close()
+    sc.write_answers(args.output, answers)
+
+
+if __name__ == "__main__":
+    a = sc.parse_client_args()
+    {"create": create, "produce": produce, "consume": consume, "offsets": offsets}[a.step](a)
+    sys.exit(0)
