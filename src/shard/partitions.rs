@@ -88,11 +88,13 @@ impl PartitionTable {
         }
         let mut failures = Vec::new();
         for (tp, (_, epoch)) in wanted {
+            let Some(topic) = image.topic(&tp.topic) else { continue };
             if let Some(existing) = self.map.borrow().get(&tp) {
                 existing.leader_epoch.set(epoch);
+                // Live topic configs (AlterConfigs): a no-op when nothing changed.
+                existing.log.set_config(log_config(topic));
                 continue;
             }
-            let Some(topic) = image.topic(&tp.topic) else { continue };
             match self.open(&tp, topic, epoch).await {
                 Ok(partition) => {
                     self.map.borrow_mut().insert(tp, Rc::new(partition));
@@ -204,6 +206,14 @@ fn log_config(topic: &TopicImage) -> LogConfig {
         timestamp_after_max_ms: c.message_timestamp_after_max_ms,
         compacted: c.cleanup_policy.compact,
         flush,
+        delete_retention_enabled: c.cleanup_policy.delete,
+        retention_ms: c.retention_ms,
+        retention_bytes: c.retention_bytes,
+        file_delete_delay_ms: u64::try_from(c.file_delete_delay_ms).unwrap_or(0),
+        delete_retention_ms: c.delete_retention_ms,
+        min_compaction_lag_ms: c.min_compaction_lag_ms,
+        max_compaction_lag_ms: c.max_compaction_lag_ms,
+        min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio,
     }
 }
 

@@ -113,7 +113,7 @@ pub(super) async fn open<F: FileSystem>(
     let inner = Rc::new(LogInner {
         fs: fs.clone(),
         dir: dir.to_path_buf(),
-        config,
+        config: RefCell::new(Rc::new(config)),
         cache,
         log_id,
         st: RefCell::new(LogState {
