@@ -162,6 +162,12 @@ impl PartitionTable {
         }
     }
 
+    /// Every open partition (a snapshot: the table may change while the caller awaits).
+    #[must_use]
+    pub fn all(&self) -> Vec<Rc<OwnedPartition>> {
+        self.map.borrow().values().cloned().collect()
+    }
+
     /// Closes every log (shutdown). Requests must have drained first.
     pub(crate) async fn close_all(&self) {
         let all: Vec<Rc<OwnedPartition>> = self.map.borrow_mut().drain().map(|(_, p)| p).collect();

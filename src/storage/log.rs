@@ -133,7 +133,7 @@ impl<F: FileSystem> LogInner<F> {
     }
 
     /// Seals the active segment (the writer finalizes it) and opens a new one at the log end.
-    async fn roll(self: &Rc<Self>) -> Result<(), StorageError> {
+    pub(super) async fn roll(self: &Rc<Self>) -> Result<(), StorageError> {
         let base = self.st.borrow().log_end;
         let seg = self.create_segment(base).await?;
         let mut st = self.st.borrow_mut();
@@ -315,7 +315,7 @@ impl<F: FileSystem> LogInner<F> {
             }
             out.into_iter().filter_map(|b| st.segments.remove(&b)).collect()
         };
-        self.delete_segments(doomed).await
+        self.schedule_deletion(doomed).await
     }
 
     pub async fn delete_segments(&self, doomed: Vec<Segment<F>>) -> Result<(), StorageError> {
@@ -427,6 +427,15 @@ impl<F: FileSystem> PartitionLog<F> {
     /// below it. Checkpointed before any file is removed.
     pub async fn advance_log_start(&self, offset: Offset) -> Result<(), StorageError> {
         self.inner.advance_log_start(offset).await
+    }
+
+    /// One retention pass (time, size, log start) at wall-clock `now_ms`; see
+    /// `storage::retention`. Cheap when nothing is due.
+    pub async fn enforce_retention(
+        &self,
+        now_ms: i64,
+    ) -> Result<super::RetentionOutcome, StorageError> {
+        self.inner.enforce_retention(now_ms).await
     }
 
     /// Removes every batch from the one containing `offset` onward (replication).

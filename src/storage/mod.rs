@@ -11,7 +11,7 @@
 //! time indexes), [`segment`] (one segment, scanning), [`epoch`] (leader-epoch cache),
 //! [`checkpoint`] (small checkpoint files), [`cache`] (per-shard batch cache), `log` (the
 //! partition log: append, wait_committed, read, truncation), `writer` (group commit), `read`
-//! and `recovery`.
+//! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files).
 
 pub mod batch;
 pub mod cache;
@@ -24,6 +24,7 @@ mod maintenance;
 mod read;
 pub mod records;
 mod recovery;
+pub mod retention;
 pub mod segment;
 mod sync;
 pub mod validate;
@@ -32,6 +33,7 @@ mod writer;
 pub use cache::BatchCache;
 pub use error::StorageError;
 pub use log::PartitionLog;
+pub use retention::RetentionOutcome;
 
 use crate::constants;
 use crate::types::Offset;
