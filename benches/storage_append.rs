@@ -18,7 +18,9 @@ fn append(c: &mut Criterion) {
     for size in [1024usize, 16 * 1024, 1024 * 1024] {
         let batch = build_simple_batch(1, size - 80, 1);
         g.throughput(Throughput::Bytes(batch.len() as u64));
-        for (name, flush) in [("never", FlushPolicy::Never), ("every_batch", FlushPolicy::EveryBatch)] {
+        for (name, flush) in
+            [("never", FlushPolicy::Never), ("every_batch", FlushPolicy::EveryBatch)]
+        {
             g.bench_with_input(BenchmarkId::new(name, size), &batch, |b, batch| {
                 b.iter_custom(|iters| {
                     let root = common::bench_root();

@@ -31,7 +31,8 @@ fn group_commit(c: &mut Criterion) {
                             let (log, batch) = (log.clone(), batch.clone());
                             glommio::spawn_local(async move {
                                 for _ in 0..iters {
-                                    let info = log.append(batch.clone(), Epoch(0), 1).await.unwrap();
+                                    let info =
+                                        log.append(batch.clone(), Epoch(0), 1).await.unwrap();
                                     log.wait_committed(info.last_offset).await.unwrap();
                                 }
                             })

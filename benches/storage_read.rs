@@ -30,9 +30,8 @@ fn read(c: &mut Criterion) {
                     let cfg = LogConfig { flush: FlushPolicy::Never, ..LogConfig::default() };
                     let cache = Rc::new(BatchCache::new(cache_bytes));
                     let dir = root.path().join("read-0");
-                    let log = PartitionLog::open(Rc::new(DmaFileSystem), &dir, cfg, cache)
-                        .await
-                        .unwrap();
+                    let log =
+                        PartitionLog::open(Rc::new(DmaFileSystem), &dir, cfg, cache).await.unwrap();
                     let batch = build_simple_batch(1, 16 * 1024 - 80, 1);
                     let mut last = None;
                     for _ in 0..LOG_BYTES / batch.len() {

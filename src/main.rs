@@ -18,8 +18,10 @@ enum Command {
     Doctor(shardlog::doctor::DoctorArgs),
     /// Live per-shard load and latency view of a running broker's admin endpoint.
     Top(shardlog::top::TopArgs),
-    // TODO(bench helper): `Bench(shardlog::bench::cli::BenchArgs)` calling
-    // `shardlog::bench::run(args)` once that module is on main.
+    /// Drive load at any Kafka-compatible broker and report latency percentiles.
+    Bench(shardlog::bench::BenchArgs),
+    /// List consumer groups, or describe one with its committed offsets and lag.
+    Groups(shardlog::group::cli::GroupsArgs),
 }
 
 fn main() {
@@ -28,6 +30,8 @@ fn main() {
         Command::Serve(args) => serve(&args),
         Command::Doctor(args) => shardlog::doctor::run(&args),
         Command::Top(args) => shardlog::top::run(&args),
+        Command::Bench(args) => shardlog::bench::run(args),
+        Command::Groups(args) => shardlog::group::cli::run(args),
     };
     if let Err(err) = result {
         eprintln!("shardlog: {err:#}");

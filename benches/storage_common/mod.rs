@@ -20,9 +20,14 @@ pub fn bench_root() -> tempfile::TempDir {
 pub async fn open_log(dir: &Path, flush: FlushPolicy) -> PartitionLog<DmaFileSystem> {
     shardlog::io::probe_data_dir(dir).await.expect("probe");
     let config = LogConfig { flush, ..LogConfig::default() };
-    PartitionLog::open(Rc::new(DmaFileSystem), &dir.join("bench-0"), config, Rc::new(BatchCache::new(64 << 20)))
-        .await
-        .expect("open")
+    PartitionLog::open(
+        Rc::new(DmaFileSystem),
+        &dir.join("bench-0"),
+        config,
+        Rc::new(BatchCache::new(64 << 20)),
+    )
+    .await
+    .expect("open")
 }
 
 /// Criterion settings small enough for a shared 2-core machine.

@@ -12,8 +12,9 @@ use std::rc::Rc;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
+use super::admin_wiring::CONTROLLER_APIS;
 use super::{
-    api_versions, fetch, group, list_offsets, metadata, offset_for_leader_epoch, produce,
+    admin, api_versions, fetch, group, list_offsets, metadata, offset_for_leader_epoch, produce,
 };
 use crate::protocol::versions::{find, ApiRange};
 use crate::protocol::{encode_response, peek_api};
@@ -31,21 +32,22 @@ pub enum Outcome {
 
 pub type ResponseFuture = Pin<Box<dyn Future<Output = Outcome>>>;
 
-/// Versions of the admin APIs wired to the controller shard (stand-in ranges until the
-/// controller's declared constants land).
-const CREATE_TOPICS_VERSIONS: (i16, i16) = (2, 4);
-const DELETE_TOPICS_VERSIONS: (i16, i16) = (1, 5);
-
 /// Every API this broker serves, with the range its handler declares.
 pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::Produce, produce::VERSIONS),
     ApiRange::new(ApiKey::Fetch, fetch::VERSIONS),
     ApiRange::new(ApiKey::ListOffsets, list_offsets::VERSIONS),
-    ApiRange::new(ApiKey::Metadata, metadata::VERSIONS),
+    ApiRange::new(ApiKey::Metadata, admin::metadata::VERSIONS),
     ApiRange::new(ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS),
     ApiRange::new(ApiKey::ApiVersions, api_versions::VERSIONS),
-    ApiRange::new(ApiKey::CreateTopics, CREATE_TOPICS_VERSIONS),
-    ApiRange::new(ApiKey::DeleteTopics, DELETE_TOPICS_VERSIONS),
+    ApiRange::new(ApiKey::CreateTopics, admin::create_topics::VERSIONS),
+    ApiRange::new(ApiKey::DeleteTopics, admin::delete_topics::VERSIONS),
+    ApiRange::new(ApiKey::CreatePartitions, admin::create_partitions::VERSIONS),
+    ApiRange::new(ApiKey::InitProducerId, admin::init_producer_id::VERSIONS),
+    ApiRange::new(ApiKey::AlterConfigs, admin::alter_configs::VERSIONS),
+    ApiRange::new(ApiKey::IncrementalAlterConfigs, admin::incremental_alter_configs::VERSIONS),
+    ApiRange::new(ApiKey::DescribeConfigs, admin::describe_configs::VERSIONS),
+    ApiRange::new(ApiKey::DescribeCluster, admin::describe_cluster::VERSIONS),
     ApiRange::new(ApiKey::FindCoordinator, group::find_coordinator::VERSIONS),
     ApiRange::new(ApiKey::JoinGroup, group::join_group::VERSIONS),
     ApiRange::new(ApiKey::SyncGroup, group::sync_group::VERSIONS),
@@ -82,7 +84,10 @@ pub async fn dispatch(ctx: &Rc<ShardCtx>, frame: Bytes) -> Result<ResponseFuture
         ApiKey::ListOffsets => list_offsets::start(ctx, frame, version).await,
         ApiKey::Metadata => metadata::start(ctx, frame, version),
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
-        ApiKey::CreateTopics | ApiKey::DeleteTopics => Ok(controller_api(ctx, api, version, frame)),
+        ApiKey::DescribeConfigs | ApiKey::DescribeCluster => {
+            metadata::start_read_only(ctx, api, frame, version)
+        }
+        api if CONTROLLER_APIS.contains(&api) => Ok(controller_api(ctx, api, version, frame)),
         ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version),
         ApiKey::JoinGroup => group::join_group::start(ctx, frame, version).await,
         ApiKey::SyncGroup => group::sync_group::start(ctx, frame, version).await,
