@@ -23,7 +23,8 @@ use glommio::TaskQueueHandle;
 use super::view::View;
 use super::{api_key_of, hub, Stage};
 use crate::constants::{
-    ADMIN_CONNECTIONS_MAX, ADMIN_REQUEST_HEAD_BYTES_MAX, ADMIN_REQUEST_TIMEOUT_MS,
+    ADMIN_CONNECTIONS_MAX, ADMIN_PORT_DEFAULT, ADMIN_REQUEST_HEAD_BYTES_MAX,
+    ADMIN_REQUEST_TIMEOUT_MS,
 };
 
 static STARTED: OnceLock<Instant> = OnceLock::new();
@@ -62,6 +63,12 @@ impl Response {
         out.extend_from_slice(self.body.as_bytes());
         out
     }
+}
+
+/// The admin address to serve: `--admin-listen` if given, else 127.0.0.1:9644.
+#[must_use]
+pub fn admin_addr(configured: Option<SocketAddr>) -> SocketAddr {
+    configured.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], ADMIN_PORT_DEFAULT)))
 }
 
 /// Binds `addr` and serves it from the calling shard's `queue`; returns the bound address.

@@ -20,17 +20,21 @@
 //! [`METRICS_LATENCY_US_MAX`](crate::constants::METRICS_LATENCY_US_MAX).
 
 pub mod hgrm;
+pub mod hooks;
 pub mod http;
 pub mod hub;
 pub mod prom;
 mod recorder;
 pub mod shard_task;
 pub mod snapshot;
+mod timer;
 pub mod view;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+pub use hooks::{fetched, owned_partitions, produced};
 pub use recorder::{LatencyHist, ShardRecorder};
+pub use timer::{hop, RequestTimer};
 
 /// Stages a request's latency is split into. `Total` runs from the moment the whole
 /// request frame has been read to the moment its response has been written.
@@ -41,7 +45,8 @@ pub enum Stage {
     /// Waiting before work starts: frame read → handler start, plus response ready →
     /// writer free (responses leave in request order).
     Queue = 1,
-    /// Cross-shard round trip to a partition's owner shard, minus the owner's work.
+    /// Cross-shard round trip to a partition's owner shard, as the connection's shard
+    /// sees it (includes the owner's work: compare with `storage`).
     Hop = 2,
     /// Storage append on the owner shard, including the wait for the flush policy.
     Storage = 3,
@@ -194,78 +199,6 @@ pub fn cache(hit: bool) {
 /// Sets a consumer group's lag on one partition (log end offset − committed offset).
 pub fn consumer_lag(group: &str, topic: &str, partition: i32, lag: i64) {
     with(|r| r.consumer_lag(group, topic, partition, lag));
-}
-
-/// Times one request through a connection: created when its frame has been read, told
-/// when the handler starts and when the response is ready, finished once the response
-/// has been written. Keeps the in-flight gauge right even if dropped unfinished.
-pub struct RequestTimer {
-    api_key: i16,
-    read_at: Instant,
-    ready_at: Option<Instant>,
-    queued: Duration,
-    live: bool,
-}
-
-impl RequestTimer {
-    /// A request frame of `frame_bytes` for `api_key` has been read.
-    #[must_use]
-    pub fn start(api_key: i16, frame_bytes: usize) -> Self {
-        with(|r| {
-            r.count(Count::Requests, 1);
-            r.count(Count::RequestBytes, frame_bytes as u64);
-            r.adjust(Level::RequestsInFlight, 1);
-        });
-        Self {
-            api_key,
-            read_at: Instant::now(),
-            ready_at: None,
-            queued: Duration::ZERO,
-            live: true,
-        }
-    }
-
-    /// The request's handler starts now (the wait since the read is queue time).
-    pub fn handler_started(&mut self) {
-        self.queued += self.read_at.elapsed();
-    }
-
-    /// The response is ready; the writer may still be busy with earlier responses.
-    pub fn response_ready(&mut self) {
-        self.ready_at = Some(Instant::now());
-    }
-
-    /// The writer takes the response now; `send` is timed from here.
-    pub fn writer_took(&mut self) -> Instant {
-        let now = Instant::now();
-        if let Some(ready) = self.ready_at {
-            self.queued += now.saturating_duration_since(ready);
-        }
-        now
-    }
-
-    /// The response (`response_bytes`, 0 for none) has been written; `send_started` is
-    /// what [`RequestTimer::writer_took`] returned.
-    pub fn finish(mut self, send_started: Instant, response_bytes: usize) {
-        let now = Instant::now();
-        let (api, queued, total) = (self.api_key, self.queued, now - self.read_at);
-        with(|r| {
-            r.count(Count::ResponseBytes, response_bytes as u64);
-            r.record(api, Stage::Send, now.saturating_duration_since(send_started));
-            r.record(api, Stage::Queue, queued);
-            r.record(api, Stage::Total, total);
-            r.adjust(Level::RequestsInFlight, -1);
-        });
-        self.live = false;
-    }
-}
-
-impl Drop for RequestTimer {
-    fn drop(&mut self) {
-        if self.live {
-            with(|r| r.adjust(Level::RequestsInFlight, -1));
-        }
-    }
 }
 
 /// Microseconds of `d`, saturating.

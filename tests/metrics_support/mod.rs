@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod broker;
+
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 

@@ -21,7 +21,10 @@ use kafka_protocol::records::{
 };
 
 use super::{GroupAnswer, GroupCall};
-use crate::constants::OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT;
+use crate::constants::{
+    GROUP_LAG_PARTITIONS_MAX, GROUP_LAG_PUBLISH_INTERVAL_MS,
+    OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+};
 use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::group::records::Record;
 use crate::group::types::{Effects, GroupError, JoinResponse, Reply, SyncResponse, Token};
@@ -34,9 +37,13 @@ const TIMER_TICK_MS_MAX: i64 = 100;
 /// Bytes read per step while replaying an offsets partition.
 const REPLAY_READ_BYTES: usize = 1024 * 1024;
 
+/// A parked request: the member id of a join (`None` for a sync) and its answer channel.
+type Parked = (Option<String>, oneshot::Sender<Reply>);
+
 struct GroupShard {
     coordinator: RefCell<Coordinator>,
-    waiters: RefCell<HashMap<Token, oneshot::Sender<Reply>>>,
+    /// Parked joins (with the member id they carried) and syncs.
+    waiters: RefCell<HashMap<Token, Parked>>,
     next_token: Cell<Token>,
     loaded: RefCell<HashSet<i32>>,
     load_lock: futures::lock::Mutex<()>,
@@ -80,7 +87,7 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
     match call {
         GroupCall::Join(req) => {
             let member_id = req.member_id.clone();
-            let (token, rx) = s.park();
+            let (token, rx) = s.park(Some(member_id.clone()));
             let effects = s.coordinator.borrow_mut().join(token, req, now);
             s.apply(ctx, effects);
             match rx.await {
@@ -92,7 +99,7 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
             }
         }
         GroupCall::Sync(req) => {
-            let (token, rx) = s.park();
+            let (token, rx) = s.park(None);
             let effects = s.coordinator.borrow_mut().sync(token, req, now);
             s.apply(ctx, effects);
             match rx.await {
@@ -113,8 +120,11 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
             if outcome.records.is_empty() {
                 return GroupAnswer::Commit(outcome.errors);
             }
-            match persist(ctx, outcome.records).await {
-                Ok(()) => GroupAnswer::Commit(outcome.errors),
+            match persist(ctx, outcome.records.clone()).await {
+                Ok(()) => {
+                    s.coordinator.borrow_mut().apply_durable(outcome.records, now_ms());
+                    GroupAnswer::Commit(outcome.errors)
+                }
                 Err(reason) => {
                     tracing::warn!(group = %req.group_id, "offset commit not persisted: {reason}");
                     let failed =
@@ -182,16 +192,32 @@ fn subscribed_to(group: &crate::group::state::Group, topic: &str) -> bool {
 }
 
 impl GroupShard {
-    fn park(&self) -> (Token, oneshot::Receiver<Reply>) {
+    /// Parks a join (`Some(member id)`) or a sync (`None`) until the coordinator answers.
+    fn park(&self, join_member: Option<String>) -> (Token, oneshot::Receiver<Reply>) {
         let token = self.next_token.get();
         self.next_token.set(token.wrapping_add(1));
         let (tx, rx) = oneshot::channel();
-        self.waiters.borrow_mut().insert(token, tx);
+        self.waiters.borrow_mut().insert(token, (join_member, tx));
         (token, rx)
     }
 
     fn answer(&self, token: Token, reply: Reply) {
-        if let Some(tx) = self.waiters.borrow_mut().remove(&token) {
+        if let Some((_, tx)) = self.waiters.borrow_mut().remove(&token) {
+            let _ = tx.send(reply);
+        }
+    }
+
+    /// Answers every parked request with NOT_COORDINATOR (shutdown): clients look for the
+    /// coordinator again instead of holding their connection until it closes.
+    fn release_all(&self) {
+        let parked: Vec<_> = self.waiters.borrow_mut().drain().collect();
+        for (_, (join_member, tx)) in parked {
+            let reply = match join_member {
+                Some(member_id) => {
+                    Reply::Join(JoinResponse::error(GroupError::NotCoordinator, &member_id))
+                }
+                None => Reply::Sync(SyncResponse::error(GroupError::NotCoordinator)),
+            };
             let _ = tx.send(reply);
         }
     }
@@ -399,6 +425,7 @@ fn encode_batch(records: &[Record], now: i64) -> Result<Bytes, String> {
 /// Drives the coordinator's timers and offset expiry on this shard.
 async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
     let mut next_expiry = now_ms() + OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT as i64;
+    let mut next_lag = now_ms() + GROUP_LAG_PUBLISH_INTERVAL_MS;
     while !ctx.is_shutting_down() {
         let now = now_ms();
         let next = s.coordinator.borrow().next_deadline();
@@ -407,6 +434,10 @@ async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
         let now = now_ms();
         let effects = s.coordinator.borrow_mut().tick(now);
         s.apply(&ctx, effects);
+        if now >= next_lag {
+            next_lag = now + GROUP_LAG_PUBLISH_INTERVAL_MS;
+            drop(ctx.spawn(publish_lag(ctx.clone(), s.clone())));
+        }
         if now >= next_expiry {
             next_expiry = now + OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT as i64;
             let image = ctx.image();
@@ -416,19 +447,56 @@ async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
             }
         }
     }
+    s.release_all();
 }
 
-/// Committed offsets of every group this shard coordinates (for lag reporting).
-#[must_use]
-pub fn lag_snapshot() -> Vec<(String, String, i32, i64)> {
-    SHARD_STATE.with(|cell| {
-        let Some(s) = cell.borrow().clone() else { return Vec::new() };
+/// Publishes `log end offset - committed offset` of every committed partition of the
+/// groups this shard coordinates to the metrics endpoint (ListOffsets -1 on each
+/// partition's owner shard).
+async fn publish_lag(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
+    use crate::server::owner::{PartitionOp, PartitionResult};
+    use crate::shard::{ShardReply, ShardRequest};
+    let committed: Vec<(String, String, i32, i64)> = {
         let c = s.coordinator.borrow();
         let ids: Vec<String> = c.group_ids().cloned().collect();
         ids.into_iter()
             .flat_map(|g| c.offsets_of(&g).into_iter().map(move |((t, p), o)| (g.clone(), t, p, o)))
+            .take(GROUP_LAG_PARTITIONS_MAX)
             .collect()
-    })
+    };
+    let mut by_shard: HashMap<crate::types::ShardId, Vec<(String, String, i32, i64)>> =
+        HashMap::new();
+    for row in committed {
+        if let Some((shard, _)) = ctx.owner_of(&row.1, row.2) {
+            by_shard.entry(shard).or_default().push(row);
+        }
+    }
+    for (shard, rows) in by_shard {
+        let ops = rows
+            .iter()
+            .map(|(_, t, p, _)| PartitionOp::ListOffsets {
+                topic: t.clone(),
+                partition: *p,
+                timestamp: -1,
+                current_leader_epoch: -1,
+            })
+            .collect();
+        let Ok(ShardReply::Partitions(results)) =
+            ctx.call(shard, ShardRequest::Partitions(ops)).await.await
+        else {
+            continue;
+        };
+        for ((group, topic, partition, offset), result) in rows.into_iter().zip(results) {
+            if let PartitionResult::ListOffsets(Ok(end)) = result {
+                crate::metrics::consumer_lag(
+                    &group,
+                    &topic,
+                    partition,
+                    (end.offset - offset).max(0),
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use std::rc::Rc;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 
-pub use driver::{execute, lag_snapshot};
+pub use driver::execute;
 pub use route::{call_group, coordinator_shard, ensure_offsets_topic};
 
 use crate::group::types::{
