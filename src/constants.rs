@@ -101,6 +101,10 @@ pub const OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 600_000;
 pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as usize;
 /// Largest GroupMetadata record value (Kafka's `offsets.load.buffer.size`/message limit).
 pub const GROUP_METADATA_RECORD_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as usize;
+/// How often a coordinator shard publishes consumer lag to the metrics endpoint.
+pub const GROUP_LAG_PUBLISH_INTERVAL_MS: i64 = 5_000;
+/// Most (group, partition) lag gauges one shard publishes per interval.
+pub const GROUP_LAG_PARTITIONS_MAX: usize = 10_000;
 /// Groups one DescribeGroups/DeleteGroups/OffsetFetch request may name.
 pub const GROUP_REQUEST_GROUPS_MAX: usize = 10_000;
 
@@ -122,6 +126,31 @@ pub const BENCH_LATENCY_US_MAX: u64 = 3_600_000_000;
 /// A run with nothing acknowledged for this long stops: the broker is stalled.
 pub const BENCH_STALL_TIMEOUT_MS: u64 = 30_000;
 
+// ---------------------------------------------------------------- metrics
+/// Highest latency the broker's histograms track (2 minutes, above the Fetch long-poll
+/// cap); longer values are recorded as this.
+pub const METRICS_LATENCY_US_MAX: u64 = 120_000_000;
+/// Significant digits of every latency histogram (HdrHistogram precision).
+pub const METRICS_HISTOGRAM_SIGFIG: u8 = 3;
+/// How often each shard publishes its local recordings for scrapes (staleness bound).
+pub const METRICS_PUBLISH_INTERVAL_MS: u64 = 200;
+/// Distinct topics with their own byte/record counters per shard; more fold into `_other`.
+pub const METRICS_TOPICS_MAX: usize = 10_000;
+/// Consumer-lag series kept (group, topic, partition); more are dropped from /metrics.
+pub const METRICS_LAG_SERIES_MAX: usize = 100_000;
+/// Default admin HTTP address (`--admin-listen`).
+pub const ADMIN_PORT_DEFAULT: u16 = 9644;
+/// Largest HTTP request head the admin listener reads.
+pub const ADMIN_REQUEST_HEAD_BYTES_MAX: usize = 8 * 1024;
+/// Admin HTTP connections served at once; more wait in the accept backlog.
+pub const ADMIN_CONNECTIONS_MAX: usize = 16;
+/// An admin HTTP client that sends no complete request head within this is dropped.
+pub const ADMIN_REQUEST_TIMEOUT_MS: u64 = 5_000;
+/// Lowest free-space fraction of the data directory's filesystem `doctor` accepts quietly.
+pub const DOCTOR_FREE_DISK_RATIO_WARN: f64 = 0.10;
+/// Free bytes below which `doctor` calls the data directory unusable.
+pub const DOCTOR_FREE_DISK_BYTES_MIN: u64 = 256 * 1024 * 1024;
+
 // ---------------------------------------------------------------- relations
 const _: () = assert!(MEMLOCK_BYTES_MIN <= MEMLOCK_BYTES_WANTED);
 const _: () = assert!(NOFILE_MIN <= NOFILE_WANTED);
@@ -137,3 +166,4 @@ const _: () = assert!(BENCH_BATCH_BYTES_MAX <= BENCH_REQUEST_BYTES_MAX);
 const _: () = assert!(GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT <= GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT);
 const _: () = assert!(GROUP_MEMBER_METADATA_BYTES_MAX <= GROUP_METADATA_RECORD_BYTES_MAX);
 const _: () = assert!(BENCH_REQUEST_BYTES_MAX <= BENCH_RESPONSE_BYTES_MAX);
+const _: () = assert!(METRICS_LATENCY_US_MAX >= FETCH_MAX_WAIT_MS_CAP as u64 * 1000);

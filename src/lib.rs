@@ -16,6 +16,9 @@
 //! - [`controller`]: metadata log, topic configs, placement.
 //! - [`group`]: consumer group coordinator, committed offsets, `__consumer_offsets` codec.
 //! - [`bench`]: the `shardlog bench` load generator.
+//! - [`doctor`]: host checks (`shardlog doctor`, and `serve`'s preflight).
+//! - [`top`]: `shardlog top`, a live per-shard view read from the admin endpoint.
+//! - [`metrics`]: per-shard recorders, Prometheus/`.hgrm` rendering, the admin HTTP endpoint.
 #![warn(rustdoc::broken_intra_doc_links)]
 #![allow(async_fn_in_trait)]
 
@@ -23,10 +26,13 @@ pub mod bench;
 pub mod config;
 pub mod constants;
 pub mod controller;
+pub mod doctor;
 pub mod group;
 pub mod io;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod shard;
 pub mod storage;
+pub mod top;
 pub mod types;

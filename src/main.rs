@@ -14,14 +14,24 @@ struct Cli {
 enum Command {
     /// Run a broker.
     Serve(ServeArgs),
-    // TODO(bench helper): `Bench(shardlog::bench::cli::BenchArgs)` calling
-    // `shardlog::bench::run(args)` once that module is on main.
+    /// Check the host (kernel, io_uring, limits, data directory) before serving.
+    Doctor(shardlog::doctor::DoctorArgs),
+    /// Live per-shard load and latency view of a running broker's admin endpoint.
+    Top(shardlog::top::TopArgs),
+    /// Drive load at any Kafka-compatible broker and report latency percentiles.
+    Bench(shardlog::bench::BenchArgs),
+    /// List consumer groups, or describe one with its committed offsets and lag.
+    Groups(shardlog::group::cli::GroupsArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(&args),
+        Command::Doctor(args) => shardlog::doctor::run(&args),
+        Command::Top(args) => shardlog::top::run(&args),
+        Command::Bench(args) => shardlog::bench::run(args),
+        Command::Groups(args) => shardlog::group::cli::run(args),
     };
     if let Err(err) = result {
         eprintln!("shardlog: {err:#}");
@@ -33,6 +43,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let cores = shardlog::shard::runtime::allowed_cores().len();
     let config = ServeConfig::resolve(args, u32::try_from(cores).unwrap_or(1))?;
     init_logging(config.log_level.as_deref());
+    shardlog::doctor::serve_preflight(&config.data_dir, config.shards)?;
     shardlog::shard::runtime::serve(config)
 }
 
@@ -42,5 +53,12 @@ fn init_logging(level: Option<&str>) {
         Some(level) => EnvFilter::new(level),
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
 }

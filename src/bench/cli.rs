@@ -178,7 +178,8 @@ pub struct E2eArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct PlotArgs {
-    /// Result files written with `--json`.
+    /// Result files written with `--json` (or `.hgrm` files, e.g. a broker's
+    /// `/v1/histograms/<api>`).
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// SVG file to write.

@@ -37,6 +37,11 @@ pub fn run(a: PlotArgs) -> anyhow::Result<()> {
 fn load(p: &Path) -> anyhow::Result<Summary> {
     let text = std::fs::read_to_string(p)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+    if p.extension().is_some_and(|e| e == "hgrm") {
+        let label = p.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+        return crate::metrics::hgrm::bench_summary(&label, &text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()));
+    }
     serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{} is not a bench --json result: {e}", p.display()))
 }

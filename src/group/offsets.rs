@@ -18,8 +18,9 @@ pub struct CommitOutcome {
 }
 
 impl Coordinator {
-    /// OffsetCommit: validated as Kafka does, applied in memory, and one record per
-    /// partition returned for the driver to persist before answering.
+    /// OffsetCommit: validated as Kafka does; returns one record per partition. Nothing
+    /// changes until the driver hands the records back through [`Self::apply_durable`]
+    /// once they are durable, so OffsetFetch never shows a commit that could be lost.
     pub fn commit(&mut self, req: &CommitRequest, now_ms: i64) -> CommitOutcome {
         let n = req.partitions.len();
         let all = |e: GroupError| CommitOutcome { errors: vec![Some(e); n], records: Vec::new() };
@@ -60,7 +61,6 @@ impl Coordinator {
                 commit_timestamp_ms: now_ms,
                 expire_timestamp_ms,
             };
-            group.offsets.insert((p.topic.clone(), p.partition), value.clone());
             records.push(Record::Offset {
                 group: req.group_id.clone(),
                 topic: p.topic.clone(),
@@ -198,6 +198,13 @@ impl Coordinator {
             records.push(Record::Group { group: id, value: None });
         }
         records
+    }
+
+    /// Applies records that are now durable (commits the driver persisted).
+    pub fn apply_durable(&mut self, records: Vec<Record>, now_ms: i64) {
+        for record in records {
+            self.replay(record, now_ms);
+        }
     }
 
     /// Applies one replayed `__consumer_offsets` record.

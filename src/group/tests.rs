@@ -64,6 +64,14 @@ fn join_new(c: &mut Coordinator, token: Token, now: i64) -> (String, Effects) {
     (r.member_id, e)
 }
 
+/// OffsetCommit as the driver runs it: records applied once "durable".
+fn commit_now(c: &mut Coordinator, req: &CommitRequest, now: i64) -> super::offsets::CommitOutcome {
+    let out = c.commit(req, now);
+    let applied = out.records.clone();
+    c.apply_durable(applied, now);
+    out
+}
+
 fn sync_req(member: &str, generation: i32, assignments: Vec<(String, Bytes)>) -> SyncRequest {
     SyncRequest {
         group_id: G.into(),
@@ -144,7 +152,7 @@ fn second_member_triggers_rebalance_and_leader_gets_members() {
             metadata: None,
         }],
     };
-    assert_eq!(c.commit(&commit, 5_150).errors, vec![None]);
+    assert_eq!(commit_now(&mut c, &commit, 5_150).errors, vec![None]);
     let e = c.join(20, join_req(&a), 5_200);
     let ra = join_reply(&e, 20);
     let rb = join_reply(&e, 1010);
@@ -214,11 +222,11 @@ fn error_paths_leave_the_group_intact() {
             metadata: None,
         }],
     };
-    let out = c.commit(&commit, 4_002);
+    let out = commit_now(&mut c, &commit, 4_002);
     assert_eq!(out.errors, vec![Some(GroupError::IllegalGeneration)]);
     assert!(out.records.is_empty());
     let commit = CommitRequest { generation_id: -1, member_id: String::new(), ..commit };
-    assert_eq!(c.commit(&commit, 4_003).errors, vec![Some(GroupError::UnknownMemberId)]);
+    assert_eq!(commit_now(&mut c, &commit, 4_003).errors, vec![Some(GroupError::UnknownMemberId)]);
     assert_eq!(c.fetch(G, &[("t".into(), 0)]), vec![None]);
 }
 
@@ -285,7 +293,7 @@ fn leave_group_batched_and_last_member_empties_group() {
             metadata: Some("m".into()),
         }],
     };
-    assert_eq!(c.commit(&commit, 5_100).errors, vec![None]);
+    assert_eq!(commit_now(&mut c, &commit, 5_100).errors, vec![None]);
     assert_eq!(
         c.fetch(G, &[("t".into(), 1)]),
         vec![Some(Committed { offset: 9, leader_epoch: 3, metadata: "m".into() })]
@@ -416,7 +424,7 @@ fn commits_persist_records_and_replay_restores_everything() {
             },
         ],
     };
-    let out = c.commit(&commit, 4_000);
+    let out = commit_now(&mut c, &commit, 4_000);
     assert_eq!(out.errors, vec![None, Some(GroupError::OffsetMetadataTooLarge)]);
     assert_eq!(out.records.len(), 1);
     // Replay into a fresh coordinator: group record (from sync) and the commit.
@@ -456,7 +464,7 @@ fn delete_groups_and_offset_delete() {
             metadata: None,
         }],
     };
-    c.commit(&commit, 4_000);
+    commit_now(&mut c, &commit, 4_000);
     let (errors, records) = c.offset_delete(G, &[("t".into(), 0)], |_, t| t == "t").expect("ok");
     assert_eq!(errors, vec![Some(GroupError::GroupSubscribedToTopic)]);
     assert!(records.is_empty());
@@ -494,7 +502,7 @@ fn retention_expires_offsets_of_empty_groups_and_deleted_topics() {
             },
         ],
     };
-    assert_eq!(c.commit(&commit, 0).errors, vec![None, None]);
+    assert_eq!(commit_now(&mut c, &commit, 0).errors, vec![None, None]);
     let records = c.expire(1_000, |t| t == "kept");
     assert_eq!(records.len(), 1, "deleted topic's offset tombstoned");
     let week = c.config.offsets_retention_ms;
@@ -520,7 +528,7 @@ fn commit_for_unknown_group_with_generation_is_illegal() {
             metadata: None,
         }],
     };
-    assert_eq!(c.commit(&commit, 0).errors, vec![Some(GroupError::IllegalGeneration)]);
+    assert_eq!(commit_now(&mut c, &commit, 0).errors, vec![Some(GroupError::IllegalGeneration)]);
     assert!(c.group("other").is_none());
 }
 

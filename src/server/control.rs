@@ -52,12 +52,18 @@ pub async fn execute(ctx: &Rc<ShardCtx>, req: ControllerRequest) -> ControllerRe
     let (reply, image) = match req {
         ControllerRequest::AutoCreate(names) => {
             let mut c = controller.borrow_mut();
-            let partitions = ctx.config.num_partitions;
-            let changed = names.iter().fold(false, |acc, n| c.create_topic(n, partitions) | acc);
-            (ControllerReply::Done, changed.then(|| c.image()))
+            let before = c.image().version;
+            for (name, result) in c.create_topics_with_defaults(&names) {
+                if let Err(err) = result {
+                    tracing::info!(topic = %name, "auto-create refused: {err}");
+                }
+            }
+            let image = c.image();
+            let changed = image.version != before;
+            (ControllerReply::Done, changed.then_some(image))
         }
         ControllerRequest::Admin { api, version, frame } => {
-            super::admin_wiring::run(ctx, controller, api, version, frame)
+            super::admin_wiring::run(controller, api, version, frame)
         }
     };
     if let Some(image) = image {
@@ -88,10 +94,13 @@ pub async fn publish_image(ctx: &Rc<ShardCtx>, image: Arc<MetadataImage>) -> Res
 
 /// Installs an image on this shard (the receiving side of [`publish_image`]).
 pub async fn apply_image(ctx: &Rc<ShardCtx>, image: Arc<MetadataImage>) -> ShardReply {
+    if image.version < ctx.image().version {
+        return ShardReply::ImageApplied; // an older publication overtaken by a newer one
+    }
+    // Installed before the logs open so routing matches what the controller decided;
+    // partitions that fail to open answer NOT_LEADER_OR_FOLLOWER until reopened.
+    ctx.set_image(image.clone());
     let result = ctx.partitions.apply_image(ctx, &image).await;
-    // Installed even after a partial failure, so routing matches what the controller
-    // decided; the failed partitions answer NOT_LEADER_OR_FOLLOWER until reopened.
-    ctx.set_image(image);
     match result {
         Ok(()) => ShardReply::ImageApplied,
         Err(reason) => ShardReply::Failed(reason),

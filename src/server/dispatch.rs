@@ -12,7 +12,10 @@ use std::rc::Rc;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
-use super::{api_versions, fetch, list_offsets, metadata, offset_for_leader_epoch, produce};
+use super::admin_wiring::CONTROLLER_APIS;
+use super::{
+    admin, api_versions, fetch, group, list_offsets, metadata, offset_for_leader_epoch, produce,
+};
 use crate::protocol::versions::{find, ApiRange};
 use crate::protocol::{encode_response, peek_api};
 use crate::shard::ShardCtx;
@@ -29,21 +32,33 @@ pub enum Outcome {
 
 pub type ResponseFuture = Pin<Box<dyn Future<Output = Outcome>>>;
 
-/// Versions of the admin APIs wired to the controller shard (stand-in ranges until the
-/// controller's declared constants land).
-const CREATE_TOPICS_VERSIONS: (i16, i16) = (2, 4);
-const DELETE_TOPICS_VERSIONS: (i16, i16) = (1, 5);
-
 /// Every API this broker serves, with the range its handler declares.
 pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::Produce, produce::VERSIONS),
     ApiRange::new(ApiKey::Fetch, fetch::VERSIONS),
     ApiRange::new(ApiKey::ListOffsets, list_offsets::VERSIONS),
-    ApiRange::new(ApiKey::Metadata, metadata::VERSIONS),
+    ApiRange::new(ApiKey::Metadata, admin::metadata::VERSIONS),
     ApiRange::new(ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS),
     ApiRange::new(ApiKey::ApiVersions, api_versions::VERSIONS),
-    ApiRange::new(ApiKey::CreateTopics, CREATE_TOPICS_VERSIONS),
-    ApiRange::new(ApiKey::DeleteTopics, DELETE_TOPICS_VERSIONS),
+    ApiRange::new(ApiKey::CreateTopics, admin::create_topics::VERSIONS),
+    ApiRange::new(ApiKey::DeleteTopics, admin::delete_topics::VERSIONS),
+    ApiRange::new(ApiKey::CreatePartitions, admin::create_partitions::VERSIONS),
+    ApiRange::new(ApiKey::InitProducerId, admin::init_producer_id::VERSIONS),
+    ApiRange::new(ApiKey::AlterConfigs, admin::alter_configs::VERSIONS),
+    ApiRange::new(ApiKey::IncrementalAlterConfigs, admin::incremental_alter_configs::VERSIONS),
+    ApiRange::new(ApiKey::DescribeConfigs, admin::describe_configs::VERSIONS),
+    ApiRange::new(ApiKey::DescribeCluster, admin::describe_cluster::VERSIONS),
+    ApiRange::new(ApiKey::FindCoordinator, group::find_coordinator::VERSIONS),
+    ApiRange::new(ApiKey::JoinGroup, group::join_group::VERSIONS),
+    ApiRange::new(ApiKey::SyncGroup, group::sync_group::VERSIONS),
+    ApiRange::new(ApiKey::Heartbeat, group::heartbeat::VERSIONS),
+    ApiRange::new(ApiKey::LeaveGroup, group::leave_group::VERSIONS),
+    ApiRange::new(ApiKey::OffsetCommit, group::offset_commit::VERSIONS),
+    ApiRange::new(ApiKey::OffsetFetch, group::offset_fetch::VERSIONS),
+    ApiRange::new(ApiKey::ListGroups, group::list_groups::VERSIONS),
+    ApiRange::new(ApiKey::DescribeGroups, group::describe_groups::VERSIONS),
+    ApiRange::new(ApiKey::DeleteGroups, group::delete_groups::VERSIONS),
+    ApiRange::new(ApiKey::OffsetDelete, group::offset_delete::VERSIONS),
 ];
 
 /// Starts processing one request frame, or says why the connection must close.
@@ -62,13 +77,28 @@ pub async fn dispatch(ctx: &Rc<ShardCtx>, frame: Bytes) -> Result<ResponseFuture
         ));
     }
     let version = peek.version;
+    tracing::trace!(shard = %ctx.id, ?api, version, correlation_id = peek.correlation_id, "request");
     match api {
         ApiKey::Produce => produce::start(ctx, frame, version).await,
         ApiKey::Fetch => fetch::start(ctx, frame, version).await,
         ApiKey::ListOffsets => list_offsets::start(ctx, frame, version).await,
         ApiKey::Metadata => metadata::start(ctx, frame, version),
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
-        ApiKey::CreateTopics | ApiKey::DeleteTopics => Ok(controller_api(ctx, api, version, frame)),
+        ApiKey::DescribeConfigs | ApiKey::DescribeCluster => {
+            metadata::start_read_only(ctx, api, frame, version)
+        }
+        api if CONTROLLER_APIS.contains(&api) => Ok(controller_api(ctx, api, version, frame)),
+        ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version),
+        ApiKey::JoinGroup => group::join_group::start(ctx, frame, version).await,
+        ApiKey::SyncGroup => group::sync_group::start(ctx, frame, version).await,
+        ApiKey::Heartbeat => group::heartbeat::start(ctx, frame, version).await,
+        ApiKey::LeaveGroup => group::leave_group::start(ctx, frame, version).await,
+        ApiKey::OffsetCommit => group::offset_commit::start(ctx, frame, version).await,
+        ApiKey::OffsetFetch => group::offset_fetch::start(ctx, frame, version).await,
+        ApiKey::ListGroups => group::list_groups::start(ctx, frame, version),
+        ApiKey::DescribeGroups => group::describe_groups::start(ctx, frame, version).await,
+        ApiKey::DeleteGroups => group::delete_groups::start(ctx, frame, version).await,
+        ApiKey::OffsetDelete => group::offset_delete::start(ctx, frame, version).await,
         other => Err(format!("no handler for {other:?}")),
     }
 }

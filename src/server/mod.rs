@@ -12,6 +12,7 @@ pub mod connection;
 pub mod control;
 pub mod dispatch;
 pub mod fetch;
+pub mod group;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
@@ -30,5 +31,6 @@ pub async fn execute(ctx: &Rc<ShardCtx>, req: ShardRequest) -> ShardReply {
         ShardRequest::WaitForData(spec) => owner::wait_for_data(ctx, spec).await,
         ShardRequest::Controller(req) => ShardReply::Controller(control::execute(ctx, req).await),
         ShardRequest::ApplyImage(image) => control::apply_image(ctx, image).await,
+        ShardRequest::Group(call) => ShardReply::Group(group::execute(ctx, call).await),
     }
 }

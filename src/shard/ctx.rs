@@ -57,11 +57,12 @@ pub(crate) struct CtxParts {
 impl ShardCtx {
     pub(crate) fn new(parts: CtxParts) -> Self {
         let id = ShardId(u32::try_from(parts.senders.peer_id()).unwrap_or(u32::MAX));
+        let image = Arc::new(placeholder_image(&parts.config));
         Self {
             id,
             shard_count: parts.config.shards,
             config: parts.config,
-            image: RefCell::new(Arc::new(MetadataImage::default())),
+            image: RefCell::new(image),
             partitions: parts.partitions,
             senders: parts.senders,
             pending: RefCell::new(HashMap::new()),
@@ -83,16 +84,28 @@ impl ShardCtx {
         self.image.borrow().clone()
     }
 
-    pub(crate) fn set_image(&self, image: Arc<MetadataImage>) {
-        *self.image.borrow_mut() = image;
+    /// Installs `image` unless this shard already holds a newer one (publications from
+    /// the controller shard may overtake each other on the mesh).
+    pub(crate) fn set_image(&self, image: Arc<MetadataImage>) -> bool {
+        let mut current = self.image.borrow_mut();
+        let newer = image.version >= current.version || current.cluster_id.is_empty();
+        if newer {
+            *current = image;
+        }
+        newer
+    }
+
+    /// True once the first image from the controller is installed.
+    #[must_use]
+    pub fn has_image(&self) -> bool {
+        !self.image.borrow().cluster_id.is_empty()
     }
 
     /// Owner shard and leader epoch of a partition, per the cached image.
     #[must_use]
     pub fn owner_of(&self, topic: &str, partition: i32) -> Option<(ShardId, Epoch)> {
         let image = self.image.borrow();
-        let topic = image.topics.get(topic)?;
-        let p = topic.partitions.iter().find(|p| p.index == partition)?;
+        let p = image.partition(topic, partition)?;
         Some((p.owner_shard, p.leader_epoch))
     }
 
@@ -158,6 +171,21 @@ impl ShardCtx {
 
     pub(crate) fn close_mesh(&self) {
         self.senders.close();
+    }
+}
+
+/// The image a shard holds before the controller's first publication: no cluster id, no
+/// topics (requests are not served until the real one arrives).
+fn placeholder_image(config: &ServeConfig) -> MetadataImage {
+    MetadataImage {
+        version: 0,
+        cluster_id: String::new(),
+        node_id: config.node_id,
+        controller_id: config.node_id,
+        shard_count: config.shards,
+        topics: std::collections::BTreeMap::new(),
+        topic_ids: HashMap::new(),
+        broker_defaults: Arc::new(crate::controller::BrokerDefaults::default()),
     }
 }
 

@@ -34,6 +34,8 @@ pub enum ShardRequest {
     Controller(ControllerRequest),
     /// Install a new metadata image and open/close owned partitions to match it.
     ApplyImage(Arc<MetadataImage>),
+    /// A consumer-group operation for the group's coordinator shard.
+    Group(crate::server::group::GroupCall),
 }
 
 pub enum ShardReply {
@@ -42,6 +44,7 @@ pub enum ShardReply {
     Controller(ControllerReply),
     ImageApplied,
     Failed(String),
+    Group(crate::server::group::GroupAnswer),
 }
 
 #[derive(Debug, Error)]

@@ -14,19 +14,19 @@ pub mod mesh;
 pub mod notify;
 pub mod partitions;
 pub mod runtime;
-mod standin;
 
 use std::future::Future;
 use std::time::Duration;
 
+pub use crate::controller::{Controller, MetadataImage, PartitionImage, TopicImage};
+pub use crate::storage::{AppendInfo, StorageError};
 pub use ctx::{Pending, ShardCtx};
 pub use mesh::{MeshError, ShardReply, ShardRequest};
 pub use notify::Notify;
 pub use partitions::OwnedPartition;
-// TEMPORARY until storage and controller land on main.
-pub use standin::{
-    AppendInfo, Controller, MemLog as Log, MetadataImage, PartitionImage, StorageError, TopicImage,
-};
+
+/// The partition log every shard opens: the storage engine on glommio DMA files.
+pub type Log = crate::storage::DmaPartitionLog;
 
 /// Sleeps on the current shard's timer.
 pub async fn sleep(duration: Duration) {

@@ -17,7 +17,9 @@ use uuid::Uuid;
 
 use super::ctx::ShardCtx;
 use super::notify::Notify;
-use super::{Log, MetadataImage};
+use super::{Log, MetadataImage, TopicImage};
+use crate::io::dma::DmaFileSystem;
+use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
 use crate::types::{Epoch, ShardId, TopicPartition};
 
 /// How long closing a deleted partition waits for in-flight requests to let go of it.
@@ -34,13 +36,20 @@ pub struct OwnedPartition {
 
 pub struct PartitionTable {
     data_dir: PathBuf,
+    fs: Rc<DmaFileSystem>,
+    cache: Rc<BatchCache>,
     map: RefCell<HashMap<TopicPartition, Rc<OwnedPartition>>>,
 }
 
 impl PartitionTable {
     #[must_use]
-    pub fn new(data_dir: PathBuf) -> Self {
-        Self { data_dir, map: RefCell::new(HashMap::new()) }
+    pub fn new(data_dir: PathBuf, cache_bytes: usize) -> Self {
+        Self {
+            data_dir,
+            fs: Rc::new(DmaFileSystem),
+            cache: Rc::new(BatchCache::new(cache_bytes)),
+            map: RefCell::new(HashMap::new()),
+        }
     }
 
     #[must_use]
@@ -77,26 +86,42 @@ impl PartitionTable {
         for partition in stale {
             self.remove(ctx, partition).await;
         }
-        for (tp, (topic_id, epoch)) in wanted {
+        let mut failures = Vec::new();
+        for (tp, (_, epoch)) in wanted {
             if let Some(existing) = self.map.borrow().get(&tp) {
                 existing.leader_epoch.set(epoch);
                 continue;
             }
-            let partition = self.open(&tp, topic_id, epoch).await?;
-            self.map.borrow_mut().insert(tp, Rc::new(partition));
+            let Some(topic) = image.topic(&tp.topic) else { continue };
+            match self.open(&tp, topic, epoch).await {
+                Ok(partition) => {
+                    self.map.borrow_mut().insert(tp, Rc::new(partition));
+                }
+                Err(reason) => {
+                    tracing::error!(partition = %tp, "cannot open partition: {reason}");
+                    failures.push(format!("{tp}: {reason}"));
+                }
+            }
         }
-        Ok(())
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("; "))
+        }
     }
 
     async fn open(
         &self,
         tp: &TopicPartition,
-        topic_id: Uuid,
+        topic: &TopicImage,
         epoch: Epoch,
     ) -> Result<OwnedPartition, String> {
+        let topic_id = topic.topic_id;
         let dir = self.data_dir.join(tp.dir_name());
         prepare_dir(&dir, topic_id).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let log = Log::default();
+        let log = Log::open(self.fs.clone(), &dir, log_config(topic), self.cache.clone())
+            .await
+            .map_err(|e| e.to_string())?;
         tracing::debug!(partition = %tp, "opened partition log");
         Ok(OwnedPartition {
             tp: tp.clone(),
@@ -149,6 +174,36 @@ impl PartitionTable {
                 None => tracing::warn!(partition = %tp, "still in use at shutdown"),
             }
         }
+    }
+}
+
+/// The storage settings of a topic, from its effective configs. The flush policy follows
+/// `flush.ms` / `flush.messages` only where the topic sets them explicitly; otherwise the
+/// storage engine's durable default (group-committed fsync per batch) applies.
+fn log_config(topic: &TopicImage) -> LogConfig {
+    use crate::controller::configs::TimestampType as ConfigTimestampType;
+    let c = &topic.config;
+    let flush = if topic.configs.get("flush.messages").is_some_and(|v| v == "1") {
+        FlushPolicy::EveryBatch
+    } else if topic.configs.contains_key("flush.ms") {
+        FlushPolicy::IntervalMs(u64::try_from(c.flush_ms).unwrap_or(u64::MAX))
+    } else {
+        LogConfig::default().flush
+    };
+    LogConfig {
+        segment_bytes: c.segment_bytes,
+        segment_ms: c.segment_ms,
+        index_interval_bytes: c.index_interval_bytes,
+        segment_index_bytes: c.segment_index_bytes,
+        max_message_bytes: c.max_message_bytes,
+        timestamp_type: match c.message_timestamp_type {
+            ConfigTimestampType::CreateTime => TimestampType::CreateTime,
+            ConfigTimestampType::LogAppendTime => TimestampType::LogAppendTime,
+        },
+        timestamp_before_max_ms: c.message_timestamp_before_max_ms,
+        timestamp_after_max_ms: c.message_timestamp_after_max_ms,
+        compacted: c.cleanup_policy.compact,
+        flush,
     }
 }
 

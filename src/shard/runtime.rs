@@ -19,13 +19,13 @@ use glommio::net::TcpListener;
 use glommio::{CpuSet, Latency, LocalExecutorPoolBuilder, PoolPlacement, Shares};
 
 use super::ctx::{CtxParts, ShardCtx};
-use super::mesh::{receive_loop, MeshMsg, ShardRequest};
+use super::mesh::{receive_loop, MeshMsg};
 use super::partitions::{leftover_deletions, PartitionTable};
 use super::Controller;
 use crate::config::ServeConfig;
 use crate::constants::{
-    MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY, NOFILE_MIN, NOFILE_WANTED,
-    SHUTDOWN_DRAIN_TIMEOUT_MS, SHUTDOWN_POLL_INTERVAL_MS,
+    BATCH_CACHE_BYTES_PER_SHARD, MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
+    NOFILE_MIN, NOFILE_WANTED, SHUTDOWN_DRAIN_TIMEOUT_MS, SHUTDOWN_POLL_INTERVAL_MS,
 };
 use crate::types::ShardId;
 
@@ -52,8 +52,18 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let local =
         first_listener.local_addr()?.as_socket().ok_or_else(|| anyhow!("not an inet socket"))?;
     let shard_count = config.shards as usize;
-    let config = Arc::new(ServeConfig { listen: local, ..config });
+    // With `--listen host:0` the advertised port (derived from it) is the one just bound.
+    let advertised_port =
+        if config.advertised_port == 0 { local.port() } else { config.advertised_port };
+    let config = Arc::new(ServeConfig { listen: local, advertised_port, ..config });
+    // Opened here, before any executor starts, so a bad data dir fails the start cleanly.
+    let controller =
+        Controller::open(&config.data_dir, config.node_id, config.shards, broker_defaults(&config))
+            .map_err(|err| {
+                anyhow!("cannot open cluster metadata in {}: {err}", config.data_dir.display())
+            })?;
     let shared = Arc::new(Shared {
+        controller: Mutex::new(Some(controller)),
         first_listener: Mutex::new(Some(first_listener)),
         ready: AtomicUsize::new(0),
         drained: AtomicUsize::new(0),
@@ -83,6 +93,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
 }
 
 struct Shared {
+    controller: Mutex<Option<Controller>>,
     first_listener: Mutex<Option<socket2::Socket>>,
     ready: AtomicUsize,
     drained: AtomicUsize,
@@ -119,6 +130,7 @@ async fn shard_main(
     let (senders, mut receivers) =
         mesh.join().await.map_err(|err| anyhow!("cannot join the shard mesh: {err}"))?;
     let me = ShardId(u32::try_from(senders.peer_id()).unwrap_or(u32::MAX));
+    tracing::debug!(shard = %me, "joined the mesh");
     let exec = glommio::executor();
     let latency_queue = exec.create_task_queue(
         Shares::Static(1000),
@@ -127,13 +139,17 @@ async fn shard_main(
     );
     let background_queue =
         exec.create_task_queue(Shares::Static(50), Latency::NotImportant, "background");
-    // TODO(storage merge): io::probe_data_dir(&config.data_dir) here, before any log opens.
-    let controller = (me.0 == 0).then(|| Controller::new(config.node_id, config.shards));
+    // The iopoll probe must run on every executor before it opens any log (design.md §5).
+    if let Err(err) = crate::io::probe_data_dir(&config.data_dir).await {
+        fatal(&format!("data dir {} failed the I/O probe: {err}", config.data_dir.display()));
+    }
+    let controller =
+        if me.0 == 0 { shared.controller.lock().ok().and_then(|mut c| c.take()) } else { None };
     let ctx = Rc::new(ShardCtx::new(CtxParts {
         senders,
         config: config.clone(),
         controller,
-        partitions: PartitionTable::new(config.data_dir.clone()),
+        partitions: PartitionTable::new(config.data_dir.clone(), BATCH_CACHE_BYTES_PER_SHARD),
         latency_queue,
         background_queue,
     }));
@@ -141,12 +157,15 @@ async fn shard_main(
         drop(ctx.spawn(receive_loop(ctx.clone(), rx)));
     }
     if me.0 == 0 {
-        publish_initial_image(&ctx).await?;
+        if let Err(err) = publish_initial_image(&ctx).await {
+            fatal(&format!("cannot open partitions at start: {err:#}"));
+        }
     } else {
-        while ctx.image().cluster_id.is_empty() {
+        while !ctx.has_image() {
             super::sleep(Duration::from_millis(1)).await;
         }
     }
+    tracing::debug!(shard = %me, "metadata image installed");
     let listener = take_listener(&shared, config.listen)?;
     if shared.ready.fetch_add(1, Ordering::SeqCst) + 1 == config.shards as usize {
         tracing::info!(listen = %config.listen, shards = config.shards, "shardlog listening on {}", config.listen);
@@ -240,6 +259,22 @@ async fn drain(ctx: &Rc<ShardCtx>, shared: &Shared) {
     }
 }
 
+/// An environment failure no shard can recover from: say why and exit, rather than leave
+/// the other shards serving a half-started broker.
+fn fatal(message: &str) -> ! {
+    tracing::error!("{message}");
+    eprintln!("shardlog: {message}");
+    std::process::exit(1);
+}
+
+fn broker_defaults(config: &ServeConfig) -> crate::controller::BrokerDefaults {
+    crate::controller::BrokerDefaults {
+        num_partitions: config.num_partitions,
+        auto_create_topics_enable: config.auto_create_topics,
+        ..Default::default()
+    }
+}
+
 /// Raises RLIMIT_MEMLOCK and RLIMIT_NOFILE, or explains how to.
 fn raise_limits() -> anyhow::Result<()> {
     let memlock = raise_limit(libc::RLIMIT_MEMLOCK, MEMLOCK_BYTES_WANTED);
@@ -311,11 +346,4 @@ fn start_signal_thread() -> anyhow::Result<()> {
         tracing::info!(signal, "shutdown requested: finishing in-flight requests");
     })?;
     Ok(())
-}
-
-/// Unused in single-shard runs; kept for symmetry with [`ShardRequest`] users.
-#[allow(dead_code)]
-fn _assert_send() {
-    fn is_send<T: Send>() {}
-    is_send::<ShardRequest>();
 }

@@ -54,8 +54,10 @@ pub(super) struct LogState<F: FileSystem> {
     pub unwritten_bytes: usize,
     pub writer_running: bool,
     pub syncer_scheduled: bool,
-    /// Set by close/truncate: the writer fsyncs and finalizes regardless of policy.
-    pub force_sync: bool,
+    /// Set by the IntervalMs timer: the next writer step fsyncs, due or not.
+    pub sync_requested: bool,
+    /// Number of callers waiting for an fsync regardless of policy (flush, close).
+    pub force_sync: usize,
     pub last_sync: Instant,
     pub failed: Option<String>,
     pub closed: bool,
@@ -242,26 +244,28 @@ impl<F: FileSystem> LogInner<F> {
         }
     }
 
-    /// Waits until every appended byte is written and, when `sync`, fsynced and finalized.
-    pub async fn drain(self: &Rc<Self>, sync: bool) -> Result<(), StorageError> {
+    /// Waits until everything appended before the call is written and, when `sync`, fsynced
+    /// (whatever the policy). With `idle`, also until the writer has stopped (callers that
+    /// hold the append lock and are about to change segments).
+    pub async fn drain(self: &Rc<Self>, sync: bool, idle: bool) -> Result<(), StorageError> {
+        let target = self.st.borrow().log_end;
+        let _force = sync.then(|| ForceSync::new(self));
         loop {
             {
-                let mut st = self.st.borrow_mut();
+                let st = self.st.borrow();
                 if let Some(reason) = &st.failed {
                     return Err(StorageError::ReadOnly {
                         path: self.dir.clone(),
                         reason: reason.clone(),
                     });
                 }
-                let done = !st.writer_running
-                    && st.written == st.log_end
-                    && (!sync || st.durable == st.log_end)
-                    && st.segments.values().all(|s| !s.sealed || s.finalized);
+                let done = st.written >= target
+                    && (!sync || st.durable >= target)
+                    && (!idle || !st.writer_running)
+                    && st.segments.values().all(|s| s.base >= target || !s.sealed || s.finalized);
                 if done {
-                    st.force_sync = false;
                     return Ok(());
                 }
-                st.force_sync |= sync;
             }
             let wait = self.progress.wait();
             self.kick_writer();
@@ -367,7 +371,7 @@ impl<F: FileSystem> PartitionLog<F> {
 
     /// Writes and fsyncs everything appended so far, whatever the policy.
     pub async fn flush(&self) -> Result<(), StorageError> {
-        self.inner.drain(true).await
+        self.inner.drain(true, false).await
     }
 
     /// Exclusive end of what `wait_committed` has promised (the high watermark on one node).
@@ -450,5 +454,24 @@ impl<F: FileSystem> PartitionLog<F> {
     /// point and writes the clean-shutdown marker.
     pub async fn close(self) -> Result<(), StorageError> {
         self.inner.close().await
+    }
+}
+
+/// Keeps the writer fsyncing every write while a forced flush waits; undone on drop, so a
+/// cancelled flush does not leave it set.
+struct ForceSync<F: FileSystem> {
+    log: Rc<LogInner<F>>,
+}
+
+impl<F: FileSystem> ForceSync<F> {
+    fn new(log: &Rc<LogInner<F>>) -> Self {
+        log.st.borrow_mut().force_sync += 1;
+        ForceSync { log: log.clone() }
+    }
+}
+
+impl<F: FileSystem> Drop for ForceSync<F> {
+    fn drop(&mut self) {
+        self.log.st.borrow_mut().force_sync -= 1;
     }
 }

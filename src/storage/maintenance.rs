@@ -19,7 +19,7 @@ impl<F: FileSystem> LogInner<F> {
     pub async fn truncate_to(self: &Rc<Self>, offset: Offset) -> Result<(), StorageError> {
         let _turn = self.append_lock.acquire().await;
         self.check_writable()?;
-        self.drain(false).await?;
+        self.drain(false, true).await?;
         let (start, end, first_base) = {
             let st = self.st.borrow();
             let first = st.segments.keys().next().copied().unwrap_or(0);
@@ -52,6 +52,12 @@ impl<F: FileSystem> LogInner<F> {
         self.delete_segments(doomed).await?;
         self.shrink_segment(seg_base, pos, new_end).await?;
         self.cache.invalidate_from(self.log_id, new_end.0);
+        // The batch holding `offset` may start below the log start (Kafka: the log start
+        // never exceeds the log end).
+        if new_end < start {
+            checkpoint::write(&*self.fs, &self.dir, LOG_START_FILE, new_end).await?;
+            self.st.borrow_mut().log_start = new_end;
+        }
         Ok(())
     }
 
@@ -95,6 +101,14 @@ impl<F: FileSystem> LogInner<F> {
             .read_at(aligned, (pos - aligned) as usize)
             .await
             .map_err(StorageError::io("read", &path, aligned))?;
+        // The time index only covers up to its last entry; rescan the batches after the last
+        // surviving offset-index entry for the segment's max timestamp.
+        let tail_start = {
+            let st = self.st.borrow();
+            let idx = &st.segments[&seg_base].index;
+            idx.entries.iter().rev().map(|(_, p)| u64::from(*p)).find(|p| *p < pos).unwrap_or(0)
+        };
+        let tail = scan_file(&*file, &path, tail_start, pos, i64::MIN).await?;
         let mut st = self.st.borrow_mut();
         let seg = st.segments.get_mut(&seg_base).expect("segment being truncated");
         seg.size_bytes = pos;
@@ -109,6 +123,12 @@ impl<F: FileSystem> LogInner<F> {
         seg.max_timestamp_ms = ts;
         seg.offset_of_max_timestamp =
             if ts < 0 { Offset(-1) } else { Offset(seg_base + i64::from(off)) };
+        for (_, h) in &tail.batches {
+            if h.max_timestamp > seg.max_timestamp_ms {
+                seg.max_timestamp_ms = h.max_timestamp;
+                seg.offset_of_max_timestamp = Offset(h.base_offset);
+            }
+        }
         seg.bytes_since_index = pos - seg.index.entries.last().map_or(0, |(_, p)| u64::from(*p));
         seg.sealed = false;
         seg.finalized = false;
@@ -150,7 +170,7 @@ impl<F: FileSystem> LogInner<F> {
 
     pub async fn close(self: &Rc<Self>) -> Result<(), StorageError> {
         let _turn = self.append_lock.acquire().await;
-        let drained = self.drain(true).await;
+        let drained = self.drain(true, true).await;
         let result = match drained {
             Ok(()) => self.finish_clean().await,
             Err(e) => Err(e),

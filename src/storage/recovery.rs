@@ -81,8 +81,14 @@ pub(super) async fn open<F: FileSystem>(
         }
         let next = bases.get(i + 1);
         let trusted = clean || next.is_some_and(|n| *n <= recovery_point);
-        let loaded = load_segment(&*fs, dir, *base, trusted, &config).await?;
+        let mut loaded = load_segment(&*fs, dir, *base, trusted, &config).await?;
+        // The writer finalizes a segment before writing the next, so a scanned segment that
+        // ends short of the next one's base lost its tail, and nothing after it was written.
+        if !trusted && next.is_some_and(|n| loaded.seg.next_offset < *n) {
+            loaded.torn = true;
+        }
         if loaded.torn && next.is_some() {
+            tracing::warn!(file = %loaded.seg.path.display(), end = loaded.seg.next_offset.0, "segment ends short; dropping later segments");
             torn_before = Some(*base);
         }
         scanned_epochs.extend(loaded.epochs);
@@ -119,7 +125,8 @@ pub(super) async fn open<F: FileSystem>(
             unwritten_bytes: 0,
             writer_running: false,
             syncer_scheduled: false,
-            force_sync: false,
+            sync_requested: false,
+            force_sync: 0,
             last_sync: Instant::now(),
             failed: None,
             closed: false,

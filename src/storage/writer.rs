@@ -98,7 +98,7 @@ impl<F: FileSystem> LogInner<F> {
         if st.failed.is_some() {
             return None;
         }
-        let sync = st.force_sync || self.sync_due(st.last_sync);
+        let sync = st.force_sync > 0 || st.sync_requested || self.sync_due(st.last_sync);
         let (durable, written) = (st.durable, st.written);
         let seg = st.segments.values_mut().find(|s| !s.finalized)?;
         if seg.staged.is_empty() {
@@ -170,6 +170,7 @@ impl<F: FileSystem> LogInner<F> {
                 let mut st = self.st.borrow_mut();
                 st.durable = st.durable.max(upto);
                 st.last_sync = Instant::now();
+                st.sync_requested = false;
                 drop(st);
                 self.progress.notify_all();
             }
@@ -194,6 +195,7 @@ impl<F: FileSystem> LogInner<F> {
         if synced {
             st.durable = end_offset;
             st.last_sync = Instant::now();
+            st.sync_requested = false;
         }
         while st.unwritten.front().is_some_and(|(_, last, _)| *last < end_offset.0) {
             if let Some((_, _, b)) = st.unwritten.pop_front() {
@@ -210,7 +212,10 @@ impl<F: FileSystem> LogInner<F> {
             let me = self.clone();
             self.fs.spawn(Box::pin(async move {
                 me.fs.sleep(Duration::from_millis(ms)).await;
-                me.st.borrow_mut().syncer_scheduled = false;
+                let mut st = me.st.borrow_mut();
+                st.syncer_scheduled = false;
+                st.sync_requested = st.durable < st.written;
+                drop(st);
                 me.kick_writer();
             }));
         }

@@ -74,6 +74,8 @@ class Adapter:
     name = "?"
     explicit_partition = True
     explicit_timestamp = True
+    # Producer compression codec (none|gzip|snappy|lz4|zstd), set by the driver.
+    codec = "none"
 
     def missing(self) -> str | None:
         """Why the client cannot run here (not installed), or None."""
@@ -105,7 +107,7 @@ class ProgramAdapter(Adapter):
         return self._run("create", ctx)
 
     def produce(self, ctx):
-        return self._run("produce", ctx, input=ctx.records_path)
+        return self._run("produce", ctx, input=ctx.records_path, compression=self.codec)
 
     def consume(self, ctx):
         return self._run("consume", ctx, output=ctx.consumed_path)
@@ -136,7 +138,9 @@ class JavaAdapter(ProgramAdapter):
         if shutil.which("java") is None:
             return "java not found"
         main = os.path.join(self.JAVA_DIR, "classes", "dev", "shardlog", "interop", "InteropClient.class")
-        return None if os.path.exists(main) else "java program not built (run install.sh, then run.sh builds it)"
+        if os.path.exists(main):
+            return None
+        return "java program not built (run install.sh, then run.sh builds it)"
 
 
 def kafka_tool(main_class: str, *args: str, stdin: str | None = None, fail_on: str | None = None) -> str:
@@ -155,7 +159,8 @@ def create_with_topic_command(ctx: Ctx, describe: bool = True) -> str:
     if not describe:
         return "created"
     try:
-        desc = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", ctx.bootstrap, "--describe", "--topic", ctx.topic)
+        desc = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", ctx.bootstrap, "--describe",
+                          "--topic", ctx.topic)
     except StepError as e:
         raise SoftStepError(f"created, but --describe failed: {e}") from e
     if f"PartitionCount: {ctx.partitions}" not in desc:
@@ -180,7 +185,8 @@ class KcatAdapter(Adapter):
 
     def expectations(self, ctx):
         headers = {p: [("src", b"kcat"), ("part", str(p).encode())] for p in range(ctx.partitions)}
-        return sc.Expectations(ctx.partitions, headers_override=headers, produce_window_ms=ctx.produce_window_ms)
+        return sc.Expectations(ctx.partitions, headers_override=headers,
+                               produce_window_ms=ctx.produce_window_ms)
 
     def create(self, ctx):
         # TopicCommand --describe is the kafka-cli row's business: kcat's row checks kcat -L.
@@ -198,7 +204,8 @@ class KcatAdapter(Adapter):
             per_part[r.partition].append(f"{r.key.decode()}\t{r.value.decode()}\n")
         for p, lines in sorted(per_part.items()):
             run(["kcat", "-b", ctx.bootstrap, "-P", "-t", ctx.topic, "-p", str(p), "-K", "\t",
-                 "-H", "src=kcat", "-H", f"part={p}"], stdin="".join(lines))
+                 "-X", f"compression.codec={self.codec}", "-H", "src=kcat", "-H", f"part={p}"],
+                stdin="".join(lines))
         return "6 kcat -P calls"
 
     def consume(self, ctx):
@@ -252,7 +259,8 @@ class KafkaCliAdapter(Adapter):
         return None if res.returncode == 0 else f"kafka.sh fetch failed: {res.stderr[-500:]}"
 
     def expectations(self, ctx):
-        return sc.Expectations(ctx.partitions, partitioning="murmur2", produce_window_ms=ctx.produce_window_ms)
+        return sc.Expectations(ctx.partitions, partitioning="murmur2",
+                               produce_window_ms=ctx.produce_window_ms)
 
     def create(self, ctx):
         problems = []
@@ -274,7 +282,8 @@ class KafkaCliAdapter(Adapter):
             lines.append(f"{headers}\t{r.key.decode()}\t{r.value.decode()}\n")
         out = kafka_tool(CONSOLE_PRODUCER, "--bootstrap-server", ctx.bootstrap, "--topic", ctx.topic,
                          "--property", "parse.key=true", "--property", "parse.headers=true",
-                         "--producer-property", "acks=all", stdin="".join(lines),
+                         "--producer-property", "acks=all", "--compression-codec", self.codec,
+                         stdin="".join(lines),
                          fail_on="Error when sending message")
         return out[-200:]
 
@@ -346,17 +355,30 @@ def parse_console_line(line: str) -> sc.Consumed:
             k, v = item.split(":", 1)
             hdrs.append((k, v.encode()))
     return sc.Consumed(int(part.split(":")[1]), int(off.split(":")[1]), int(ts), tstype,
-                       None if key == "null" else key.encode(), None if value == "null" else value.encode(), hdrs)
+                       None if key == "null" else key.encode(),
+                       None if value == "null" else value.encode(), hdrs)
 
 
-class KafkajsAdapter(Adapter):
-    """Slot for kafkajs: its consumer always joins a group, so it joins the suite with consumer
-    groups (issue 5). Requested explicitly before then, it reports itself missing."""
+class KafkajsAdapter(ProgramAdapter):
+    """kafkajs (js/kafkajs_client.js). Its consumer always joins a group, so it needs consumer
+    groups (issue 5) on the broker: opt-in (--clients ...,kafkajs) until they land. It does
+    not expose the timestamp type; it compresses with none or gzip only."""
 
-    name = "kafkajs"
+    JS_DIR = os.path.join(HERE, "js")
+
+    def __init__(self):
+        super().__init__("kafkajs", ["node", os.path.join(self.JS_DIR, "kafkajs_client.js")])
 
     def missing(self):
-        return "kafkajs needs consumer groups (issue 5); not part of the suite yet"
+        if shutil.which("node") is None:
+            return "node not found"
+        if not os.path.isdir(os.path.join(self.JS_DIR, "node_modules", "kafkajs")):
+            return "kafkajs not installed (run install.sh: npm ci in tests/interop/js)"
+        return None
+
+    def expectations(self, ctx):
+        return sc.Expectations(ctx.partitions, produce_window_ms=ctx.produce_window_ms,
+                               timestamp_type_known=False)
 
 
 def all_adapters() -> dict[str, Adapter]:
@@ -372,6 +394,18 @@ def all_adapters() -> dict[str, Adapter]:
 
 
 DEFAULT_CLIENTS = ["kcat", "confluent-kafka", "kafka-python", "java-clients", "kafka-cli"]
+
+# `--compression mixed`: every codec once, including both snappy framings (librdkafka writes
+# raw snappy, the Java client xerial-framed snappy), without extra Python codec packages
+# (kafka-python needs python-snappy / lz4 / zstandard for the others; gzip is built in).
+MIXED_CODECS = {
+    "kcat": "snappy",
+    "confluent-kafka": "zstd",
+    "kafka-python": "gzip",
+    "java-clients": "snappy",
+    "kafka-cli": "lz4",
+    "kafkajs": "gzip",
+}
 
 
 def now_ms() -> int:

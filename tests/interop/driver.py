@@ -122,6 +122,9 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=10_000)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--workdir", help="keep work files here (default: a temp dir, kept on failure)")
+    ap.add_argument("--compression", default="none",
+                    help="producer codec: none (default), mixed (a different codec per client, "
+                         "see adapters.MIXED_CODECS) or one of gzip|snappy|lz4|zstd for all")
     args = ap.parse_args()
 
     adapters = ad.all_adapters()
@@ -130,12 +133,21 @@ def main() -> int:
     if unknown:
         print(f"unknown clients {unknown}; known: {list(adapters)}", file=sys.stderr)
         return 2
+    if args.compression not in ("none", "mixed", "gzip", "snappy", "lz4", "zstd"):
+        print(f"unknown --compression {args.compression}", file=sys.stderr)
+        return 2
+    for name in wanted:
+        mixed = ad.MIXED_CODECS.get(name, "none")
+        adapters[name].codec = mixed if args.compression == "mixed" else args.compression
     workroot = args.workdir or tempfile.mkdtemp(prefix="shardlog-interop-")
     run_id = secrets.token_hex(3)
     print(f"interop: broker {args.bootstrap}, run {run_id}, {args.records} records x "
           f"{args.partitions} partitions, work files in {workroot}", file=sys.stderr)
     started = time.monotonic()
-    results = {name: run_client(adapters[name], args, run_id, workroot) for name in wanted}
+    results = {}
+    for name in wanted:
+        label = name if args.compression == "none" else f"{name} [{adapters[name].codec}]"
+        results[label] = run_client(adapters[name], args, run_id, workroot)
     print_table(results)
     cells = [c for cells in results.values() for c in cells.values()]
     ok = sum(c.status == "ok" for c in cells)

@@ -38,7 +38,8 @@ def produce(args) -> None:
         if err is not None:
             errors.append(f"p{msg.partition()}: {err}")
 
-    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 5,
+                         "compression.codec": args.compression})
     for r in sc.read_records(args.input):
         while True:
             try:

@@ -32,7 +32,9 @@ def create(args) -> None:
 
 
 def produce(args) -> None:
-    producer = KafkaProducer(bootstrap_servers=args.bootstrap, acks="all", linger_ms=5)
+    codec = None if args.compression == "none" else args.compression
+    producer = KafkaProducer(bootstrap_servers=args.bootstrap, acks="all", linger_ms=5,
+                             compression_type=codec)
     futures = [
         producer.send(args.topic, value=r.value, key=r.key, headers=r.headers,
                       partition=r.partition, timestamp_ms=r.timestamp_ms)

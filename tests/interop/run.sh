@@ -48,6 +48,10 @@ cleanup() {
     kill -KILL "$broker_pid" 2>/dev/null || true
   fi
   if [[ "$target" == "kafka" ]]; then "$KAFKA_SH" stop --dir "$tmp/kafka" || true; fi
+  if [[ $rc -ne 0 && -f "$tmp/shardlog.log" ]]; then
+    echo "== interop: last warnings/errors of the broker log:"
+    grep -E "WARN|ERROR|panic" "$tmp/shardlog.log" | tail -n 20 || true
+  fi
   if [[ $rc -eq 0 ]]; then rm -rf "$tmp"; else echo "== interop: logs kept in $tmp"; fi
   exit $rc
 }

@@ -14,7 +14,9 @@ def clean(n=60, partitions=6):
     for r in records:
         off = per_part.get(r.partition, 0)
         per_part[r.partition] = off + 1
-        consumed.append(sc.Consumed(r.partition, off, r.timestamp_ms, "create", r.key, r.value, list(r.headers)))
+        consumed.append(
+            sc.Consumed(r.partition, off, r.timestamp_ms, "create", r.key, r.value, list(r.headers))
+        )
     consumed.sort(key=lambda c: (c.partition, c.offset))
     return records, consumed, sc.Expectations(partitions)
 

@@ -36,9 +36,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Java kafka-clients program of the interoperability suite, mirroring the Python client
  * programs (tests/interop/scenario.py documents the file formats):
  * {@code create|produce|consume|offsets --bootstrap B --topic T [--partitions N] [--input F]
- * [--output F]}. No consumer group: partitions are assign()ed without group.id. The producer
- * keeps the client's defaults (idempotent, acks=all, 5 in flight) because that is what users
- * run.
+ * [--output F] [--compression CODEC]}. No consumer group: partitions are assign()ed without
+ * group.id. The producer keeps the client's defaults (idempotent, acks=all, 5 in flight)
+ * because that is what users run.
  */
 public final class InteropClient {
   private static final Base64.Encoder B64 = Base64.getEncoder();
@@ -126,6 +126,7 @@ public final class InteropClient {
     p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
     p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
     p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+    p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, opts.getOrDefault("compression", "none"));
     ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
     try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
       for (String line : Files.readAllLines(Path.of(opt("input")), StandardCharsets.US_ASCII)) {

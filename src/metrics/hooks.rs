@@ -1,0 +1,97 @@
+//! Helpers for the hook lines in other subsystems' files, so each hook stays one line:
+//! what a cross-shard request is for, what a produce or fetch moved.
+//!
+//! Called on the shard doing the work (the connection's shard for [`api_of`], the
+//! partition's owner for [`produced`]/[`fetched`]). The only part of `metrics` that
+//! knows the server's message types.
+
+use std::time::Instant;
+
+use super::{with, Level, Stage};
+use crate::server::owner::PartitionOp;
+use crate::shard::ShardRequest;
+
+const PRODUCE: i16 = 0;
+const FETCH: i16 = 1;
+const LIST_OFFSETS: i16 = 2;
+const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
+
+/// The Kafka API a cross-shard request serves, when it serves one (its hop is recorded
+/// under that API); long-poll waits and metadata traffic have none.
+#[must_use]
+pub fn api_of(req: &ShardRequest) -> Option<i16> {
+    match req {
+        ShardRequest::Partitions(ops) => ops.first().map(|op| match op {
+            PartitionOp::Produce { .. } => PRODUCE,
+            PartitionOp::Fetch { .. } => FETCH,
+            PartitionOp::ListOffsets { .. } => LIST_OFFSETS,
+            PartitionOp::EpochEnd { .. } => OFFSET_FOR_LEADER_EPOCH,
+        }),
+        _ => None,
+    }
+}
+
+/// A produce of `records` records in `bytes` bytes to `topic` was appended and committed;
+/// the append started at `started` (its time is the Produce `storage` stage).
+pub fn produced(topic: &str, bytes: usize, records: i64, started: Instant) {
+    with(|r| {
+        r.record(PRODUCE, Stage::Storage, started.elapsed());
+        r.topic_in(topic, bytes as u64, u64::try_from(records).unwrap_or(0));
+    });
+}
+
+/// A fetch read `batches` (stored record batches, whole) from `topic`.
+pub fn fetched(topic: &str, batches: &[u8]) {
+    if batches.is_empty() {
+        return;
+    }
+    with(|r| r.topic_out(topic, batches.len() as u64, batch_records(batches)));
+}
+
+/// This shard now owns `partitions` partitions, of which it leads `leaders`.
+pub fn owned_partitions(partitions: usize, leaders: usize) {
+    with(|r| {
+        r.set(Level::Partitions, i64::try_from(partitions).unwrap_or(i64::MAX));
+        r.set(Level::Leaders, i64::try_from(leaders).unwrap_or(i64::MAX));
+    });
+}
+
+/// Records in a run of v2 record batches: the sum of `lastOffsetDelta + 1`. Stops at a
+/// truncated batch (a fetch may end with a partial one).
+#[must_use]
+pub fn batch_records(mut bytes: &[u8]) -> u64 {
+    const HEADER_BYTES: usize = 61;
+    let mut records = 0u64;
+    while bytes.len() >= HEADER_BYTES {
+        let len = i32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        let Some(total) = usize::try_from(len).ok().map(|l| l + 12) else { break };
+        if total > bytes.len() || total < HEADER_BYTES {
+            break;
+        }
+        let delta = i32::from_be_bytes([bytes[23], bytes[24], bytes[25], bytes[26]]);
+        records += u64::try_from(delta).map_or(0, |d| d + 1);
+        bytes = &bytes[total..];
+    }
+    records
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(delta: i32) -> Vec<u8> {
+        let mut b = vec![0u8; 70];
+        b[8..12].copy_from_slice(&58i32.to_be_bytes());
+        b[23..27].copy_from_slice(&delta.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn counts_records_of_whole_batches_only() {
+        let mut bytes = batch(9);
+        bytes.extend(batch(0));
+        bytes.extend(&batch(4)[..30]);
+        assert_eq!(batch_records(&bytes), 11);
+        assert_eq!(batch_records(&[]), 0);
+    }
+}

@@ -1,0 +1,213 @@
+//! The admin HTTP/1.1 endpoint (`--admin-listen`, default 127.0.0.1:9644):
+//! - `GET /metrics`: Prometheus text of all shards merged ([`super::prom`]);
+//! - `GET /v1/histograms/<api>[?stage=<stage>]`: the merged HDR histogram of an API
+//!   (name like `Produce` or key like `0`; stage `total` by default) as `.hgrm` text;
+//! - `GET /v1/shards`: the JSON [`View`] that `shardlog top` polls.
+//!
+//! Runs on one shard, in its background task queue: a scrape is a handful of
+//! milliseconds of merge work that must not delay requests. One request per connection
+//! (`Connection: close`), heads capped at [`ADMIN_REQUEST_HEAD_BYTES_MAX`], at most
+//! [`ADMIN_CONNECTIONS_MAX`] served concurrently. Socket code is glommio's `TcpListener`;
+//! request parsing and routing are plain functions ([`route`]) tested without a socket.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use futures::io::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::TaskQueueHandle;
+
+use super::view::View;
+use super::{api_key_of, hub, Stage};
+use crate::constants::{
+    ADMIN_CONNECTIONS_MAX, ADMIN_PORT_DEFAULT, ADMIN_REQUEST_HEAD_BYTES_MAX,
+    ADMIN_REQUEST_TIMEOUT_MS,
+};
+
+static STARTED: OnceLock<Instant> = OnceLock::new();
+
+/// An HTTP response to write.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+impl Response {
+    fn text(status: u16, body: impl Into<String>) -> Self {
+        Self { status, content_type: "text/plain; charset=utf-8", body: body.into() }
+    }
+
+    /// The whole response as bytes, head and body.
+    #[must_use]
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let reason = match self.status {
+            200 => "OK",
+            400 => "Bad Request",
+            404 => "Not Found",
+            405 => "Method Not Allowed",
+            _ => "Error",
+        };
+        let mut out = format!(
+            "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n",
+            self.status,
+            self.content_type,
+            self.body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(self.body.as_bytes());
+        out
+    }
+}
+
+/// The admin address to serve: `--admin-listen` if given, else 127.0.0.1:9644.
+#[must_use]
+pub fn admin_addr(configured: Option<SocketAddr>) -> SocketAddr {
+    configured.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], ADMIN_PORT_DEFAULT)))
+}
+
+/// Binds `addr` and serves it from the calling shard's `queue`; returns the bound address.
+pub fn start(addr: SocketAddr, queue: TaskQueueHandle) -> std::io::Result<SocketAddr> {
+    let _ = STARTED.get_or_init(Instant::now);
+    let listener = TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    glommio::spawn_local_into(accept_loop(listener), queue)
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .detach();
+    Ok(local)
+}
+
+async fn accept_loop(listener: TcpListener) {
+    let active = Rc::new(Cell::new(0usize));
+    loop {
+        let stream = match listener.accept().await {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::debug!("admin accept failed: {err}");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if active.get() >= ADMIN_CONNECTIONS_MAX {
+            serve(stream).await; // at the cap: serve inline, which stops accepting
+            continue;
+        }
+        active.set(active.get() + 1);
+        let active = active.clone();
+        glommio::spawn_local(async move {
+            serve(stream).await;
+            active.set(active.get() - 1);
+        })
+        .detach();
+    }
+}
+
+async fn serve(mut stream: TcpStream) {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(ADMIN_REQUEST_TIMEOUT_MS)));
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    let response = loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+        if head.windows(4).any(|w| w == b"\r\n\r\n") {
+            break handle(&head);
+        }
+        if head.len() > ADMIN_REQUEST_HEAD_BYTES_MAX {
+            break Response::text(400, "request head too large\n");
+        }
+    };
+    if let Err(err) = stream.write_all(&response.to_bytes()).await {
+        tracing::debug!("admin response not written: {err}");
+    }
+    let _ = stream.close().await;
+}
+
+/// Parses a request head and routes it.
+#[must_use]
+pub fn handle(head: &[u8]) -> Response {
+    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.trim_end().split(' ');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(method), Some(target), Some(version)) if version.starts_with("HTTP/1.") => {
+            if method != "GET" {
+                return Response::text(405, "only GET is served\n");
+            }
+            super::shard_task::publish_now();
+            route(target)
+        }
+        _ => Response::text(400, "malformed request line\n"),
+    }
+}
+
+/// Serves one GET target from the merged metrics of every shard.
+#[must_use]
+pub fn route(target: &str) -> Response {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    match path {
+        "/metrics" => Response {
+            status: 200,
+            content_type: super::prom::CONTENT_TYPE,
+            body: super::prom::render(hub::merged()),
+        },
+        "/v1/shards" => {
+            let uptime = STARTED.get().map_or(0, |s| super::micros(s.elapsed()) / 1000);
+            match serde_json::to_string(&View::of(&hub::merged(), uptime)) {
+                Ok(body) => Response { status: 200, content_type: "application/json", body },
+                Err(err) => Response::text(500, format!("cannot encode view: {err}\n")),
+            }
+        }
+        _ => match path.strip_prefix("/v1/histograms/") {
+            Some(api) => histogram(api, query),
+            None => Response::text(404, "endpoints: /metrics, /v1/histograms/<api>, /v1/shards\n"),
+        },
+    }
+}
+
+fn histogram(api: &str, query: &str) -> Response {
+    let Some(key) = api_key_of(api) else {
+        return Response::text(404, format!("unknown API {api:?}\n"));
+    };
+    let stage_name =
+        query.split('&').find_map(|kv| kv.strip_prefix("stage=")).unwrap_or(Stage::Total.name());
+    let Some(stage) = Stage::parse(stage_name) else {
+        return Response::text(400, format!("unknown stage {stage_name:?}\n"));
+    };
+    let merged = hub::merged();
+    let body = match merged.histogram(key, stage) {
+        Some(h) => super::hgrm::render(&h.hist),
+        None => super::hgrm::render(&super::LatencyHist::new().hist),
+    };
+    Response::text(200, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_and_rejects() {
+        assert_eq!(handle(b"POST /metrics HTTP/1.1\r\n\r\n").status, 405);
+        assert_eq!(handle(b"garbage\r\n\r\n").status, 400);
+        assert_eq!(handle(b"GET /nope HTTP/1.1\r\n\r\n").status, 404);
+        assert_eq!(route("/v1/histograms/NoSuchApi").status, 404);
+        assert_eq!(route("/v1/histograms/Produce?stage=bogus").status, 400);
+        let h = route("/v1/histograms/produce?stage=send");
+        assert_eq!(h.status, 200);
+        assert!(h.body.contains("Total count"), "{}", h.body);
+        let m = route("/metrics");
+        assert_eq!((m.status, m.content_type), (200, super::super::prom::CONTENT_TYPE));
+        let v: View = serde_json::from_str(&route("/v1/shards").body).expect("json view");
+        assert!(v.apis.len() <= v.apis.len());
+        let bytes = Response::text(200, "hi").to_bytes();
+        assert!(bytes.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        assert!(bytes.ends_with(b"Content-Length: 2\r\nConnection: close\r\n\r\nhi"));
+    }
+}

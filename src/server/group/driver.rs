@@ -1,0 +1,539 @@
+//! The coordinator driver on a group's coordinator shard: keeps the shard's
+//! [`Coordinator`], parks JoinGroup/SyncGroup requests until the coordinator answers
+//! them, persists the records it emits in `__consumer_offsets` (answering only once they
+//! are durable), runs its timers, expires offsets, and replays an offsets partition the
+//! first time a group of it is used on this shard.
+//!
+//! One instance per shard (thread-local: a shard is a thread and the state never leaves
+//! it). Invariants: a group request is served only by the shard owning its partition;
+//! appends for one partition are issued in the order the coordinator emitted them.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::channel::oneshot;
+use kafka_protocol::records::{
+    Compression, Record as KafkaRecord, RecordBatchDecoder, RecordBatchEncoder,
+    RecordEncodeOptions, TimestampType,
+};
+
+use super::{GroupAnswer, GroupCall};
+use crate::constants::{
+    GROUP_LAG_PARTITIONS_MAX, GROUP_LAG_PUBLISH_INTERVAL_MS,
+    OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+};
+use crate::group::placement::{partition_for, OFFSETS_TOPIC};
+use crate::group::records::Record;
+use crate::group::types::{Effects, GroupError, JoinResponse, Reply, SyncResponse, Token};
+use crate::group::{Coordinator, GroupConfig};
+use crate::shard::{now_ms, OwnedPartition, ShardCtx};
+use crate::types::Offset;
+
+/// Longest the timer loop sleeps, so a deadline added meanwhile is at most this late.
+const TIMER_TICK_MS_MAX: i64 = 100;
+/// Bytes read per step while replaying an offsets partition.
+const REPLAY_READ_BYTES: usize = 1024 * 1024;
+
+/// A parked request: the member id of a join (`None` for a sync) and its answer channel.
+type Parked = (Option<String>, oneshot::Sender<Reply>);
+
+struct GroupShard {
+    coordinator: RefCell<Coordinator>,
+    /// Parked joins (with the member id they carried) and syncs.
+    waiters: RefCell<HashMap<Token, Parked>>,
+    next_token: Cell<Token>,
+    loaded: RefCell<HashSet<i32>>,
+    load_lock: futures::lock::Mutex<()>,
+}
+
+thread_local! {
+    static SHARD_STATE: RefCell<Option<Rc<GroupShard>>> = const { RefCell::new(None) };
+}
+
+fn state(ctx: &Rc<ShardCtx>) -> Rc<GroupShard> {
+    if let Some(s) = SHARD_STATE.with(|s| s.borrow().clone()) {
+        return s;
+    }
+    let s = Rc::new(GroupShard {
+        coordinator: RefCell::new(Coordinator::new(GroupConfig::default())),
+        waiters: RefCell::new(HashMap::new()),
+        next_token: Cell::new(1),
+        loaded: RefCell::new(HashSet::new()),
+        load_lock: futures::lock::Mutex::new(()),
+    });
+    SHARD_STATE.with(|cell| *cell.borrow_mut() = Some(s.clone()));
+    drop(ctx.spawn(timer_loop(ctx.clone(), s.clone())));
+    s
+}
+
+/// Runs a group call on this shard (the receiving side of the mesh).
+pub async fn execute(ctx: &Rc<ShardCtx>, call: GroupCall) -> GroupAnswer {
+    let s = state(ctx);
+    if let Some(group_id) = call.group_id() {
+        if let Err(e) = ensure_loaded(ctx, &s, group_id).await {
+            return GroupAnswer::Failed(e);
+        }
+    } else if let Err(e) = load_all_owned(ctx, &s).await {
+        return GroupAnswer::Failed(e);
+    }
+    run_call(ctx, &s, call).await
+}
+
+async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> GroupAnswer {
+    let now = now_ms();
+    match call {
+        GroupCall::Join(req) => {
+            let member_id = req.member_id.clone();
+            let (token, rx) = s.park(Some(member_id.clone()));
+            let effects = s.coordinator.borrow_mut().join(token, req, now);
+            s.apply(ctx, effects);
+            match rx.await {
+                Ok(Reply::Join(r)) => GroupAnswer::Join(r),
+                _ => GroupAnswer::Join(JoinResponse::error(
+                    GroupError::CoordinatorNotAvailable,
+                    &member_id,
+                )),
+            }
+        }
+        GroupCall::Sync(req) => {
+            let (token, rx) = s.park(None);
+            let effects = s.coordinator.borrow_mut().sync(token, req, now);
+            s.apply(ctx, effects);
+            match rx.await {
+                Ok(Reply::Sync(r)) => GroupAnswer::Sync(r),
+                _ => GroupAnswer::Sync(SyncResponse::error(GroupError::CoordinatorNotAvailable)),
+            }
+        }
+        GroupCall::Heartbeat(req) => {
+            GroupAnswer::Heartbeat(s.coordinator.borrow_mut().heartbeat(&req, now).err())
+        }
+        GroupCall::Leave { group_id, members } => {
+            let (result, effects) = s.coordinator.borrow_mut().leave(&group_id, &members, now);
+            s.apply(ctx, effects);
+            GroupAnswer::Leave(result)
+        }
+        GroupCall::Commit(req) => {
+            let outcome = s.coordinator.borrow_mut().commit(&req, now);
+            if outcome.records.is_empty() {
+                return GroupAnswer::Commit(outcome.errors);
+            }
+            match persist(ctx, outcome.records.clone()).await {
+                Ok(()) => {
+                    s.coordinator.borrow_mut().apply_durable(outcome.records, now_ms());
+                    GroupAnswer::Commit(outcome.errors)
+                }
+                Err(reason) => {
+                    tracing::warn!(group = %req.group_id, "offset commit not persisted: {reason}");
+                    let failed =
+                        outcome.errors.iter().map(|_| Some(GroupError::CoordinatorNotAvailable));
+                    GroupAnswer::Commit(failed.collect())
+                }
+            }
+        }
+        GroupCall::Fetch { group_id, partitions } => {
+            let c = s.coordinator.borrow();
+            let rows = match partitions {
+                Some(list) => {
+                    let found = c.fetch(&group_id, &list);
+                    list.into_iter().zip(found).map(|((t, p), v)| (t, p, v)).collect()
+                }
+                None => {
+                    c.fetch_all(&group_id).into_iter().map(|(t, p, v)| (t, p, Some(v))).collect()
+                }
+            };
+            GroupAnswer::Fetch(Ok(rows))
+        }
+        GroupCall::List => GroupAnswer::List(s.coordinator.borrow().list()),
+        GroupCall::Describe(group_id) => {
+            GroupAnswer::Describe(Ok(s.coordinator.borrow().describe(&group_id)))
+        }
+        GroupCall::Delete(group_id) => {
+            let result = s.coordinator.borrow_mut().delete_group(&group_id);
+            match result {
+                Ok(records) => GroupAnswer::Delete(
+                    persist(ctx, records).await.err().map(|_| GroupError::CoordinatorNotAvailable),
+                ),
+                Err(e) => GroupAnswer::Delete(Some(e)),
+            }
+        }
+        GroupCall::OffsetDelete { group_id, partitions } => {
+            let result =
+                s.coordinator.borrow_mut().offset_delete(&group_id, &partitions, subscribed_to);
+            match result {
+                Ok((errors, records)) => match persist(ctx, records).await {
+                    Ok(()) => GroupAnswer::OffsetDelete(Ok(errors)),
+                    Err(_) => GroupAnswer::OffsetDelete(Err(GroupError::CoordinatorNotAvailable)),
+                },
+                Err(e) => GroupAnswer::OffsetDelete(Err(e)),
+            }
+        }
+    }
+}
+
+/// Whether the group's members subscribe to `topic` (consumer protocol subscriptions).
+fn subscribed_to(group: &crate::group::state::Group, topic: &str) -> bool {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Decodable;
+    let protocol = group.protocol.clone().unwrap_or_default();
+    group.members.values().any(|m| {
+        let mut meta = m.metadata_for(&protocol);
+        if meta.len() < 2 {
+            return false;
+        }
+        let version = i16::from_be_bytes([meta[0], meta[1]]);
+        bytes::Buf::advance(&mut meta, 2);
+        ConsumerProtocolSubscription::decode(&mut meta, version)
+            .map(|s| s.topics.iter().any(|t| t.as_str() == topic))
+            .unwrap_or(false)
+    })
+}
+
+impl GroupShard {
+    /// Parks a join (`Some(member id)`) or a sync (`None`) until the coordinator answers.
+    fn park(&self, join_member: Option<String>) -> (Token, oneshot::Receiver<Reply>) {
+        let token = self.next_token.get();
+        self.next_token.set(token.wrapping_add(1));
+        let (tx, rx) = oneshot::channel();
+        self.waiters.borrow_mut().insert(token, (join_member, tx));
+        (token, rx)
+    }
+
+    fn answer(&self, token: Token, reply: Reply) {
+        if let Some((_, tx)) = self.waiters.borrow_mut().remove(&token) {
+            let _ = tx.send(reply);
+        }
+    }
+
+    /// Answers every parked request with NOT_COORDINATOR (shutdown): clients look for the
+    /// coordinator again instead of holding their connection until it closes.
+    fn release_all(&self) {
+        let parked: Vec<_> = self.waiters.borrow_mut().drain().collect();
+        for (_, (join_member, tx)) in parked {
+            let reply = match join_member {
+                Some(member_id) => {
+                    Reply::Join(JoinResponse::error(GroupError::NotCoordinator, &member_id))
+                }
+                None => Reply::Sync(SyncResponse::error(GroupError::NotCoordinator)),
+            };
+            let _ = tx.send(reply);
+        }
+    }
+
+    /// Sends immediate replies; persists records then sends the replies that wait on them.
+    fn apply(self: &Rc<Self>, ctx: &Rc<ShardCtx>, effects: Effects) {
+        for (token, reply) in effects.replies {
+            self.answer(token, reply);
+        }
+        if effects.records.is_empty() {
+            for (token, reply) in effects.after_persist {
+                self.answer(token, reply);
+            }
+            return;
+        }
+        let s = self.clone();
+        let ctx2 = ctx.clone();
+        drop(ctx.spawn(async move {
+            let result = persist(&ctx2, effects.records).await;
+            for (token, reply) in effects.after_persist {
+                let reply = match (&result, reply) {
+                    (Ok(()), reply) => reply,
+                    (Err(_), Reply::Join(j)) => Reply::Join(JoinResponse::error(
+                        GroupError::CoordinatorNotAvailable,
+                        &j.member_id,
+                    )),
+                    (Err(_), Reply::Sync(_)) => {
+                        Reply::Sync(SyncResponse::error(GroupError::CoordinatorNotAvailable))
+                    }
+                };
+                s.answer(token, reply);
+            }
+            if let Err(reason) = result {
+                tracing::warn!("group metadata not persisted: {reason}");
+            }
+        }));
+    }
+}
+
+fn offsets_partition(
+    ctx: &ShardCtx,
+    group_id: &str,
+) -> Result<(i32, Rc<OwnedPartition>), GroupError> {
+    let n = super::route::offsets_partitions(ctx).ok_or(GroupError::NotCoordinator)?;
+    let p = partition_for(group_id, n);
+    ctx.partitions.get(OFFSETS_TOPIC, p).map(|owned| (p, owned)).ok_or(GroupError::NotCoordinator)
+}
+
+async fn ensure_loaded(
+    ctx: &Rc<ShardCtx>,
+    s: &Rc<GroupShard>,
+    group_id: &str,
+) -> Result<(), GroupError> {
+    let (p, owned) = offsets_partition(ctx, group_id)?;
+    if s.loaded.borrow().contains(&p) {
+        return Ok(());
+    }
+    let _guard = s.load_lock.lock().await;
+    if s.loaded.borrow().contains(&p) {
+        return Ok(());
+    }
+    replay(s, &owned).await.map_err(|reason| {
+        tracing::error!(partition = p, "replay of {OFFSETS_TOPIC} failed: {reason}");
+        GroupError::CoordinatorNotAvailable
+    })?;
+    s.loaded.borrow_mut().insert(p);
+    Ok(())
+}
+
+/// Loads every offsets partition this shard owns (before shard-wide calls like ListGroups).
+async fn load_all_owned(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>) -> Result<(), GroupError> {
+    let Some(n) = super::route::offsets_partitions(ctx) else { return Ok(()) };
+    for p in 0..n {
+        let Some(owned) = ctx.partitions.get(OFFSETS_TOPIC, p) else { continue };
+        if s.loaded.borrow().contains(&p) {
+            continue;
+        }
+        let _guard = s.load_lock.lock().await;
+        if s.loaded.borrow().contains(&p) {
+            continue;
+        }
+        replay(s, &owned).await.map_err(|_| GroupError::CoordinatorNotAvailable)?;
+        s.loaded.borrow_mut().insert(p);
+    }
+    Ok(())
+}
+
+/// Rebuilds groups and offsets from one `__consumer_offsets` partition.
+async fn replay(s: &GroupShard, owned: &OwnedPartition) -> Result<(), String> {
+    let log = &owned.log;
+    let end = log.committed_offset();
+    let mut offset = log.log_start_offset();
+    let now = now_ms();
+    let mut count = 0usize;
+    while offset < end {
+        let bytes = log.read(offset, REPLAY_READ_BYTES, end).await.map_err(|e| e.to_string())?;
+        if bytes.is_empty() {
+            break;
+        }
+        let next = replay_batches(s, bytes, now, &mut count)?;
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    tracing::info!(partition = %owned.tp, records = count, "replayed group records");
+    Ok(())
+}
+
+/// Applies every record of a run of batches; returns the offset after the last batch.
+fn replay_batches(
+    s: &GroupShard,
+    mut bytes: Bytes,
+    now: i64,
+    count: &mut usize,
+) -> Result<Offset, String> {
+    let mut next = Offset(-1);
+    while bytes.len() >= 12 {
+        let base = i64::from_be_bytes(bytes[0..8].try_into().map_err(|_| "short batch")?);
+        let len = i32::from_be_bytes(bytes[8..12].try_into().map_err(|_| "short batch")?);
+        let size = 12 + usize::try_from(len).map_err(|_| "negative batch length")?;
+        if size > bytes.len() || size < 27 {
+            break;
+        }
+        let mut batch = bytes.split_to(size);
+        let last_delta = i32::from_be_bytes(batch[23..27].try_into().map_err(|_| "short batch")?);
+        next = Offset(base + i64::from(last_delta) + 1);
+        let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| e.to_string())?;
+        for r in set.records {
+            let Some(key) = r.key else { continue };
+            match Record::decode(&key, r.value.as_deref()) {
+                Ok(record) => {
+                    s.coordinator.borrow_mut().replay(record, now);
+                    *count += 1;
+                }
+                // Keys of other record types (e.g. KIP-848 groups) are skipped, as a
+                // classic-only coordinator cannot use them.
+                Err(err) => tracing::debug!("skipping offsets record: {err}"),
+            }
+        }
+    }
+    Ok(next)
+}
+
+/// Appends records (grouped per offsets partition) and waits until they are durable.
+async fn persist(ctx: &Rc<ShardCtx>, records: Vec<Record>) -> Result<(), String> {
+    let mut by_partition: Vec<(i32, Vec<Record>)> = Vec::new();
+    for record in records {
+        let group = match &record {
+            Record::Offset { group, .. } | Record::Group { group, .. } => group.clone(),
+        };
+        let (p, _) = offsets_partition(ctx, &group).map_err(|e| e.to_string())?;
+        match by_partition.iter_mut().find(|(q, _)| *q == p) {
+            Some((_, list)) => list.push(record),
+            None => by_partition.push((p, vec![record])),
+        }
+    }
+    let mut waits = Vec::new();
+    for (p, list) in by_partition {
+        let owned = ctx.partitions.get(OFFSETS_TOPIC, p).ok_or("offsets partition not owned")?;
+        let batch = encode_batch(&list, now_ms())?;
+        let epoch = owned.leader_epoch.get();
+        let info = owned.log.append(batch, epoch, now_ms()).await.map_err(|e| e.to_string())?;
+        waits.push((owned, info.last_offset));
+    }
+    for (owned, last) in waits {
+        owned.log.wait_committed(last).await.map_err(|e| e.to_string())?;
+        owned.hw_changed.notify();
+    }
+    Ok(())
+}
+
+fn encode_batch(records: &[Record], now: i64) -> Result<Bytes, String> {
+    let kafka_records: Vec<KafkaRecord> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let (key, value) = r.encode();
+            KafkaRecord {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i64::try_from(i).unwrap_or(0),
+                // The encoder starts a new batch whenever offset - sequence changes; this
+                // keeps one batch with base sequence -1 (no producer id).
+                sequence: i32::try_from(i).unwrap_or(0) - 1,
+                timestamp: now,
+                key: Some(key),
+                value,
+                headers: Default::default(),
+            }
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, kafka_records.iter(), &options)
+        .map_err(|e| e.to_string())?;
+    Ok(buf.freeze())
+}
+
+/// Drives the coordinator's timers and offset expiry on this shard.
+async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
+    let mut next_expiry = now_ms() + OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT as i64;
+    let mut next_lag = now_ms() + GROUP_LAG_PUBLISH_INTERVAL_MS;
+    while !ctx.is_shutting_down() {
+        let now = now_ms();
+        let next = s.coordinator.borrow().next_deadline();
+        let wait_ms = next.map_or(TIMER_TICK_MS_MAX, |d| (d - now).clamp(1, TIMER_TICK_MS_MAX));
+        crate::shard::sleep(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1))).await;
+        let now = now_ms();
+        let effects = s.coordinator.borrow_mut().tick(now);
+        s.apply(&ctx, effects);
+        if now >= next_lag {
+            next_lag = now + GROUP_LAG_PUBLISH_INTERVAL_MS;
+            drop(ctx.spawn(publish_lag(ctx.clone(), s.clone())));
+        }
+        if now >= next_expiry {
+            next_expiry = now + OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT as i64;
+            let image = ctx.image();
+            let records = s.coordinator.borrow_mut().expire(now, |t| image.topics.contains_key(t));
+            if !records.is_empty() {
+                s.apply(&ctx, Effects { records, ..Effects::default() });
+            }
+        }
+    }
+    s.release_all();
+}
+
+/// Publishes `log end offset - committed offset` of every committed partition of the
+/// groups this shard coordinates to the metrics endpoint (ListOffsets -1 on each
+/// partition's owner shard).
+async fn publish_lag(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
+    use crate::server::owner::{PartitionOp, PartitionResult};
+    use crate::shard::{ShardReply, ShardRequest};
+    let committed: Vec<(String, String, i32, i64)> = {
+        let c = s.coordinator.borrow();
+        let ids: Vec<String> = c.group_ids().cloned().collect();
+        ids.into_iter()
+            .flat_map(|g| c.offsets_of(&g).into_iter().map(move |((t, p), o)| (g.clone(), t, p, o)))
+            .take(GROUP_LAG_PARTITIONS_MAX)
+            .collect()
+    };
+    let mut by_shard: HashMap<crate::types::ShardId, Vec<(String, String, i32, i64)>> =
+        HashMap::new();
+    for row in committed {
+        if let Some((shard, _)) = ctx.owner_of(&row.1, row.2) {
+            by_shard.entry(shard).or_default().push(row);
+        }
+    }
+    for (shard, rows) in by_shard {
+        let ops = rows
+            .iter()
+            .map(|(_, t, p, _)| PartitionOp::ListOffsets {
+                topic: t.clone(),
+                partition: *p,
+                timestamp: -1,
+                current_leader_epoch: -1,
+            })
+            .collect();
+        let Ok(ShardReply::Partitions(results)) =
+            ctx.call(shard, ShardRequest::Partitions(ops)).await.await
+        else {
+            continue;
+        };
+        for ((group, topic, partition, offset), result) in rows.into_iter().zip(results) {
+            if let PartitionResult::ListOffsets(Ok(end)) = result {
+                crate::metrics::consumer_lag(
+                    &group,
+                    &topic,
+                    partition,
+                    (end.offset - offset).max(0),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::records::OffsetValue;
+
+    #[test]
+    fn encoded_batch_has_a_valid_crc_and_decodes_back() {
+        let records: Vec<Record> = (0..6)
+            .map(|p| Record::Offset {
+                group: "g1".into(),
+                topic: "t6".into(),
+                partition: p,
+                value: Some(OffsetValue {
+                    offset: 10,
+                    leader_epoch: 0,
+                    metadata: String::new(),
+                    commit_timestamp_ms: 1,
+                    expire_timestamp_ms: -1,
+                }),
+            })
+            .collect();
+        let batch = encode_batch(&records, 1000).expect("encode");
+        let crc = u32::from_be_bytes(batch[17..21].try_into().expect("crc"));
+        assert_eq!(crc32c::crc32c(&batch[21..]), crc, "one batch of {} bytes", batch.len());
+        assert_eq!(&batch[53..57], &(-1i32).to_be_bytes(), "base sequence");
+        let state = GroupShard {
+            coordinator: RefCell::new(Coordinator::new(GroupConfig::default())),
+            waiters: RefCell::new(HashMap::new()),
+            next_token: Cell::new(1),
+            loaded: RefCell::new(HashSet::new()),
+            load_lock: futures::lock::Mutex::new(()),
+        };
+        let mut count = 0;
+        let next = replay_batches(&state, batch, 2000, &mut count).expect("replay");
+        assert_eq!((next, count), (Offset(6), 6));
+        assert_eq!(state.coordinator.borrow().fetch_all("g1").len(), 6);
+    }
+}

@@ -1,0 +1,63 @@
+//! FindCoordinator: this broker coordinates every group (single node); the first request
+//! creates `__consumer_offsets`. Batched keys from v4. Only group keys (type 0) are
+//! served: transactions (type 1) and share groups (type 2) are not implemented yet.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::find_coordinator_response::Coordinator as CoordinatorEntry;
+use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{ensure_offsets_topic, error_code};
+use crate::group::types::GroupError;
+use crate::protocol::decode_request;
+use crate::server::dispatch::{respond, ResponseFuture};
+use crate::shard::ShardCtx;
+
+/// Kafka 4's range is 0–6; v6 only adds the share-group key type, answered with an error.
+pub const VERSIONS: (i16, i16) = (0, 6);
+
+const GROUP_KEY_TYPE: i8 = 0;
+
+pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+    let (header, req) =
+        decode_request::<FindCoordinatorRequest>(frame, ApiKey::FindCoordinator, version)
+            .map_err(|e| e.to_string())?;
+    let ctx = ctx.clone();
+    Ok(Box::pin(async move {
+        let keys: Vec<StrBytes> =
+            if version >= 4 { req.coordinator_keys.clone() } else { vec![req.key.clone()] };
+        let error = if req.key_type != GROUP_KEY_TYPE {
+            Some(GroupError::CoordinatorNotAvailable)
+        } else {
+            ensure_offsets_topic(&ctx).await.err()
+        };
+        let node_id = BrokerId(ctx.config.node_id.0);
+        let host = StrBytes::from_string(ctx.config.advertised_host.clone());
+        let port = i32::from(ctx.config.advertised_port);
+        let mut response = FindCoordinatorResponse::default();
+        if version >= 4 {
+            response.coordinators = keys
+                .into_iter()
+                .map(|key| {
+                    let entry = CoordinatorEntry::default()
+                        .with_key(key)
+                        .with_error_code(error_code(error));
+                    match error {
+                        None => entry.with_node_id(node_id).with_host(host.clone()).with_port(port),
+                        Some(_) => entry.with_node_id(BrokerId(-1)).with_port(-1),
+                    }
+                })
+                .collect();
+        } else {
+            response.error_code = error_code(error);
+            if error.is_none() {
+                response = response.with_node_id(node_id).with_host(host).with_port(port);
+            } else {
+                response = response.with_node_id(BrokerId(-1)).with_port(-1);
+            }
+        }
+        respond(ApiKey::FindCoordinator, version, header.correlation_id, &response)
+    }))
+}

@@ -1,0 +1,135 @@
+//! Kafka's group APIs: one handler file per API, the routing of a group's requests to its
+//! coordinator shard (the owner of its `__consumer_offsets` partition), and the driver
+//! that runs the pure [`crate::group::Coordinator`] on that shard.
+//!
+//! Handlers run on the connection's shard and send a [`GroupCall`] over the mesh; the
+//! coordinator shard answers with a [`GroupAnswer`]. Invariant: Kafka error codes are
+//! chosen here ([`error_code`]), never in `crate::group`.
+
+pub mod delete_groups;
+pub mod describe_groups;
+mod driver;
+pub mod find_coordinator;
+pub mod heartbeat;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
+mod route;
+pub mod sync_group;
+
+use std::rc::Rc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::protocol::StrBytes;
+
+pub use driver::execute;
+pub use route::{call_group, coordinator_shard, ensure_offsets_topic};
+
+use crate::group::types::{
+    CommitRequest, Committed, GroupError, GroupState, GroupSummary, HeartbeatRequest, JoinRequest,
+    JoinResponse, LeavingMember, SyncRequest, SyncResponse,
+};
+use crate::shard::ShardCtx;
+
+/// A group operation sent to the group's coordinator shard.
+pub enum GroupCall {
+    Join(JoinRequest),
+    Sync(SyncRequest),
+    Heartbeat(HeartbeatRequest),
+    Leave {
+        group_id: String,
+        members: Vec<LeavingMember>,
+    },
+    Commit(CommitRequest),
+    /// `None`: every committed offset of the group.
+    Fetch {
+        group_id: String,
+        partitions: Option<Vec<(String, i32)>>,
+    },
+    /// ListGroups on one shard: every group it coordinates.
+    List,
+    Describe(String),
+    Delete(String),
+    OffsetDelete {
+        group_id: String,
+        partitions: Vec<(String, i32)>,
+    },
+}
+
+impl GroupCall {
+    /// The group the call is about (`None` for shard-wide calls).
+    #[must_use]
+    pub fn group_id(&self) -> Option<&str> {
+        match self {
+            GroupCall::Join(r) => Some(&r.group_id),
+            GroupCall::Sync(r) => Some(&r.group_id),
+            GroupCall::Heartbeat(r) => Some(&r.group_id),
+            GroupCall::Commit(r) => Some(&r.group_id),
+            GroupCall::Leave { group_id, .. }
+            | GroupCall::Fetch { group_id, .. }
+            | GroupCall::OffsetDelete { group_id, .. }
+            | GroupCall::Describe(group_id)
+            | GroupCall::Delete(group_id) => Some(group_id),
+            GroupCall::List => None,
+        }
+    }
+}
+
+/// The coordinator shard's answer.
+pub enum GroupAnswer {
+    Join(JoinResponse),
+    Sync(SyncResponse),
+    Heartbeat(Option<GroupError>),
+    Leave(Result<Vec<Option<GroupError>>, GroupError>),
+    Commit(Vec<Option<GroupError>>),
+    Fetch(Result<Vec<(String, i32, Option<Committed>)>, GroupError>),
+    List(Vec<(String, String, GroupState)>),
+    Describe(Result<GroupSummary, GroupError>),
+    Delete(Option<GroupError>),
+    OffsetDelete(Result<Vec<Option<GroupError>>, GroupError>),
+    /// The call could not reach a coordinator (wrong shard, loading, mesh failure).
+    Failed(GroupError),
+}
+
+/// The Kafka error for a coordinator error: the protocol boundary.
+#[must_use]
+pub fn error_code(err: Option<GroupError>) -> i16 {
+    let Some(err) = err else { return 0 };
+    let e = match err {
+        GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+        GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+        GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+        GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+        GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+        GroupError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        // Kafka maps a group record over the message size limit to this.
+        GroupError::MetadataTooLarge => ResponseError::UnknownServerError,
+    };
+    e.code()
+}
+
+fn opt_str(s: Option<StrBytes>) -> Option<String> {
+    s.map(|s| s.to_string())
+}
+
+fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// Host part shown for members (the connection's peer address is not passed to handlers).
+fn client_host(_ctx: &Rc<ShardCtx>) -> String {
+    "/127.0.0.1".to_string()
+}

@@ -1,0 +1,153 @@
+//! Finding a group's coordinator shard and calling it; creating `__consumer_offsets` on
+//! first use through the controller (as a CreateTopics request with Kafka's settings for
+//! the topic: `offsets.topic.num.partitions` partitions, compacted).
+//!
+//! Runs on the connection's shard.
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+use super::{GroupAnswer, GroupCall};
+use crate::constants::OFFSETS_TOPIC_PARTITIONS_DEFAULT;
+use crate::group::placement::{partition_for, OFFSETS_TOPIC};
+use crate::group::types::GroupError;
+use crate::server::control::{call_controller, ControllerReply, ControllerRequest};
+use crate::shard::{Pending, ShardCtx, ShardReply, ShardRequest};
+use crate::types::ShardId;
+
+/// CreateTopics version used for the internal request.
+const CREATE_TOPICS_VERSION: i16 = 2;
+/// Kafka's `offsets.topic.segment.bytes` default (100 MiB): small segments compact sooner.
+const OFFSETS_TOPIC_SEGMENT_BYTES: &str = "104857600";
+
+/// Partition count of `__consumer_offsets`, if it exists.
+#[must_use]
+pub fn offsets_partitions(ctx: &ShardCtx) -> Option<i32> {
+    let image = ctx.image();
+    let topic = image.topics.get(OFFSETS_TOPIC)?;
+    i32::try_from(topic.partitions.len()).ok().filter(|n| *n > 0)
+}
+
+/// The shard coordinating `group_id`, per the cached metadata image.
+pub fn coordinator_shard(ctx: &ShardCtx, group_id: &str) -> Result<ShardId, GroupError> {
+    let n = offsets_partitions(ctx).ok_or(GroupError::CoordinatorNotAvailable)?;
+    let partition = partition_for(group_id, n);
+    ctx.owner_of(OFFSETS_TOPIC, partition)
+        .map(|(shard, _)| shard)
+        .ok_or(GroupError::CoordinatorNotAvailable)
+}
+
+/// Sends `call` to the group's coordinator shard; the returned future gathers the answer.
+/// The send happens before this returns, so calls keep the connection's order.
+pub async fn call_group(
+    ctx: &Rc<ShardCtx>,
+    call: GroupCall,
+) -> impl std::future::Future<Output = GroupAnswer> {
+    let shard = match call.group_id() {
+        Some(group) => coordinator_shard(ctx, group),
+        None => Err(GroupError::CoordinatorNotAvailable),
+    };
+    let pending: Result<Pending, GroupError> = match shard {
+        Ok(shard) => Ok(ctx.call(shard, ShardRequest::Group(call)).await),
+        Err(e) => Err(e),
+    };
+    async move {
+        match pending {
+            Ok(pending) => answer(pending.await),
+            Err(e) => GroupAnswer::Failed(e),
+        }
+    }
+}
+
+/// Sends a shard-wide call to one shard.
+pub async fn call_shard(ctx: &Rc<ShardCtx>, shard: ShardId, call: GroupCall) -> GroupAnswer {
+    answer(ctx.call(shard, ShardRequest::Group(call)).await.await)
+}
+
+fn answer(reply: Result<ShardReply, crate::shard::MeshError>) -> GroupAnswer {
+    match reply {
+        Ok(ShardReply::Group(answer)) => answer,
+        Ok(_) => GroupAnswer::Failed(GroupError::CoordinatorNotAvailable),
+        Err(err) => {
+            tracing::warn!("group coordinator unreachable: {err}");
+            GroupAnswer::Failed(GroupError::CoordinatorNotAvailable)
+        }
+    }
+}
+
+/// Creates `__consumer_offsets` if the image does not have it yet.
+pub async fn ensure_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> {
+    if offsets_partitions(ctx).is_some() {
+        return Ok(());
+    }
+    let frame = create_request().map_err(|_| GroupError::CoordinatorNotAvailable)?;
+    let req = ControllerRequest::Admin {
+        api: ApiKey::CreateTopics,
+        version: CREATE_TOPICS_VERSION,
+        frame,
+    };
+    match call_controller(ctx, req).await {
+        ControllerReply::Encoded(frame) => check_created(frame),
+        ControllerReply::Done => Ok(()),
+        ControllerReply::Rejected(reason) => {
+            tracing::warn!("creating {OFFSETS_TOPIC} failed: {reason}");
+            Err(GroupError::CoordinatorNotAvailable)
+        }
+    }?;
+    if offsets_partitions(ctx).is_some() {
+        Ok(())
+    } else {
+        Err(GroupError::CoordinatorNotAvailable)
+    }
+}
+
+fn create_request() -> anyhow::Result<Bytes> {
+    let config = |name: &str, value: &str| {
+        CreatableTopicConfig::default()
+            .with_name(StrBytes::from_string(name.into()))
+            .with_value(Some(StrBytes::from_string(value.into())))
+    };
+    let topic = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str(OFFSETS_TOPIC)))
+        .with_num_partitions(OFFSETS_TOPIC_PARTITIONS_DEFAULT)
+        .with_replication_factor(-1)
+        .with_configs(vec![
+            config("cleanup.policy", "compact"),
+            config("compression.type", "producer"),
+            config("segment.bytes", OFFSETS_TOPIC_SEGMENT_BYTES),
+        ]);
+    let body = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(30_000);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::CreateTopics as i16)
+        .with_request_api_version(CREATE_TOPICS_VERSION)
+        .with_client_id(Some(StrBytes::from_static_str("shardlog-group-coordinator")));
+    let mut buf = BytesMut::new();
+    header.encode(&mut buf, ApiKey::CreateTopics.request_header_version(CREATE_TOPICS_VERSION))?;
+    body.encode(&mut buf, CREATE_TOPICS_VERSION)?;
+    Ok(buf.freeze())
+}
+
+/// Accepts success and TOPIC_ALREADY_EXISTS (a concurrent creation).
+fn check_created(frame: Bytes) -> Result<(), GroupError> {
+    let mut body = frame.slice(4.min(frame.len())..);
+    let version = CREATE_TOPICS_VERSION;
+    let decoded =
+        ResponseHeader::decode(&mut body, ApiKey::CreateTopics.response_header_version(version))
+            .and_then(|_| CreateTopicsResponse::decode(&mut body, version));
+    let Ok(response) = decoded else { return Err(GroupError::CoordinatorNotAvailable) };
+    let already_exists = kafka_protocol::error::ResponseError::TopicAlreadyExists.code();
+    match response.topics.first().map(|t| t.error_code) {
+        Some(0) => Ok(()),
+        Some(code) if code == already_exists => Ok(()),
+        other => {
+            tracing::warn!("creating {OFFSETS_TOPIC} failed with error {other:?}");
+            Err(GroupError::CoordinatorNotAvailable)
+        }
+    }
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Real-client consumer-group tests against a freshly started broker on 127.0.0.1:
+# confluent-kafka (three consumers), kafka-python + Kafka's ConsumerGroupCommand (lag,
+# reset, delete), Java kafka-clients (cooperative-sticky, static membership), and the
+# kafkajs (producer + group consumers), and the restart test (SIGTERM/SIGKILL; starts
+# its own broker). Every test is bounded.
+# Usage: tests/groups/run.sh [PORT]   (default 39170; restart test uses PORT+1)
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+PORT="${1:-39170}"
+BIN="$REPO/target/debug/shardlog"
+cd "$REPO"
+cargo build -q --bin shardlog
+DATA="$(mktemp -d)"
+"$BIN" serve --listen "127.0.0.1:$PORT" --data-dir "$DATA" --shards 2 --log-level warn &
+BROKER=$!
+trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null; rm -rf "$DATA"' EXIT
+for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break; sleep 0.1; done
+status=0
+run() { echo "== $1"; shift; if ! timeout 300 "$@"; then echo "FAILED"; status=1; fi; }
+run "confluent-kafka: three consumers" python3 "$HERE/three_consumers.py" "127.0.0.1:$PORT"
+run "kafka-python + ConsumerGroupCommand" python3 "$HERE/kafka_python_and_tools.py" "127.0.0.1:$PORT" "$BIN"
+run "java kafka-clients" java -Xmx256m -cp "$("$REPO/perf/kafka/kafka.sh" classpath)" \
+  "$HERE/java/GroupCheck.java" "127.0.0.1:$PORT"
+KJS="$REPO/.interop-cache/kafkajs"
+if [[ ! -d "$KJS/node_modules/kafkajs" ]] && command -v npm >/dev/null; then
+  mkdir -p "$KJS" && (cd "$KJS" && npm install --silent --no-audit --no-fund kafkajs@2.2.4)
+fi
+if [[ -d "$KJS/node_modules/kafkajs" ]]; then
+  run "kafkajs" env NODE_PATH="$KJS/node_modules" KAFKAJS_NO_PARTITIONER_WARNING=1 \
+    node "$HERE/kafkajs_group.js" "127.0.0.1:$PORT"
+else
+  echo "== kafkajs: skipped (npm not available)"
+fi
+run "restart (SIGTERM, SIGKILL)" python3 "$HERE/restart.py" "$BIN" "$((PORT + 1))"
+exit $status
