@@ -127,7 +127,12 @@ start_kafka() {
   "$KAFKA_SH" start --port "$KAFKA_PORT" --dir "$KAFKA_DIR" --cpu "$BROKER_CPU" "$@" >"$TMP/kafka.pid"
   BROKER_PID="$(cat "$TMP/kafka.pid")"
 }
-stop_kafka() { "$KAFKA_SH" stop --dir "$KAFKA_DIR" >/dev/null 2>&1 || true; }
+# Data dirs go as soon as a broker stops: both brokers' data at once would not fit on
+# a small disk.
+stop_kafka() {
+  "$KAFKA_SH" stop --dir "$KAFKA_DIR" >/dev/null 2>&1 || true
+  rm -rf "$KAFKA_DIR/data"
+}
 
 start_shardlog() {
   local dir="$TMP/shardlog"
@@ -150,13 +155,14 @@ stop_shardlog() {
   kill -9 "$SHARDLOG_PID" 2>/dev/null || true
   wait "$SHARDLOG_PID" 2>/dev/null || true
   SHARDLOG_PID=""
+  rm -rf "$TMP/shardlog/data"
 }
 
 # Broker process resources: RSS MiB and open file descriptors.
 resources() {
   local pid="$1" rss fds
-  rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")
-  fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
+  rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$pid/status" 2>/dev/null || true)
+  fds=$( (ls "/proc/$pid/fd" 2>/dev/null || true) | wc -l)
   echo "{\"rss_mib\": ${rss:-0}, \"open_fds\": ${fds:-0}}"
 }
 
@@ -225,6 +231,9 @@ run_workloads() {
   resources "$BROKER_PID" >"$r/resources.json"
 }
 
+free_gib=$(df -Pk "$TMP" | awk 'NR==2 {print int($4 / 1048576)}')
+need_gib=$(( (W5_BYTES >> 30) * 3 + 3 ))
+((free_gib >= need_gib)) || log "warning: $free_gib GiB free in $TMP, the run writes up to ~$need_gib GiB per broker"
 machine
 if [[ "$ONLY" != shardlog ]]; then
   [[ -x "$KAFKA_SH" ]] || die "$KAFKA_SH missing (the Kafka launcher)"
