@@ -141,10 +141,12 @@ impl<F: FileSystem> LogInner<F> {
             Job::Write { seg_base, file, pos, parts, end_bytes, end_offset, sync } => {
                 let path = self.seg_path(seg_base);
                 let refs: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+                let started = std::time::Instant::now();
                 file.write_at(pos, &refs).await.map_err(StorageError::io("write", &path, pos))?;
                 if sync {
                     file.sync().await.map_err(StorageError::io("fsync", &path, pos))?;
                 }
+                crate::metrics::flush(started.elapsed(), parts.len() as u64 - 1);
                 let tail = tail_bytes(&parts, (end_bytes - align_down(end_bytes)) as usize);
                 self.complete_write(seg_base, end_bytes, tail, end_offset, sync);
             }
