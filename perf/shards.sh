@@ -127,19 +127,27 @@ one_config() {
   local bin="$1" shards="$2" pps="$3" label="$4" fixed_rate="${5:-}"
   local parts=$((shards * pps)) topic="t-$shards-$pps-$RANDOM"
   start_broker "$bin" "$shards"
+  # Busy % is over the last second, so scrape mid-run (broker p99 is cumulative: after).
+  (sleep $((WARM + DUR / 2)); scrape >"$TMP/mid-max.txt" 2>/dev/null) &
+  local scraper=$!
   produce "$topic" "$parts" "$TMP/max.json" || { stop_broker; log "max run failed"; return 0; }
+  wait "$scraper" || true
   local rps mib cp99 half
   rps=$(field "$TMP/max.json" 's["records_per_s"]')
   mib=$(field "$TMP/max.json" '"%.1f" % s["mib_per_s"]')
   cp99=$(field "$TMP/max.json" '"%.3f" % (s["latency_us"]["p99"]/1e3)')
-  read -r _ busy_max < <(scrape)
+  read -r _ busy_max <"$TMP/mid-max.txt" || busy_max="-"
   half=${fixed_rate:-$(python3 -c "print(max(1000, int(float('$rps') / 2)))")}
+  (sleep $((WARM + DUR / 2)); scrape >"$TMP/mid-rate.txt" 2>/dev/null) &
+  scraper=$!
   produce "$topic" "$parts" "$TMP/rate.json" --rate "$half" || { stop_broker; log "rate run failed"; return 0; }
+  wait "$scraper" || true
   local p50 p99 p999 bp99 busy_rate
   p50=$(field "$TMP/rate.json" '"%.3f" % (s["latency_us"]["p50"]/1e3)')
   p99=$(field "$TMP/rate.json" '"%.3f" % (s["latency_us"]["p99"]/1e3)')
   p999=$(field "$TMP/rate.json" '"%.3f" % (s["latency_us"]["p999"]/1e3)')
-  read -r bp99 busy_rate < <(scrape)
+  read -r _ busy_rate <"$TMP/mid-rate.txt" || busy_rate="-"
+  read -r bp99 _ < <(scrape)
   stop_broker
   printf '%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$COMMIT" \
     "$shards" "$pps" "$rps" "$mib" "$cp99" "$busy_max" "$half" "$p50" "$p99" "$p999" "$bp99" \
