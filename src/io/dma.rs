@@ -2,7 +2,9 @@
 //!
 //! Lives on the shard whose executor created the handles. Writes copy the caller's parts into
 //! one aligned DMA buffer, zero-padded to [`DIRECT_IO_ALIGNMENT_BYTES`]; reads use glommio's
-//! unaligned `read_at`, which widens the request to the alignment itself.
+//! unaligned `read_at`, which widens the request to the alignment itself. Directory
+//! operations (create, list, rename, remove, directory fsync) are plain blocking syscalls:
+//! they are rare (segment roll, checkpoints, open) and tiny.
 
 use std::cell::RefCell;
 use std::io;
