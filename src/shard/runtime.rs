@@ -139,6 +139,9 @@ async fn shard_main(
     );
     let background_queue =
         exec.create_task_queue(Shares::Static(50), Latency::NotImportant, "background");
+    let admin =
+        (me.0 + 1 == config.shards).then(|| crate::metrics::http::admin_addr(config.admin_listen));
+    crate::metrics::shard_task::start_shard(me.0, background_queue, admin);
     // The iopoll probe must run on every executor before it opens any log (design.md §5).
     if let Err(err) = crate::io::probe_data_dir(&config.data_dir).await {
         fatal(&format!("data dir {} failed the I/O probe: {err}", config.data_dir.display()));
@@ -222,6 +225,7 @@ async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener) {
                     tracing::debug!("TCP_NODELAY failed: {err}");
                 }
                 let ctx2 = ctx.clone();
+                crate::metrics::count(crate::metrics::Count::ConnectionsAccepted, 1);
                 drop(ctx.spawn(crate::server::connection::run(ctx2, stream)));
             }
             Err(err) => {
