@@ -47,6 +47,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     start_signal_thread()?;
+    ensure_port_free(config.listen)?;
     let first_listener = bind_listener(config.listen)
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local =
@@ -110,6 +111,18 @@ fn placement(shard_count: usize) -> anyhow::Result<PoolPlacement> {
         })
         .collect();
     Ok(PoolPlacement::Custom(sets))
+}
+
+/// Every shard binds the Kafka port with SO_REUSEPORT, which would also let a second broker
+/// process silently share a port already in use; an exclusive bind first refuses that, as
+/// Kafka does ("address already in use").
+fn ensure_port_free(addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    std::net::TcpListener::bind(addr)
+        .map(drop)
+        .with_context(|| format!("cannot listen on {addr} (is another broker using it?)"))
 }
 
 fn bind_listener(addr: std::net::SocketAddr) -> std::io::Result<socket2::Socket> {
