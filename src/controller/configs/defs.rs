@@ -21,7 +21,8 @@ const fn syn_unit(
 }
 
 const LONG_MAX: &str = "9223372036854775807";
-const NO_RETENTION: Effect = Effect::NotYet("compaction (cleanup.policy=compact) comes with issue 6; delete acts");
+const NO_RETENTION: Effect =
+    Effect::NotYet("compaction (cleanup.policy=compact) comes with issue 6; delete acts");
 const NO_COMPACTION: Effect = Effect::NotYet("log compaction comes with issue 6");
 const NO_REPLICATION: Effect =
     Effect::NotYet("single-node broker: every partition has one replica");
