@@ -127,6 +127,8 @@ pub const BENCH_IN_FLIGHT_MAX: usize = 64;
 pub const BENCH_RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// Highest latency the histograms record: one hour in microseconds.
 pub const BENCH_LATENCY_US_MAX: u64 = 3_600_000_000;
+/// A run with nothing acknowledged for this long stops: the broker is stalled.
+pub const BENCH_STALL_TIMEOUT_MS: u64 = 30_000;
 
 // ---------------------------------------------------------------- metrics
 /// Highest latency the broker's histograms track (2 minutes, above the Fetch long-poll

@@ -127,10 +127,12 @@ impl<F: FileSystem> LogInner<F> {
         let path = self.seg_path(w.seg_base);
         async move {
             let refs: Vec<&[u8]> = w.parts.iter().map(|p| &p[..]).collect();
+            let started = Instant::now();
             w.file.write_at(w.pos, &refs).await.map_err(StorageError::io("write", &path, w.pos))?;
             if w.sync {
                 w.file.sync().await.map_err(StorageError::io("fsync", &path, w.pos))?;
             }
+            crate::metrics::flush(started.elapsed(), w.parts.len().saturating_sub(1) as u64);
             Ok(WriteDone {
                 seg_base: w.seg_base,
                 end_bytes: w.end_bytes,
