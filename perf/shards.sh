@@ -18,7 +18,8 @@
 # Bounded: ~8 minutes by default, ~3 with --quick. Ports 49150-49159.
 # Results: perf/results/shards-<date>-<commit>.{tsv,md}. Environment: SHARDLOG (binary,
 # default target/release/shardlog), BENCH (load generator, default "$SHARDLOG bench", else
-# target/release/examples/bench), CARGO_BUILD=0 to skip building.
+# target/release/examples/bench), CARGO_BUILD=0 to skip building, SHARDLOG_METRICS and
+# SHARDLOG_NOMETRICS (prebuilt binaries of both builds) to skip the overhead builds.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,7 +33,7 @@ while (($#)); do
     --overhead-only) SWEEP=0 ;;
     --no-overhead) OVERHEAD=0 ;;
     --keep) KEEP="$2"; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "shards.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -58,7 +59,7 @@ mkdir -p "$OUT"
 SHARDLOG="${SHARDLOG:-$ROOT/target/release/shardlog}"
 if [[ "${CARGO_BUILD:-1}" == 1 ]]; then
   log "building release binaries"
-  cargo build --release --bin shardlog --example bench -q 2>&1 | tail -5 >&2
+  cargo build --release --bin shardlog -q 2>&1 | tail -5 >&2
 fi
 if [[ -z "${BENCH:-}" ]]; then
   if "$SHARDLOG" bench --help >/dev/null 2>&1; then BENCH="$SHARDLOG bench"
@@ -127,19 +128,27 @@ one_config() {
   local bin="$1" shards="$2" pps="$3" label="$4" fixed_rate="${5:-}"
   local parts=$((shards * pps)) topic="t-$shards-$pps-$RANDOM"
   start_broker "$bin" "$shards"
+  # Busy % is over the last second, so scrape mid-run (broker p99 is cumulative: after).
+  (sleep $((WARM + DUR / 2)); scrape >"$TMP/mid-max.txt" 2>/dev/null) &
+  local scraper=$!
   produce "$topic" "$parts" "$TMP/max.json" || { stop_broker; log "max run failed"; return 0; }
+  wait "$scraper" || true
   local rps mib cp99 half
   rps=$(field "$TMP/max.json" 's["records_per_s"]')
   mib=$(field "$TMP/max.json" '"%.1f" % s["mib_per_s"]')
   cp99=$(field "$TMP/max.json" '"%.3f" % (s["latency_us"]["p99"]/1e3)')
-  read -r _ busy_max < <(scrape)
+  read -r _ busy_max <"$TMP/mid-max.txt" || busy_max="-"
   half=${fixed_rate:-$(python3 -c "print(max(1000, int(float('$rps') / 2)))")}
+  (sleep $((WARM + DUR / 2)); scrape >"$TMP/mid-rate.txt" 2>/dev/null) &
+  scraper=$!
   produce "$topic" "$parts" "$TMP/rate.json" --rate "$half" || { stop_broker; log "rate run failed"; return 0; }
+  wait "$scraper" || true
   local p50 p99 p999 bp99 busy_rate
   p50=$(field "$TMP/rate.json" '"%.3f" % (s["latency_us"]["p50"]/1e3)')
   p99=$(field "$TMP/rate.json" '"%.3f" % (s["latency_us"]["p99"]/1e3)')
   p999=$(field "$TMP/rate.json" '"%.3f" % (s["latency_us"]["p999"]/1e3)')
-  read -r bp99 busy_rate < <(scrape)
+  read -r _ busy_rate <"$TMP/mid-rate.txt" || busy_rate="-"
+  read -r bp99 _ < <(scrape)
   stop_broker
   printf '%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$COMMIT" \
     "$shards" "$pps" "$rps" "$mib" "$cp99" "$busy_max" "$half" "$p50" "$p99" "$p999" "$bp99" \
@@ -157,17 +166,22 @@ if ((SWEEP)); then
 fi
 
 if ((OVERHEAD)); then
-  log "overhead: building without the metrics feature"
-  cargo build --release --bin shardlog --no-default-features -q 2>&1 | tail -5 >&2
-  cp "$ROOT/target/release/shardlog" "$TMP/shardlog-nometrics"
-  log "overhead: building with the metrics feature"
-  cargo build --release --bin shardlog -q 2>&1 | tail -5 >&2
-  cp "$ROOT/target/release/shardlog" "$TMP/shardlog-metrics"
-  one_config "$TMP/shardlog-metrics" 1 8 "calibrate"
+  ON="${SHARDLOG_METRICS:-}"; OFF="${SHARDLOG_NOMETRICS:-}"
+  if [[ -z "$OFF" ]]; then
+    log "overhead: building without the metrics feature"
+    cargo build --release --bin shardlog --no-default-features -q 2>&1 | tail -5 >&2
+    OFF="$TMP/shardlog-nometrics"; cp "$ROOT/target/release/shardlog" "$OFF"
+  fi
+  if [[ -z "$ON" ]]; then
+    log "overhead: building with the metrics feature"
+    cargo build --release --bin shardlog -q 2>&1 | tail -5 >&2
+    ON="$TMP/shardlog-metrics"; cp "$ROOT/target/release/shardlog" "$ON"
+  fi
+  one_config "$ON" 1 8 "calibrate"
   RATE=$(tail -1 "$TSV" | cut -f9)
   for i in $(seq 1 "$REPEAT"); do
-    one_config "$TMP/shardlog-metrics" 1 8 "metrics-on" "$RATE"
-    one_config "$TMP/shardlog-nometrics" 1 8 "metrics-off" "$RATE"
+    one_config "$ON" 1 8 "metrics-on" "$RATE"
+    one_config "$OFF" 1 8 "metrics-off" "$RATE"
   done
 fi
 

@@ -26,6 +26,8 @@ pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT: i64 = 60 * 60 * 1000;
 pub const LOG_UNWRITTEN_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Largest single write the log writer issues; larger backlogs go in several writes.
 pub const LOG_WRITE_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// O_DIRECT writes one log keeps in flight (they never share a page).
+pub const LOG_WRITES_IN_FLIGHT_MAX: usize = 2;
 /// Default per-shard cache of recent batches.
 pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// Smallest disk read issued by the reader (whole batches are then cut out of it).
@@ -158,6 +160,7 @@ const _: () = assert!(CONNECTION_IN_FLIGHT_MAX >= 5); // the Java producer's def
 const _: () = assert!(SEGMENT_INDEX_BYTES_DEFAULT as u64 <= SEGMENT_BYTES_DEFAULT);
 const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as u64) < SEGMENT_BYTES_DEFAULT);
 const _: () = assert!(LOG_WRITE_BYTES_MAX <= LOG_UNWRITTEN_BYTES_MAX);
+const _: () = assert!(LOG_WRITE_BYTES_MAX as u64 % DIRECT_IO_ALIGNMENT_BYTES == 0);
 const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as usize) <= LOG_UNWRITTEN_BYTES_MAX);
 const _: () = assert!(LOG_READ_CHUNK_BYTES_MIN as u64 % DIRECT_IO_ALIGNMENT_BYTES == 0);
 const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);

@@ -112,7 +112,7 @@ fn scrape_matches_a_produce_consume_run() {
     assert_eq!(get("shardlog_requests_in_flight", &[]), Some(0.0), "{text}");
     let p99 = [("api", "Produce"), ("stage", "total"), ("quantile", "0.99")];
     assert!(get("shardlog_request_latency_percentile_seconds", &p99).expect("p99") > 0.0);
-    // TODO(after server wiring): assert!(get("shardlog_storage_flush_latency_seconds_count", &[]).expect("flushes") >= 1.0);
+    assert!(get("shardlog_storage_flush_latency_seconds_count", &[]).expect("flushes") >= 1.0);
 
     let hgrm = http_get(&b.admin, "/v1/histograms/Produce").expect("hgrm");
     let points = shardlog::metrics::hgrm::parse(&hgrm).expect("hgrm parses");

@@ -2,7 +2,9 @@
 //!
 //! Lives on the shard whose executor created the handles. Writes copy the caller's parts into
 //! one aligned DMA buffer, zero-padded to [`DIRECT_IO_ALIGNMENT_BYTES`]; reads use glommio's
-//! unaligned `read_at`, which widens the request to the alignment itself.
+//! unaligned `read_at`, which widens the request to the alignment itself. Directory
+//! operations (create, list, rename, remove, directory fsync) are plain blocking syscalls:
+//! they are rare (segment roll, checkpoints, open) and tiny.
 
 use std::cell::RefCell;
 use std::io;
@@ -14,7 +16,7 @@ use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
 use super::{align_up, DataFile, FileSystem, LocalTask, DIRECT_IO_ALIGNMENT_BYTES};
 
-/// Name of the probe file [`probe`] writes in each data directory.
+/// Name prefix of the probe files [`probe`] writes in each data directory (one per executor).
 pub const PROBE_FILE_NAME: &str = ".shardlog-iopoll-probe";
 
 /// The glommio DMA file system. Stateless: handles are per file.
@@ -166,7 +168,9 @@ impl FileSystem for DmaFileSystem {
 /// See [`super::probe_data_dir`].
 pub(super) async fn probe(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let path = dir.join(PROBE_FILE_NAME);
+    // One file per executor: every shard probes the same directory at start, and a shared
+    // file would let one shard's create (truncate) race another's read-back.
+    let path = dir.join(format!("{PROBE_FILE_NAME}-{}", glommio::executor().id()));
     let len = usize::try_from(DIRECT_IO_ALIGNMENT_BYTES).map_err(io::Error::other)?;
     {
         let file = DmaFile::create(&path).await.map_err(glommio_io)?;

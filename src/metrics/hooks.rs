@@ -10,6 +10,7 @@ use std::time::Instant;
 use super::{with, Level, Stage};
 use crate::server::owner::PartitionOp;
 use crate::shard::ShardRequest;
+use crate::storage::AppendInfo;
 
 const PRODUCE: i16 = 0;
 const FETCH: i16 = 1;
@@ -31,9 +32,10 @@ pub fn api_of(req: &ShardRequest) -> Option<i16> {
     }
 }
 
-/// A produce of `records` records in `bytes` bytes to `topic` was appended and committed;
-/// the append started at `started` (its time is the Produce `storage` stage).
-pub fn produced(topic: &str, bytes: usize, records: i64, started: Instant) {
+/// A produce of `bytes` bytes to `topic` was appended (`info`) and committed; the append
+/// started at `started` (its time is the Produce `storage` stage).
+pub fn produced(topic: &str, bytes: usize, info: &AppendInfo, started: Instant) {
+    let records = info.last_offset.0 - info.base_offset.0 + 1;
     with(|r| {
         r.record(PRODUCE, Stage::Storage, started.elapsed());
         r.topic_in(topic, bytes as u64, u64::try_from(records).unwrap_or(0));

@@ -16,6 +16,7 @@ use futures::{SinkExt, StreamExt};
 
 use super::dispatch::{dispatch, Outcome, ResponseFuture};
 use crate::constants::CONNECTION_IN_FLIGHT_MAX;
+use crate::metrics::RequestTimer;
 use crate::protocol::read_frame;
 use crate::shard::{Notify, ShardCtx};
 
@@ -25,20 +26,22 @@ where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     ctx.connections.set(ctx.connections.get() + 1);
+    crate::metrics::adjust(crate::metrics::Level::ConnectionsActive, 1);
     let (mut reader, writer) = stream.split();
-    let (tx, rx) = mpsc::channel::<ResponseFuture>(CONNECTION_IN_FLIGHT_MAX);
+    let (tx, rx) = mpsc::channel::<(ResponseFuture, RequestTimer)>(CONNECTION_IN_FLIGHT_MAX);
     let closed = Rc::new(Notify::new());
     let writer_task = ctx.spawn(write_loop(writer, rx, closed.clone()));
     read_loop(&ctx, &mut reader, tx, &closed).await;
     let _ = writer_task.await;
     ctx.connections.set(ctx.connections.get() - 1);
+    crate::metrics::adjust(crate::metrics::Level::ConnectionsActive, -1);
     ctx.connections_changed.notify();
 }
 
 async fn read_loop<R: AsyncRead + Unpin>(
     ctx: &Rc<ShardCtx>,
     reader: &mut R,
-    mut tx: mpsc::Sender<ResponseFuture>,
+    mut tx: mpsc::Sender<(ResponseFuture, RequestTimer)>,
     closed: &Notify,
 ) {
     let max_bytes = ctx.config.socket_request_max_bytes;
@@ -67,9 +70,13 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return;
             }
         };
+        let api_key = crate::protocol::peek_api(&frame).map_or(-1, |p| p.api_key);
+        let mut timer = RequestTimer::start(api_key, frame.len());
+        timer.handler_started();
         match dispatch(ctx, frame).await {
             Ok(fut) => {
-                if tx.send(fut).await.is_err() {
+                let fut: ResponseFuture = Box::pin(timer.watch(fut));
+                if tx.send((fut, timer)).await.is_err() {
                     return;
                 }
             }
@@ -83,18 +90,21 @@ async fn read_loop<R: AsyncRead + Unpin>(
 
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut writer: W,
-    mut rx: mpsc::Receiver<ResponseFuture>,
+    mut rx: mpsc::Receiver<(ResponseFuture, RequestTimer)>,
     closed: Rc<Notify>,
 ) {
-    while let Some(fut) = rx.next().await {
-        match fut.await {
+    while let Some((fut, mut timer)) = rx.next().await {
+        let outcome = fut.await;
+        let send = timer.writer_took();
+        match outcome {
             Outcome::Respond(frame) => {
                 if let Err(err) = writer.write_all(&frame).await {
                     tracing::debug!("write failed, closing connection: {err}");
                     break;
                 }
+                timer.finish(send, frame.len());
             }
-            Outcome::Silent => {}
+            Outcome::Silent => timer.finish(send, 0),
             Outcome::Close(reason) => {
                 tracing::info!("closing connection: {reason}");
                 break;

@@ -101,6 +101,7 @@ pub async fn apply_image(ctx: &Rc<ShardCtx>, image: Arc<MetadataImage>) -> Shard
     // partitions that fail to open answer NOT_LEADER_OR_FOLLOWER until reopened.
     ctx.set_image(image.clone());
     let result = ctx.partitions.apply_image(ctx, &image).await;
+    crate::metrics::owned_partitions(ctx.partitions.len(), ctx.partitions.len());
     match result {
         Ok(()) => ShardReply::ImageApplied,
         Err(reason) => ShardReply::Failed(reason),

@@ -160,8 +160,10 @@ async fn produce(
     check_single_batch(records.as_ref())?;
     let batch = records.unwrap_or_default();
     let storage = |err| (storage_error_code(&err), Some(err.to_string()));
+    let (started, batch_bytes) = (std::time::Instant::now(), batch.len());
     let info = p.log.append(batch, p.leader_epoch.get(), now_ms()).await.map_err(storage)?;
     p.log.wait_committed(info.last_offset).await.map_err(storage)?;
+    crate::metrics::produced(topic, batch_bytes, &info, started);
     p.hw_changed.notify();
     Ok(ProduceOk {
         base_offset: info.base_offset.0,
@@ -197,6 +199,7 @@ async fn fetch(
         Ok(records) => (None, records),
         Err(err) => (Some(storage_error_code(&err)), Bytes::new()),
     };
+    crate::metrics::fetched(topic, &records);
     FetchPart { error, high_watermark: hw.0, log_start_offset: p.log.log_start_offset().0, records }
 }
 

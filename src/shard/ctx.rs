@@ -145,6 +145,7 @@ impl ShardCtx {
         }
         let id = self.next_request_id.get();
         self.next_request_id.set(id.wrapping_add(1));
+        let api = crate::metrics::hooks::api_of(&req);
         let (tx, rx) = oneshot::channel();
         self.pending.borrow_mut().insert(id, tx);
         let msg = MeshMsg::Request { id, from: self.id, req };
@@ -152,7 +153,8 @@ impl ShardCtx {
             self.pending.borrow_mut().remove(&id);
             return Box::pin(async move { Err(MeshError::Closed(target)) });
         }
-        Box::pin(async move { rx.await.map_err(|_| MeshError::Dropped(target)) })
+        let reply = async move { rx.await.map_err(|_| MeshError::Dropped(target)) };
+        Box::pin(crate::metrics::hop(api, reply))
     }
 
     pub(crate) async fn send_reply(&self, to: ShardId, id: u64, reply: ShardReply) {

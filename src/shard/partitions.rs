@@ -179,14 +179,19 @@ impl PartitionTable {
 
 /// The storage settings of a topic, from its effective configs. The flush policy follows
 /// `flush.ms` / `flush.messages` only where the topic sets them explicitly; otherwise the
-/// storage engine's durable default (group-committed fsync per batch) applies.
+/// storage engine's durable default (group-committed fsync per batch) applies. An explicit
+/// `flush.messages` above 1 (Kafka's default is "never") without `flush.ms` means never:
+/// acknowledged once the O_DIRECT write completed, as Kafka's page-cache write.
 fn log_config(topic: &TopicImage) -> LogConfig {
     use crate::controller::configs::TimestampType as ConfigTimestampType;
     let c = &topic.config;
-    let flush = if topic.configs.get("flush.messages").is_some_and(|v| v == "1") {
+    let flush_messages = topic.configs.get("flush.messages").and_then(|v| v.parse::<i64>().ok());
+    let flush = if flush_messages.is_some_and(|n| n <= 1) {
         FlushPolicy::EveryBatch
     } else if topic.configs.contains_key("flush.ms") {
         FlushPolicy::IntervalMs(u64::try_from(c.flush_ms).unwrap_or(u64::MAX))
+    } else if flush_messages.is_some() {
+        FlushPolicy::Never
     } else {
         LogConfig::default().flush
     };

@@ -47,6 +47,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     start_signal_thread()?;
+    ensure_port_free(config.listen)?;
     let first_listener = bind_listener(config.listen)
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local =
@@ -112,6 +113,18 @@ fn placement(shard_count: usize) -> anyhow::Result<PoolPlacement> {
     Ok(PoolPlacement::Custom(sets))
 }
 
+/// Every shard binds the Kafka port with SO_REUSEPORT, which would also let a second broker
+/// process silently share a port already in use; an exclusive bind first refuses that, as
+/// Kafka does ("address already in use").
+fn ensure_port_free(addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    std::net::TcpListener::bind(addr)
+        .map(drop)
+        .with_context(|| format!("cannot listen on {addr} (is another broker using it?)"))
+}
+
 fn bind_listener(addr: std::net::SocketAddr) -> std::io::Result<socket2::Socket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
@@ -139,6 +152,9 @@ async fn shard_main(
     );
     let background_queue =
         exec.create_task_queue(Shares::Static(50), Latency::NotImportant, "background");
+    let admin =
+        (me.0 + 1 == config.shards).then(|| crate::metrics::http::admin_addr(config.admin_listen));
+    crate::metrics::shard_task::start_shard(me.0, background_queue, admin);
     // The iopoll probe must run on every executor before it opens any log (design.md §5).
     if let Err(err) = crate::io::probe_data_dir(&config.data_dir).await {
         fatal(&format!("data dir {} failed the I/O probe: {err}", config.data_dir.display()));
@@ -222,6 +238,7 @@ async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener) {
                     tracing::debug!("TCP_NODELAY failed: {err}");
                 }
                 let ctx2 = ctx.clone();
+                crate::metrics::count(crate::metrics::Count::ConnectionsAccepted, 1);
                 drop(ctx.spawn(crate::server::connection::run(ctx2, stream)));
             }
             Err(err) => {

@@ -72,6 +72,7 @@ impl BatchCache {
             .next_back()
             .filter(|(_, (last, _))| *last >= offset)
             .map(|((_, base), (last, b))| (*base, *last, b.clone()));
+        crate::metrics::cache(found.is_some());
         let counter = if found.is_some() { &self.hits } else { &self.misses };
         counter.set(counter.get() + 1);
         found

@@ -182,7 +182,7 @@ impl<F: FileSystem> LogInner<F> {
         let seg = st.active_mut();
         seg.first_append_ms.get_or_insert(now_ms);
         seg.track_batch(&h, max_ts, self.config.index_interval_bytes);
-        seg.staged.push(stored.clone());
+        seg.staged.push_back((stored.clone(), Some(last.next())));
         seg.staged_end = last.next();
         st.unwritten_bytes += stored.len();
         st.unwritten.push_back((base.0, last.0, stored.clone()));

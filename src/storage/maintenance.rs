@@ -113,6 +113,7 @@ impl<F: FileSystem> LogInner<F> {
         let seg = st.segments.get_mut(&seg_base).expect("segment being truncated");
         seg.size_bytes = pos;
         seg.written_bytes = pos;
+        seg.queued_bytes = pos;
         seg.page_prefix = prefix.to_vec();
         seg.next_offset = new_end;
         seg.staged_end = new_end;

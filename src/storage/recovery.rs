@@ -94,6 +94,7 @@ pub(super) async fn open<F: FileSystem>(
         scanned_epochs.extend(loaded.epochs);
         let mut seg = loaded.seg;
         seg.written_bytes = seg.size_bytes;
+        seg.queued_bytes = seg.size_bytes;
         seg.staged_end = seg.next_offset;
         let is_last = next.is_none() || loaded.torn;
         seg.sealed = !is_last;
@@ -141,7 +142,7 @@ pub(super) async fn open<F: FileSystem>(
         let base = start_ckpt.unwrap_or(Offset(0)).max(Offset(0));
         segments.insert(base.0, inner.create_segment(base).await?);
     }
-    finish_active(&inner, &mut segments).await?;
+    finish_active(&mut segments).await?;
     let log_end = segments.values().next_back().map_or(Offset(0), |s| s.next_offset);
     let first_base = segments.keys().next().copied().unwrap_or(0);
     let log_start = start_ckpt.unwrap_or(Offset(first_base)).max(Offset(first_base)).min(log_end);
@@ -194,7 +195,6 @@ async fn load_epochs<F: FileSystem>(fs: &F, dir: &Path) -> EpochCache {
 /// The last segment becomes the active one: trim padding past its valid end, sync it, and
 /// keep its partial last page for the next write.
 async fn finish_active<F: FileSystem>(
-    inner: &LogInner<F>,
     segments: &mut BTreeMap<i64, Segment<F>>,
 ) -> Result<(), StorageError> {
     let Some(seg) = segments.values_mut().next_back() else { return Ok(()) };
@@ -213,8 +213,8 @@ async fn finish_active<F: FileSystem>(
         .map_err(StorageError::io("read", &path, aligned))?;
     seg.page_prefix = prefix.to_vec();
     seg.written_bytes = size;
+    seg.queued_bytes = size;
     seg.staged_end = seg.next_offset;
-    let _ = inner;
     Ok(())
 }
 

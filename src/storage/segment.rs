@@ -2,10 +2,12 @@
 //! writer's staging state for bytes not yet written. Also file naming and the batch-by-batch
 //! scan that recovery and the reader share.
 //!
-//! Owned by the partition log on its owner shard. Invariants: `written_bytes <= size_bytes`;
-//! `staged` holds exactly the batches of bytes `written_bytes..size_bytes` not yet handed to a
-//! write; `page_prefix` is the file content from `align_down(staged start)` to the staged
-//! start, rewritten by the next write (the partial last page).
+//! Owned by the partition log on its owner shard. Invariants: `written_bytes <= queued_bytes
+//! <= size_bytes`; `staged` holds exactly the bytes `queued_bytes..size_bytes` not yet handed
+//! to a write (each part tagged with the batch end offset when it completes a batch: a large
+//! backlog is cut at page boundaries, splitting batches); `page_prefix` is the content from
+//! `align_down(queued_bytes)` to `queued_bytes`, rewritten by the next write (the partial
+//! last page).
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -55,8 +57,9 @@ pub struct Segment<F: FileSystem> {
     pub offset_of_max_timestamp: Offset,
     pub first_append_ms: Option<i64>,
     pub written_bytes: u64,
+    pub queued_bytes: u64,
     pub page_prefix: Vec<u8>,
-    pub staged: Vec<Bytes>,
+    pub staged: std::collections::VecDeque<(Bytes, Option<Offset>)>,
     pub staged_end: Offset,
     pub sealed: bool,
     pub finalized: bool,
@@ -77,8 +80,9 @@ impl<F: FileSystem> Segment<F> {
             offset_of_max_timestamp: Offset(-1),
             first_append_ms: None,
             written_bytes: 0,
+            queued_bytes: 0,
             page_prefix: Vec::new(),
-            staged: Vec::new(),
+            staged: std::collections::VecDeque::new(),
             staged_end: base,
             sealed: false,
             finalized: false,

@@ -15,33 +15,40 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::batch::BatchHeader;
 use super::checkpoint::{self, RECOVERY_POINT_FILE};
 use super::error::StorageError;
 use super::log::LogInner;
 use super::segment::{segment_path, INDEX_SUFFIX, TIME_INDEX_SUFFIX};
 use super::FlushPolicy;
-use crate::constants::LOG_WRITE_BYTES_MAX;
+use futures::stream::{FuturesOrdered, StreamExt};
+
+use crate::constants::{LOG_WRITES_IN_FLIGHT_MAX, LOG_WRITE_BYTES_MAX};
 use crate::io::{align_down, DataFile, FileSystem};
 use crate::types::Offset;
 
 enum Job<F: FileSystem> {
-    Write {
-        seg_base: i64,
-        file: Rc<F::File>,
-        pos: u64,
-        parts: Vec<Bytes>,
-        end_bytes: u64,
-        end_offset: Offset,
-        sync: bool,
-    },
-    Finalize {
-        seg_base: i64,
-    },
-    Sync {
-        file: Rc<F::File>,
-        upto: Offset,
-    },
+    Write(WriteJob<F>),
+    Finalize { seg_base: i64 },
+    Sync { file: Rc<F::File>, upto: Offset },
+}
+
+struct WriteJob<F: FileSystem> {
+    seg_base: i64,
+    file: Rc<F::File>,
+    pos: u64,
+    parts: Vec<Bytes>,
+    end_bytes: u64,
+    /// End of the last batch this write completes (None: it only carries part of a batch).
+    end_offset: Option<Offset>,
+    sync: bool,
+}
+
+/// What a finished write reports back, in issue order.
+struct WriteDone {
+    seg_base: i64,
+    end_bytes: u64,
+    end_offset: Option<Offset>,
+    synced: bool,
 }
 
 /// The last `len` bytes of the concatenation of `parts`.
@@ -72,17 +79,67 @@ impl<F: FileSystem> LogInner<F> {
         self.fs.spawn(Box::pin(async move { me.run_writer().await }));
     }
 
+    /// The writer loop: keeps up to [`LOG_WRITES_IN_FLIGHT_MAX`] writes in flight (only
+    /// when they do not share a page), completes them in issue order, and runs finalize and
+    /// sync jobs alone (they are barriers).
     async fn run_writer(self: Rc<Self>) {
-        loop {
-            let Some(job) = self.take_job() else { break };
-            if let Err(e) = self.run_job(job).await {
-                tracing::error!(dir = %self.dir.display(), error = %e, "log write failed; log is read-only until reopened");
-                self.st.borrow_mut().failed = Some(e.to_string());
-                break;
+        let mut in_flight = FuturesOrdered::new();
+        let failure = loop {
+            let mut barrier_failure = None;
+            while in_flight.len() < LOG_WRITES_IN_FLIGHT_MAX {
+                match self.take_job(in_flight.len()) {
+                    Some(Job::Write(w)) => in_flight.push_back(self.write(w)),
+                    Some(other) => {
+                        if let Err(e) = self.run_barrier(other).await {
+                            barrier_failure = Some(e);
+                            break;
+                        }
+                    }
+                    None => break,
+                }
             }
+            if barrier_failure.is_some() {
+                break barrier_failure;
+            }
+            // Empty (nothing in flight, nothing to take) resolves at once: the loop stops in
+            // the same step that found no work, so no append can slip in unnoticed.
+            let Some(done) = in_flight.next().await else { break None };
+            match done {
+                Ok(done) => self.complete_write(done),
+                Err(e) => break Some(e),
+            }
+        };
+        drop(in_flight);
+        let mut st = self.st.borrow_mut();
+        if let Some(e) = failure {
+            tracing::error!(dir = %self.dir.display(), error = %e, "log write failed; log is read-only until reopened");
+            st.failed = Some(e.to_string());
         }
-        self.st.borrow_mut().writer_running = false;
+        st.writer_running = false;
+        drop(st);
         self.progress.notify_all();
+    }
+
+    fn write(
+        &self,
+        w: WriteJob<F>,
+    ) -> impl std::future::Future<Output = Result<WriteDone, StorageError>> {
+        let path = self.seg_path(w.seg_base);
+        async move {
+            let refs: Vec<&[u8]> = w.parts.iter().map(|p| &p[..]).collect();
+            let started = Instant::now();
+            w.file.write_at(w.pos, &refs).await.map_err(StorageError::io("write", &path, w.pos))?;
+            if w.sync {
+                w.file.sync().await.map_err(StorageError::io("fsync", &path, w.pos))?;
+            }
+            crate::metrics::flush(started.elapsed(), w.parts.len().saturating_sub(1) as u64);
+            Ok(WriteDone {
+                seg_base: w.seg_base,
+                end_bytes: w.end_bytes,
+                end_offset: w.end_offset,
+                synced: w.sync,
+            })
+        }
     }
 
     fn sync_due(&self, last_sync: Instant) -> bool {
@@ -93,7 +150,7 @@ impl<F: FileSystem> LogInner<F> {
         }
     }
 
-    fn take_job(&self) -> Option<Job<F>> {
+    fn take_job(&self, in_flight: usize) -> Option<Job<F>> {
         let mut st = self.st.borrow_mut();
         if st.failed.is_some() {
             return None;
@@ -102,30 +159,49 @@ impl<F: FileSystem> LogInner<F> {
         let (durable, written) = (st.durable, st.written);
         let seg = st.segments.values_mut().find(|s| !s.finalized)?;
         if seg.staged.is_empty() {
+            if in_flight > 0 {
+                return None;
+            }
             if seg.sealed {
                 return Some(Job::Finalize { seg_base: seg.base.0 });
             }
-            return (durable < written && sync)
-                .then(|| Job::Sync { file: seg.file.clone(), upto: written });
+            let file = seg.file.clone();
+            return (durable < written && sync).then_some(Job::Sync { file, upto: written });
         }
-        let pos = align_down(seg.written_bytes);
-        let mut parts = vec![Bytes::from(std::mem::take(&mut seg.page_prefix))];
-        let mut bytes = parts[0].len();
-        let mut taken = 0;
-        let mut end_offset = Offset(-1);
-        for b in &seg.staged {
-            if taken > 0 && bytes + b.len() > LOG_WRITE_BYTES_MAX {
+        // A second write in flight must not share a page with the first.
+        if in_flight > 0 && !seg.page_prefix.is_empty() {
+            return None;
+        }
+        let pos = align_down(seg.queued_bytes);
+        let prefix = Bytes::from(std::mem::take(&mut seg.page_prefix));
+        let staged: usize = seg.staged.iter().map(|(b, _)| b.len()).sum();
+        // A backlog larger than one write is cut at a page boundary so the next write can be
+        // issued before this one completes.
+        let limit = if prefix.len() + staged > LOG_WRITE_BYTES_MAX {
+            LOG_WRITE_BYTES_MAX
+        } else {
+            usize::MAX
+        };
+        let mut bytes = prefix.len();
+        let mut parts = vec![prefix];
+        let mut end_offset = None;
+        while bytes < limit {
+            let Some((b, end)) = seg.staged.pop_front() else { break };
+            if bytes + b.len() > limit {
+                let cut = limit - bytes;
+                seg.staged.push_front((b.slice(cut..), end));
+                parts.push(b.slice(..cut));
+                bytes = limit;
                 break;
             }
-            let h = BatchHeader::parse(b).expect("staged batches were validated");
-            end_offset = Offset(h.last_offset() + 1);
             bytes += b.len();
-            parts.push(b.clone());
-            taken += 1;
+            end_offset = end.or(end_offset);
+            parts.push(b);
         }
-        seg.staged.drain(..taken);
         let end_bytes = pos + bytes as u64;
-        Some(Job::Write {
+        seg.page_prefix = tail_bytes(&parts, (end_bytes - align_down(end_bytes)) as usize);
+        seg.queued_bytes = end_bytes;
+        Some(Job::Write(WriteJob {
             seg_base: seg.base.0,
             file: seg.file.clone(),
             pos,
@@ -133,21 +209,12 @@ impl<F: FileSystem> LogInner<F> {
             end_bytes,
             end_offset,
             sync,
-        })
+        }))
     }
 
-    async fn run_job(self: &Rc<Self>, job: Job<F>) -> Result<(), StorageError> {
+    async fn run_barrier(self: &Rc<Self>, job: Job<F>) -> Result<(), StorageError> {
         match job {
-            Job::Write { seg_base, file, pos, parts, end_bytes, end_offset, sync } => {
-                let path = self.seg_path(seg_base);
-                let refs: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
-                file.write_at(pos, &refs).await.map_err(StorageError::io("write", &path, pos))?;
-                if sync {
-                    file.sync().await.map_err(StorageError::io("fsync", &path, pos))?;
-                }
-                let tail = tail_bytes(&parts, (end_bytes - align_down(end_bytes)) as usize);
-                self.complete_write(seg_base, end_bytes, tail, end_offset, sync);
-            }
+            Job::Write(_) => unreachable!("writes are issued by run_writer"),
             Job::Finalize { seg_base } => {
                 self.finalize_files(seg_base).await?;
                 let next = {
@@ -178,29 +245,26 @@ impl<F: FileSystem> LogInner<F> {
         Ok(())
     }
 
-    fn complete_write(
-        self: &Rc<Self>,
-        seg_base: i64,
-        end_bytes: u64,
-        tail: Vec<u8>,
-        end_offset: Offset,
-        synced: bool,
-    ) {
+    fn complete_write(self: &Rc<Self>, done: WriteDone) {
+        let WriteDone { seg_base, end_bytes, end_offset, synced } = done;
         let mut st = self.st.borrow_mut();
         if let Some(seg) = st.segments.get_mut(&seg_base) {
             seg.written_bytes = end_bytes;
-            seg.page_prefix = tail;
         }
-        st.written = end_offset;
+        if let Some(end_offset) = end_offset {
+            st.written = end_offset;
+            if synced {
+                st.durable = end_offset;
+            }
+            while st.unwritten.front().is_some_and(|(_, last, _)| *last < end_offset.0) {
+                if let Some((_, _, b)) = st.unwritten.pop_front() {
+                    st.unwritten_bytes -= b.len();
+                }
+            }
+        }
         if synced {
-            st.durable = end_offset;
             st.last_sync = Instant::now();
             st.sync_requested = false;
-        }
-        while st.unwritten.front().is_some_and(|(_, last, _)| *last < end_offset.0) {
-            if let Some((_, _, b)) = st.unwritten.pop_front() {
-                st.unwritten_bytes -= b.len();
-            }
         }
         let schedule = !synced
             && !st.syncer_scheduled
