@@ -36,6 +36,16 @@ pub const LOG_READ_CHUNK_BYTES_MIN: usize = 64 * 1024;
 pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Default `flush.ms` for `FlushPolicy::IntervalMs` when chosen without a value.
 pub const LOG_FLUSH_INTERVAL_MS_DEFAULT: u64 = 1000;
+/// Kafka's `retention.ms` default: 7 days.
+pub const RETENTION_MS_DEFAULT: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's `file.delete.delay.ms` default: 1 minute.
+pub const FILE_DELETE_DELAY_MS_DEFAULT: u64 = 60_000;
+/// Kafka's `log.retention.check.interval.ms` default: 5 minutes.
+pub const RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 300_000;
+/// Kafka's `delete.retention.ms` default: 1 day.
+pub const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 60 * 60 * 1000;
+/// Kafka's `min.cleanable.dirty.ratio` default.
+pub const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
 
 // ---------------------------------------------------------------- server
 /// Kafka's `socket.request.max.bytes` default: 100 MiB.

@@ -87,11 +87,13 @@ impl PartitionTable {
         }
         let mut failures = Vec::new();
         for (tp, (_, epoch)) in wanted {
+            let Some(topic) = image.topic(&tp.topic) else { continue };
             if let Some(existing) = self.map.borrow().get(&tp) {
                 existing.leader_epoch.set(epoch);
+                // Live topic configs (AlterConfigs): a no-op when nothing changed.
+                existing.log.set_config(log_config(topic));
                 continue;
             }
-            let Some(topic) = image.topic(&tp.topic) else { continue };
             match self.open(&tp, topic, epoch).await {
                 Ok(partition) => {
                     self.map.borrow_mut().insert(tp, Rc::new(partition));
@@ -159,6 +161,12 @@ impl PartitionTable {
         }
     }
 
+    /// Every open partition (a snapshot: the table may change while the caller awaits).
+    #[must_use]
+    pub fn all(&self) -> Vec<Rc<OwnedPartition>> {
+        self.map.borrow().values().cloned().collect()
+    }
+
     /// Closes every log (shutdown). Requests must have drained first.
     pub(crate) async fn close_all(&self) {
         let all: Vec<Rc<OwnedPartition>> = self.map.borrow_mut().drain().map(|(_, p)| p).collect();
@@ -208,6 +216,14 @@ fn log_config(topic: &TopicImage) -> LogConfig {
         timestamp_after_max_ms: c.message_timestamp_after_max_ms,
         compacted: c.cleanup_policy.compact,
         flush,
+        delete_retention_enabled: c.cleanup_policy.delete,
+        retention_ms: c.retention_ms,
+        retention_bytes: c.retention_bytes,
+        file_delete_delay_ms: u64::try_from(c.file_delete_delay_ms).unwrap_or(0),
+        delete_retention_ms: c.delete_retention_ms,
+        min_compaction_lag_ms: c.min_compaction_lag_ms,
+        max_compaction_lag_ms: c.max_compaction_lag_ms,
+        min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio,
     }
 }
 

@@ -187,6 +187,7 @@ async fn shard_main(
         tracing::info!(listen = %config.listen, shards = config.shards, "shardlog listening on {}", config.listen);
     }
     drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
+    ctx.spawn_background(super::maintenance::retention_loop(ctx.clone()));
     accept_loop(&ctx, listener).await;
     drain(&ctx, &shared).await;
     ctx.partitions.close_all().await;
