@@ -186,7 +186,7 @@ def check_group_committed(ctx: Ctx) -> str:
         problems.append(f"log end offsets {ends} add up to {sum(ends.values())}, not {produced}")
     if problems:
         raise StepError("ConsumerGroupCommand --describe: " + "; ".join(problems) + "\n" + out)
-    return f"ConsumerGroupCommand --describe: committed = log end offsets {ends}"
+    return f"ConsumerGroupCommand --describe: committed = log end offsets {dict(sorted(ends.items()))}"
 
 
 def create_with_topic_command(ctx: Ctx, describe: bool = True) -> str:
