@@ -127,7 +127,12 @@ start_kafka() {
   "$KAFKA_SH" start --port "$KAFKA_PORT" --dir "$KAFKA_DIR" --cpu "$BROKER_CPU" "$@" >"$TMP/kafka.pid"
   BROKER_PID="$(cat "$TMP/kafka.pid")"
 }
-stop_kafka() { "$KAFKA_SH" stop --dir "$KAFKA_DIR" >/dev/null 2>&1 || true; }
+# Data dirs go as soon as a broker stops: both brokers' data at once would not fit on
+# a small disk.
+stop_kafka() {
+  "$KAFKA_SH" stop --dir "$KAFKA_DIR" >/dev/null 2>&1 || true
+  rm -rf "$KAFKA_DIR/data"
+}
 
 start_shardlog() {
   local dir="$TMP/shardlog"
@@ -150,13 +155,14 @@ stop_shardlog() {
   kill -9 "$SHARDLOG_PID" 2>/dev/null || true
   wait "$SHARDLOG_PID" 2>/dev/null || true
   SHARDLOG_PID=""
+  rm -rf "$TMP/shardlog/data"
 }
 
 # Broker process resources: RSS MiB and open file descriptors.
 resources() {
   local pid="$1" rss fds
-  rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")
-  fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
+  rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$pid/status" 2>/dev/null || true)
+  fds=$( (ls "/proc/$pid/fd" 2>/dev/null || true) | wc -l)
   echo "{\"rss_mib\": ${rss:-0}, \"open_fds\": ${fds:-0}}"
 }
 
@@ -180,8 +186,10 @@ run_workloads() {
     bench produce "${common[@]}" --topic w1 --partitions 8 --acks 1 --duration "$DUR" \
       --warmup "$WARM" --label "$b W1" --json "$r/w1.json" --hgrm "$r/w1.hgrm" >"$r/w1.txt" 2>&1 \
       || log "$b W1 failed: $(tail -1 "$r/w1.txt")"
+    # The same record count for both brokers: a third of what our client moved at Kafka's
+    # W1 in DUR seconds (the JVM client is slower; this keeps the run bounded).
     local recs
-    recs=$(python3 -c "import json;print(max(10000,min(5000000,int(json.load(open('$r/w1.json'))['records_per_s']*$DUR))))" 2>/dev/null || echo 100000)
+    recs=$(python3 -c "import json;print(max(10000,min(2000000,int(json.load(open('$TMP/res/kafka/w1.json'))['records_per_s']*$DUR/3))))" 2>/dev/null || echo 100000)
     producer_perf "$r/w1-pp.txt" "$port" w1pp "$recs" -1 1
   fi
   if want W2; then
@@ -192,7 +200,7 @@ run_workloads() {
     bench produce "${common[@]}" --topic w2 --partitions 8 --acks 1 --rate "$rate" --duration "$DUR" \
       --warmup "$WARM" --label "$b W2" --json "$r/w2.json" --hgrm "$r/w2.hgrm" >"$r/w2.txt" 2>&1 \
       || log "$b W2 failed: $(tail -1 "$r/w2.txt")"
-    producer_perf "$r/w2-pp.txt" "$port" w2pp $((rate * DUR)) "$rate" 1
+    producer_perf "$r/w2-pp.txt" "$port" w2pp $((rate * DUR / 2)) "$rate" 1
   fi
   if want W3; then
     log "$b W3: acks=all, flush per batch (flush.messages=1), $W3_RATE rec/s"
@@ -223,6 +231,9 @@ run_workloads() {
   resources "$BROKER_PID" >"$r/resources.json"
 }
 
+free_gib=$(df -Pk "$TMP" | awk 'NR==2 {print int($4 / 1048576)}')
+need_gib=$(( (W5_BYTES >> 30) * 3 + 3 ))
+((free_gib >= need_gib)) || log "warning: $free_gib GiB free in $TMP, the run writes up to ~$need_gib GiB per broker"
 machine
 if [[ "$ONLY" != shardlog ]]; then
   [[ -x "$KAFKA_SH" ]] || die "$KAFKA_SH missing (the Kafka launcher)"
@@ -279,7 +290,8 @@ def ratio(s, k, higher_better=True):
     if s is None or k is None or k == 0 or s == 0:
         return "n/a"
     r = s / k
-    return f"{r:.2f}x" + ("" if higher_better else " (lower is better)")
+    txt = f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
+    return txt + ("" if higher_better else " (lower is better)")
 def fmt(v, unit=""):
     if v is None:
         return "n/a"

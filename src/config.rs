@@ -12,7 +12,8 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::constants::{
-    KAFKA_PORT_DEFAULT, SOCKET_REQUEST_MAX_BYTES_DEFAULT, SPIN_BEFORE_PARK_US_DEFAULT,
+    KAFKA_PORT_DEFAULT, RETENTION_CHECK_INTERVAL_MS_DEFAULT, SOCKET_REQUEST_MAX_BYTES_DEFAULT,
+    SPIN_BEFORE_PARK_US_DEFAULT,
 };
 use crate::types::NodeId;
 
@@ -56,6 +57,10 @@ pub struct ServeArgs {
     /// Largest request frame accepted, bytes (socket.request.max.bytes).
     #[arg(long)]
     pub socket_request_max_bytes: Option<u32>,
+    /// How often each shard runs retention over its logs, ms
+    /// (log.retention.check.interval.ms, default 300000).
+    #[arg(long)]
+    pub log_retention_check_interval_ms: Option<u64>,
 }
 
 /// The same settings as they may appear in the TOML file (snake_case keys).
@@ -73,6 +78,7 @@ struct FileConfig {
     auto_create_topics: Option<bool>,
     num_partitions: Option<i32>,
     socket_request_max_bytes: Option<u32>,
+    log_retention_check_interval_ms: Option<u64>,
 }
 
 /// Why a configuration could not be built.
@@ -101,6 +107,7 @@ pub struct ServeConfig {
     pub auto_create_topics: bool,
     pub num_partitions: i32,
     pub socket_request_max_bytes: u32,
+    pub log_retention_check_interval_ms: u64,
 }
 
 impl ServeConfig {
@@ -135,6 +142,13 @@ impl ServeConfig {
         if num_partitions < 1 {
             return Err(invalid("num_partitions", "must be at least 1"));
         }
+        let log_retention_check_interval_ms = args
+            .log_retention_check_interval_ms
+            .or(file.log_retention_check_interval_ms)
+            .unwrap_or(RETENTION_CHECK_INTERVAL_MS_DEFAULT);
+        if log_retention_check_interval_ms == 0 {
+            return Err(invalid("log_retention_check_interval_ms", "must be at least 1 ms"));
+        }
         Ok(Self {
             listen,
             advertised_host,
@@ -155,6 +169,7 @@ impl ServeConfig {
             auto_create_topics: args.auto_create_topics.or(file.auto_create_topics).unwrap_or(true),
             num_partitions,
             socket_request_max_bytes,
+            log_retention_check_interval_ms,
         })
     }
 }

@@ -36,6 +36,16 @@ pub const LOG_READ_CHUNK_BYTES_MIN: usize = 64 * 1024;
 pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Default `flush.ms` for `FlushPolicy::IntervalMs` when chosen without a value.
 pub const LOG_FLUSH_INTERVAL_MS_DEFAULT: u64 = 1000;
+/// Kafka's `retention.ms` default: 7 days.
+pub const RETENTION_MS_DEFAULT: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's `file.delete.delay.ms` default: 1 minute.
+pub const FILE_DELETE_DELAY_MS_DEFAULT: u64 = 60_000;
+/// Kafka's `log.retention.check.interval.ms` default: 5 minutes.
+pub const RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 300_000;
+/// Kafka's `delete.retention.ms` default: 1 day.
+pub const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 60 * 60 * 1000;
+/// Kafka's `min.cleanable.dirty.ratio` default.
+pub const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
 
 // ---------------------------------------------------------------- server
 /// Kafka's `socket.request.max.bytes` default: 100 MiB.
@@ -64,6 +74,8 @@ pub const FETCH_MAX_WAIT_MS_CAP: i32 = 60_000;
 pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 10_000;
 /// How often a shard checks the process-wide shutdown flag set by the signal thread.
 pub const SHUTDOWN_POLL_INTERVAL_MS: u64 = 50;
+/// How long closing a deleted partition waits for in-flight requests to let go of it.
+pub const PARTITION_CLOSE_WAIT_MS_MAX: u64 = 5_000;
 /// Default `spin_before_park` of every executor (design.md section 5: without it a
 /// cross-shard hop costs milliseconds at p99).
 pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 50;
@@ -125,6 +137,8 @@ pub const BENCH_IN_FLIGHT_MAX: usize = 64;
 pub const BENCH_RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// Highest latency the histograms record: one hour in microseconds.
 pub const BENCH_LATENCY_US_MAX: u64 = 3_600_000_000;
+/// A run with nothing acknowledged for this long stops: the broker is stalled.
+pub const BENCH_STALL_TIMEOUT_MS: u64 = 30_000;
 
 // ---------------------------------------------------------------- metrics
 /// Highest latency the broker's histograms track (2 minutes, above the Fetch long-poll

@@ -156,7 +156,6 @@ fn produce_then_consume_counts_every_record() {
 
 /// The `shardlog bench` subcommand as users run it: summary line, JSON, exit codes.
 #[test]
-#[ignore = "needs `shardlog bench` wired in src/main.rs (the lead's step)"]
 fn cli_summary_parses_and_errors_are_one_line() {
     let broker = start_broker();
     let out = tempfile::tempdir().expect("tempdir");

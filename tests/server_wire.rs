@@ -248,7 +248,103 @@ fn produce_errors_acks_zero_and_pipelining() {
     }
     assert_eq!(offsets, vec![1, 2, 3, 4, 5], "appends in request order after the acks=0 one");
 
+    // Fetch and ListOffsets check current_leader_epoch: newer than the broker's → 75.
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{
+        FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+        OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    };
+    let fetch = |epoch: i32| {
+        let part = FetchPartition::default()
+            .with_partition(1)
+            .with_fetch_offset(0)
+            .with_current_leader_epoch(epoch)
+            .with_partition_max_bytes(1 << 20);
+        let topic = FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("wire")))
+            .with_partitions(vec![part]);
+        FetchRequest::default().with_max_wait_ms(0).with_max_bytes(1 << 20).with_topics(vec![topic])
+    };
+    raw.send(ApiKey::Fetch, 11, 20, &fetch(5));
+    let (_, resp): (_, FetchResponse) = raw.recv(ApiKey::Fetch, 11);
+    assert_eq!(resp.responses[0].partitions[0].error_code, 75, "UNKNOWN_LEADER_EPOCH");
+    raw.send(ApiKey::Fetch, 11, 21, &fetch(0));
+    let (_, resp): (_, FetchResponse) = raw.recv(ApiKey::Fetch, 11);
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.high_watermark), (0, 6));
+    assert!(p.records.as_ref().is_some_and(|r| !r.is_empty()));
+    let list = |ts: i64| {
+        let part = ListOffsetsPartition::default().with_partition_index(1).with_timestamp(ts);
+        let topic = ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("wire")))
+            .with_partitions(vec![part]);
+        ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![topic])
+    };
+    for (ts, offset) in [(-2i64, 0i64), (-1, 6), (-3, 0)] {
+        raw.send(ApiKey::ListOffsets, 7, 22, &list(ts));
+        let (_, resp): (_, ListOffsetsResponse) = raw.recv(ApiKey::ListOffsets, 7);
+        let p = &resp.topics[0].partitions[0];
+        assert_eq!((p.error_code, p.offset, p.leader_epoch), (0, offset, 0), "timestamp {ts}");
+    }
+    let epochs = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("wire")))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(1)
+                .with_current_leader_epoch(-1)
+                .with_leader_epoch(0)])]);
+    raw.send(ApiKey::OffsetForLeaderEpoch, 3, 23, &epochs);
+    let (_, resp): (_, OffsetForLeaderEpochResponse) = raw.recv(ApiKey::OffsetForLeaderEpoch, 3);
+    let p = &resp.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.leader_epoch, p.end_offset), (0, 0, 6));
+
     // acks=0 with an error closes the connection.
     raw.send(ApiKey::Produce, 7, 6, &produce("missing", 0, vec![(0, batch(&["x"]))]));
     assert!(raw.closed(), "acks=0 failure closes the connection");
+}
+
+#[test]
+fn auto_create_and_create_partitions_open_logs_on_owner_shards() {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    let mut raw = Raw::connect(&broker);
+    let wanted = MetadataRequestTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_static_str("auto"))));
+    let req = MetadataRequest::default()
+        .with_topics(Some(vec![wanted]))
+        .with_allow_auto_topic_creation(true);
+    raw.send(ApiKey::Metadata, 9, 1, &req);
+    let (_, resp): (_, MetadataResponse) = raw.recv(ApiKey::Metadata, 9);
+    assert_eq!(resp.topics[0].error_code, 0, "auto-created and answered at once");
+    assert_eq!(resp.topics[0].partitions.len(), 1);
+
+    let grow = CreatePartitionsTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("auto")))
+        .with_count(3)
+        .with_assignments(None);
+    let req = CreatePartitionsRequest::default().with_topics(vec![grow]).with_timeout_ms(5_000);
+    raw.send(ApiKey::CreatePartitions, 2, 2, &req);
+    let (_, resp): (_, CreatePartitionsResponse) = raw.recv(ApiKey::CreatePartitions, 2);
+    assert_eq!(resp.results[0].error_code, 0);
+    // The new partitions are open on their owner shards as soon as the answer arrives.
+    raw.send(
+        ApiKey::Produce,
+        7,
+        3,
+        &produce("auto", 1, vec![(1, batch(&["x"])), (2, batch(&["y"]))]),
+    );
+    let (_, resp): (_, ProduceResponse) = raw.recv(ApiKey::Produce, 7);
+    for p in &resp.responses[0].partition_responses {
+        assert_eq!((p.error_code, p.base_offset), (0, 0), "partition {}", p.index);
+    }
 }

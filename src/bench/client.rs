@@ -23,8 +23,9 @@ use super::wire::{Conn, Versions};
 const UNKNOWN_TOPIC: i16 = 3;
 /// Kafka's TOPIC_ALREADY_EXISTS (a concurrent creator won).
 const TOPIC_EXISTS: i16 = 36;
-/// Retries (100 ms apart) while a fresh topic's partitions get leaders.
-const LEADER_WAIT_ROUNDS: u32 = 100;
+/// Retries (100 ms apart) while a fresh topic's partitions get leaders: Kafka on a busy
+/// 2-core machine needs more than 10 s to serve 1,000 new partitions.
+const LEADER_WAIT_ROUNDS: u32 = 600;
 
 /// Where each partition of the topic lives.
 #[derive(Debug, Clone)]

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
@@ -20,6 +21,7 @@ use super::rate::{latency_us, now_ns};
 use super::runtime::Lane;
 use super::stats::Shared;
 use super::wire::{Conn, Versions};
+use crate::constants::BENCH_STALL_TIMEOUT_MS;
 
 /// Largest per-partition share of a fetch (Kafka's max.partition.fetch.bytes is 1 MiB).
 const PARTITION_MAX_BYTES_FLOOR: i32 = 1024 * 1024;
@@ -71,7 +73,14 @@ pub async fn run_lane(
         }
         let req = fetch_request(&plan, &topic, &cursors);
         let sent_ns = now_ns();
-        let resp = conn.call(&req, v.fetch).await?;
+        let fetch = async { Some(conn.call(&req, v.fetch).await) };
+        let timeout = async {
+            glommio::timer::sleep(Duration::from_millis(BENCH_STALL_TIMEOUT_MS)).await;
+            None
+        };
+        let resp = futures_lite::future::or(fetch, timeout).await.ok_or_else(|| {
+            anyhow::anyhow!("no fetch response from {} in {} ms", lane.addr, BENCH_STALL_TIMEOUT_MS)
+        })??;
         let ack_ns = now_ns();
         if resp.error_code != 0 {
             shared.record_error(shared.is_measuring(), resp.error_code, 1);

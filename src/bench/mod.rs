@@ -35,6 +35,7 @@ pub use cli::BenchArgs;
 
 /// Runs one `shardlog bench` command.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    stats::install_signal_handlers();
     match args.command {
         cli::BenchCommand::Produce(a) => modes::produce(a),
         cli::BenchCommand::Consume(a) => modes::consume(a),

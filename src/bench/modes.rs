@@ -131,7 +131,7 @@ pub fn produce(a: ProduceArgs) -> anyhow::Result<()> {
     stop_all(std::slice::from_ref(&shared), controller);
     let summary = finish(&shared, &a.common, "produce", a.producer.rate, cpu_start)?;
     result?;
-    check_errors(&summary)
+    check_errors(&summary, &shared)
 }
 
 pub fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
@@ -165,7 +165,7 @@ pub fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
     stop_all(std::slice::from_ref(&shared), controller);
     let summary = finish(&shared, &a.common, "consume", None, cpu_start)?;
     result?;
-    check_errors(&summary)
+    check_errors(&summary, &shared)
 }
 
 pub fn e2e(a: E2eArgs) -> anyhow::Result<()> {
@@ -231,11 +231,14 @@ pub fn e2e(a: E2eArgs) -> anyhow::Result<()> {
     finish(&prod_shared, &produce_common, "produce", a.producer.rate, cpu_start)?;
     let summary = finish(&e2e_shared, &a.common, "e2e", a.producer.rate, cpu_start)?;
     result?;
-    check_errors(&summary)
+    check_errors(&summary, &e2e_shared)
 }
 
-/// A run whose every record failed is a failed run (exit code non-zero).
-fn check_errors(s: &Summary) -> anyhow::Result<()> {
+/// A run whose every record failed, or that stalled, is a failed run (non-zero exit).
+fn check_errors(s: &Summary, shared: &Shared) -> anyhow::Result<()> {
+    if shared.stalled.load(Ordering::Relaxed) {
+        anyhow::bail!("the broker stopped acknowledging; the run was cut short");
+    }
     let errors: u64 = s.errors.values().sum();
     if s.records == 0 && errors > 0 {
         let names: Vec<&str> = s.errors.keys().map(String::as_str).collect();

@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::rate::now_ns;
-use crate::constants::BENCH_LATENCY_US_MAX;
+use crate::constants::{BENCH_LATENCY_US_MAX, BENCH_STALL_TIMEOUT_MS};
 
 /// Counters and histogram of the measured part of a run.
 pub struct Recorder {
@@ -68,6 +68,9 @@ pub struct Shared {
     pub records_target: Option<u64>,
     /// Records of the `--records` budget already handed to senders.
     claimed: AtomicU64,
+    /// Set when the controller stopped the run because nothing was acknowledged for
+    /// `BENCH_STALL_TIMEOUT_MS`.
+    pub stalled: AtomicBool,
 }
 
 impl Shared {
@@ -78,6 +81,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             records_target,
             claimed: AtomicU64::new(0),
+            stalled: AtomicBool::new(false),
         })
     }
 
@@ -167,14 +171,20 @@ pub fn spawn_controller(
                 let (u, s) = cpu_times_s();
                 shareds.iter().for_each(|x| x.rec.lock().cpu_at_start = Some((u, s, now)));
             }
-            if stop_ns.is_some_and(|t| now >= t) && !shareds.iter().all(|s| s.stopped()) {
-                for s in &shareds {
-                    let mut rec = s.rec.lock();
-                    if rec.stop_ns == 0 {
-                        rec.stop_ns = now;
-                    }
-                    s.stop.store(true, Ordering::Relaxed);
-                }
+            let last_ack_ns = shareds.iter().map(|s| s.rec.lock().last_ns).max().unwrap_or(0);
+            let stalled = measuring
+                && now.saturating_sub(last_ack_ns.max(measure_ns))
+                    > BENCH_STALL_TIMEOUT_MS * 1_000_000;
+            if stalled {
+                eprintln!(
+                    "no acknowledgement for {} s: stopping (is the broker stalled?)",
+                    BENCH_STALL_TIMEOUT_MS / 1000
+                );
+                shareds.iter().for_each(|s| s.stalled.store(true, Ordering::Relaxed));
+            }
+            let interrupted = INTERRUPTED.load(Ordering::Relaxed);
+            if stalled || interrupted || stop_ns.is_some_and(|t| now >= t) {
+                stop_now(&shareds, now);
             }
             if now - last_ns < 1_000_000_000 || quiet {
                 continue;
@@ -197,6 +207,37 @@ pub fn spawn_controller(
             (last_records, last_bytes, last_ns) = (records, bytes, now);
         }
     })
+}
+
+/// Stops every recorder, remembering when (the end of a run cut short or timed).
+fn stop_now(shareds: &[Arc<Shared>], now: u64) {
+    for s in shareds {
+        let mut rec = s.rec.lock();
+        if rec.stop_ns == 0 {
+            rec.stop_ns = now;
+        }
+        s.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Set by SIGINT/SIGTERM: the run stops early and still prints its summary.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Routes SIGINT and SIGTERM to [`INTERRUPTED`] (a second Ctrl-C still kills: the
+/// handler is reset by `SA_RESETHAND`).
+pub fn install_signal_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_RESETHAND;
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+    }
 }
 
 fn progress_bar(done: u64, target: u64) -> String {

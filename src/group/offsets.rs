@@ -175,7 +175,8 @@ impl Coordinator {
     }
 
     /// Offsets past retention (and of topics that no longer exist) are dropped with
-    /// tombstones; an empty group left with no offsets is removed with a group tombstone.
+    /// tombstones; an empty group left with no offsets is removed with a group tombstone
+    /// (`offsets.retention.check.interval.ms` paces the calls).
     pub fn expire(&mut self, now_ms: i64, topic_exists: impl Fn(&str) -> bool) -> Vec<Record> {
         let retention_ms = self.config.offsets_retention_ms;
         let mut records = Vec::new();
@@ -186,9 +187,10 @@ impl Coordinator {
                 group.offsets.remove(key);
             }
             records.extend(tombstones(group, expired.iter(), false));
+            // As Kafka: an empty group without offsets is removed at the next check.
             if group.is(GroupState::Empty)
                 && group.offsets.is_empty()
-                && now_ms - group.state_timestamp_ms >= retention_ms
+                && group.pending_members.is_empty()
             {
                 dead.push(group.group_id.clone());
             }

@@ -555,3 +555,18 @@ fn protocol_vote_prefers_common_first_choice() {
     assert_eq!(r.protocol_name.as_deref(), Some("roundrobin"), "two of three prefer roundrobin");
     assert!(!a.is_empty());
 }
+
+#[test]
+fn empty_group_without_offsets_is_removed_at_the_next_check() {
+    let mut c = coordinator();
+    let a = stable_single(&mut c);
+    let _ = c.leave(G, &[LeavingMember { member_id: a, group_instance_id: None }], 5_000);
+    assert_eq!(c.describe(G).state, GroupState::Empty);
+    let records = c.expire(6_000, |_| true);
+    assert!(matches!(records.as_slice(), [Record::Group { value: None, .. }]));
+    assert_eq!(c.describe(G).state, GroupState::Dead);
+    // A group still waiting for a MEMBER_ID_REQUIRED member stays.
+    let _ = c.join(9, join_req(""), 7_000);
+    assert!(c.expire(7_001, |_| true).is_empty());
+    assert!(c.group(G).is_some());
+}

@@ -16,7 +16,7 @@ use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
 use super::{align_up, DataFile, FileSystem, LocalTask, DIRECT_IO_ALIGNMENT_BYTES};
 
-/// Name of the probe file [`probe`] writes in each data directory.
+/// Name prefix of the probe files [`probe`] writes in each data directory (one per executor).
 pub const PROBE_FILE_NAME: &str = ".shardlog-iopoll-probe";
 
 /// The glommio DMA file system. Stateless: handles are per file.
@@ -168,7 +168,9 @@ impl FileSystem for DmaFileSystem {
 /// See [`super::probe_data_dir`].
 pub(super) async fn probe(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let path = dir.join(PROBE_FILE_NAME);
+    // One file per executor: every shard probes the same directory at start, and a shared
+    // file would let one shard's create (truncate) race another's read-back.
+    let path = dir.join(format!("{PROBE_FILE_NAME}-{}", glommio::executor().id()));
     let len = usize::try_from(DIRECT_IO_ALIGNMENT_BYTES).map_err(io::Error::other)?;
     {
         let file = DmaFile::create(&path).await.map_err(glommio_io)?;

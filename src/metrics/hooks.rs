@@ -27,6 +27,7 @@ pub fn api_of(req: &ShardRequest) -> Option<i16> {
             PartitionOp::Fetch { .. } => FETCH,
             PartitionOp::ListOffsets { .. } => LIST_OFFSETS,
             PartitionOp::EpochEnd { .. } => OFFSET_FOR_LEADER_EPOCH,
+            PartitionOp::DeleteRecords { .. } => 21, // DeleteRecords
         }),
         _ => None,
     }

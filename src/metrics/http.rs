@@ -74,8 +74,17 @@ pub fn admin_addr(configured: Option<SocketAddr>) -> SocketAddr {
 /// Binds `addr` and serves it from the calling shard's `queue`; returns the bound address.
 pub fn start(addr: SocketAddr, queue: TaskQueueHandle) -> std::io::Result<SocketAddr> {
     let _ = STARTED.get_or_init(Instant::now);
-    let listener = TcpListener::bind(addr)?;
-    let local = listener.local_addr()?;
+    // Bound without SO_REUSEPORT (glommio's own bind sets it): a second broker on the same
+    // admin port must get "address in use", not silently share the port with the first.
+    let exclusive = std::net::TcpListener::bind(addr)?;
+    exclusive.set_nonblocking(true)?;
+    let local = exclusive.local_addr()?;
+    // SAFETY: the descriptor comes from a listening socket we own and hand over whole.
+    let listener = unsafe {
+        <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(
+            exclusive,
+        ))
+    };
     glommio::spawn_local_into(accept_loop(listener), queue)
         .map_err(|e| std::io::Error::other(e.to_string()))?
         .detach();

@@ -10,6 +10,7 @@ mod admin_wiring;
 pub mod api_versions;
 pub mod connection;
 pub mod control;
+pub mod delete_records;
 pub mod dispatch;
 pub mod fetch;
 pub mod group;

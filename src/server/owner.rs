@@ -43,6 +43,11 @@ pub enum PartitionOp {
         leader_epoch: i32,
         current_leader_epoch: i32,
     },
+    DeleteRecords {
+        topic: String,
+        partition: i32,
+        offset: i64,
+    },
 }
 
 /// A partition-level error with the message Kafka clients log.
@@ -53,6 +58,8 @@ pub enum PartitionResult {
     Fetch(FetchPart),
     ListOffsets(Result<OffsetAnswer, OpError>),
     EpochEnd(Result<(i32, i64), OpError>),
+    /// The low watermark after a DeleteRecords.
+    DeleteRecords(Result<i64, OpError>),
 }
 
 pub struct ProduceOk {
@@ -111,6 +118,9 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
                 current_leader_epoch,
             ))
         }
+        PartitionOp::DeleteRecords { topic, partition, offset } => PartitionResult::DeleteRecords(
+            super::delete_records::on_owner(ctx, &topic, partition, offset).await,
+        ),
     }
 }
 

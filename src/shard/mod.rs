@@ -10,6 +10,7 @@
 //! so the server and protocol code stay runtime-agnostic.
 
 pub mod ctx;
+pub mod maintenance;
 pub mod mesh;
 pub mod notify;
 pub mod partitions;

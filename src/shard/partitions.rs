@@ -22,8 +22,7 @@ use crate::io::dma::DmaFileSystem;
 use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
 use crate::types::{Epoch, ShardId, TopicPartition};
 
-/// How long closing a deleted partition waits for in-flight requests to let go of it.
-const CLOSE_WAIT_MS_MAX: u64 = 5_000;
+use crate::constants::PARTITION_CLOSE_WAIT_MS_MAX as CLOSE_WAIT_MS_MAX;
 
 pub struct OwnedPartition {
     pub tp: TopicPartition,
@@ -88,11 +87,13 @@ impl PartitionTable {
         }
         let mut failures = Vec::new();
         for (tp, (_, epoch)) in wanted {
+            let Some(topic) = image.topic(&tp.topic) else { continue };
             if let Some(existing) = self.map.borrow().get(&tp) {
                 existing.leader_epoch.set(epoch);
+                // Live topic configs (AlterConfigs): a no-op when nothing changed.
+                existing.log.set_config(log_config(topic));
                 continue;
             }
-            let Some(topic) = image.topic(&tp.topic) else { continue };
             match self.open(&tp, topic, epoch).await {
                 Ok(partition) => {
                     self.map.borrow_mut().insert(tp, Rc::new(partition));
@@ -160,6 +161,12 @@ impl PartitionTable {
         }
     }
 
+    /// Every open partition (a snapshot: the table may change while the caller awaits).
+    #[must_use]
+    pub fn all(&self) -> Vec<Rc<OwnedPartition>> {
+        self.map.borrow().values().cloned().collect()
+    }
+
     /// Closes every log (shutdown). Requests must have drained first.
     pub(crate) async fn close_all(&self) {
         let all: Vec<Rc<OwnedPartition>> = self.map.borrow_mut().drain().map(|(_, p)| p).collect();
@@ -179,14 +186,19 @@ impl PartitionTable {
 
 /// The storage settings of a topic, from its effective configs. The flush policy follows
 /// `flush.ms` / `flush.messages` only where the topic sets them explicitly; otherwise the
-/// storage engine's durable default (group-committed fsync per batch) applies.
+/// storage engine's durable default (group-committed fsync per batch) applies. An explicit
+/// `flush.messages` above 1 (Kafka's default is "never") without `flush.ms` means never:
+/// acknowledged once the O_DIRECT write completed, as Kafka's page-cache write.
 fn log_config(topic: &TopicImage) -> LogConfig {
     use crate::controller::configs::TimestampType as ConfigTimestampType;
     let c = &topic.config;
-    let flush = if topic.configs.get("flush.messages").is_some_and(|v| v == "1") {
+    let flush_messages = topic.configs.get("flush.messages").and_then(|v| v.parse::<i64>().ok());
+    let flush = if flush_messages.is_some_and(|n| n <= 1) {
         FlushPolicy::EveryBatch
     } else if topic.configs.contains_key("flush.ms") {
         FlushPolicy::IntervalMs(u64::try_from(c.flush_ms).unwrap_or(u64::MAX))
+    } else if flush_messages.is_some() {
+        FlushPolicy::Never
     } else {
         LogConfig::default().flush
     };
@@ -204,6 +216,14 @@ fn log_config(topic: &TopicImage) -> LogConfig {
         timestamp_after_max_ms: c.message_timestamp_after_max_ms,
         compacted: c.cleanup_policy.compact,
         flush,
+        delete_retention_enabled: c.cleanup_policy.delete,
+        retention_ms: c.retention_ms,
+        retention_bytes: c.retention_bytes,
+        file_delete_delay_ms: u64::try_from(c.file_delete_delay_ms).unwrap_or(0),
+        delete_retention_ms: c.delete_retention_ms,
+        min_compaction_lag_ms: c.min_compaction_lag_ms,
+        max_compaction_lag_ms: c.max_compaction_lag_ms,
+        min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio,
     }
 }
 

@@ -47,6 +47,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     start_signal_thread()?;
+    ensure_port_free(config.listen)?;
     let first_listener = bind_listener(config.listen)
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local =
@@ -112,6 +113,18 @@ fn placement(shard_count: usize) -> anyhow::Result<PoolPlacement> {
     Ok(PoolPlacement::Custom(sets))
 }
 
+/// Every shard binds the Kafka port with SO_REUSEPORT, which would also let a second broker
+/// process silently share a port already in use; an exclusive bind first refuses that, as
+/// Kafka does ("address already in use").
+fn ensure_port_free(addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    std::net::TcpListener::bind(addr)
+        .map(drop)
+        .with_context(|| format!("cannot listen on {addr} (is another broker using it?)"))
+}
+
 fn bind_listener(addr: std::net::SocketAddr) -> std::io::Result<socket2::Socket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
@@ -174,6 +187,7 @@ async fn shard_main(
         tracing::info!(listen = %config.listen, shards = config.shards, "shardlog listening on {}", config.listen);
     }
     drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
+    ctx.spawn_background(super::maintenance::retention_loop(ctx.clone()));
     accept_loop(&ctx, listener).await;
     drain(&ctx, &shared).await;
     ctx.partitions.close_all().await;
@@ -221,6 +235,8 @@ async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener) {
         };
         match accepted {
             Ok(stream) => {
+                let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                tracing::debug!(shard = %ctx.id, peer, "accepted connection");
                 if let Err(err) = stream.set_nodelay(true) {
                     tracing::debug!("TCP_NODELAY failed: {err}");
                 }

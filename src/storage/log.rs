@@ -35,7 +35,8 @@ pub struct PartitionLog<F: FileSystem> {
 pub(super) struct LogInner<F: FileSystem> {
     pub fs: Rc<F>,
     pub dir: PathBuf,
-    pub config: LogConfig,
+    /// Swapped whole by `set_config`; readers take an `Rc` snapshot, never a borrow.
+    pub config: RefCell<Rc<LogConfig>>,
     pub cache: Rc<BatchCache>,
     pub log_id: u64,
     pub st: RefCell<LogState<F>>,
@@ -77,9 +78,14 @@ impl<F: FileSystem> LogState<F> {
 }
 
 impl<F: FileSystem> LogInner<F> {
+    /// A snapshot of the current configuration.
+    pub fn cfg(&self) -> Rc<LogConfig> {
+        self.config.borrow().clone()
+    }
+
     pub fn committed(&self) -> Offset {
         let st = self.st.borrow();
-        match self.config.flush {
+        match self.cfg().flush {
             FlushPolicy::EveryBatch => st.durable,
             FlushPolicy::IntervalMs(_) | FlushPolicy::Never => st.written,
         }
@@ -105,7 +111,7 @@ impl<F: FileSystem> LogInner<F> {
         for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let p = segment_path(&self.dir, base, suffix);
             let f = self.fs.open(&p, true).await.map_err(StorageError::io("create", &p, 0))?;
-            let size = u64::from(self.config.segment_index_bytes);
+            let size = u64::from(self.cfg().segment_index_bytes);
             f.truncate(size).await.map_err(StorageError::io("preallocate", &p, size))?;
             f.close().await.map_err(StorageError::io("close", &p, 0))?;
         }
@@ -119,7 +125,7 @@ impl<F: FileSystem> LogInner<F> {
         if seg.size_bytes == 0 {
             return false;
         }
-        let c = &self.config;
+        let c = self.cfg();
         seg.size_bytes + batch_bytes as u64 > c.segment_bytes.min(i32::MAX as u64)
             || seg.first_append_ms.is_some_and(|t| now_ms.saturating_sub(t) >= c.segment_ms)
             || seg.index_full(c.segment_index_bytes)
@@ -127,7 +133,7 @@ impl<F: FileSystem> LogInner<F> {
     }
 
     /// Seals the active segment (the writer finalizes it) and opens a new one at the log end.
-    async fn roll(self: &Rc<Self>) -> Result<(), StorageError> {
+    pub(super) async fn roll(self: &Rc<Self>) -> Result<(), StorageError> {
         let base = self.st.borrow().log_end;
         let seg = self.create_segment(base).await?;
         let mut st = self.st.borrow_mut();
@@ -159,7 +165,8 @@ impl<F: FileSystem> LogInner<F> {
         leader_epoch: Epoch,
         now_ms: i64,
     ) -> Result<AppendInfo, StorageError> {
-        let v = validate(&batch, &self.config, now_ms)?;
+        let config = self.cfg();
+        let v = validate(&batch, &config, now_ms)?;
         let _turn = self.append_lock.acquire().await;
         self.wait_for_space(batch.len()).await?;
         let seg_base = self.st.borrow().active().base;
@@ -173,7 +180,7 @@ impl<F: FileSystem> LogInner<F> {
         if self.st.borrow_mut().epochs.assign(leader_epoch, base) {
             self.write_epochs().await?;
         }
-        let stored = assign(batch, base.0, leader_epoch.0, &self.config, now_ms);
+        let stored = assign(batch, base.0, leader_epoch.0, &config, now_ms);
         let mut h = v.header;
         h.base_offset = base.0;
         let last = Offset(h.last_offset());
@@ -181,7 +188,7 @@ impl<F: FileSystem> LogInner<F> {
         let mut st = self.st.borrow_mut();
         let seg = st.active_mut();
         seg.first_append_ms.get_or_insert(now_ms);
-        seg.track_batch(&h, max_ts, self.config.index_interval_bytes);
+        seg.track_batch(&h, max_ts, config.index_interval_bytes);
         seg.staged.push_back((stored.clone(), Some(last.next())));
         seg.staged_end = last.next();
         st.unwritten_bytes += stored.len();
@@ -194,7 +201,7 @@ impl<F: FileSystem> LogInner<F> {
             base_offset: base,
             last_offset: last,
             log_end_offset: st.log_end,
-            log_append_time_ms: if self.config.timestamp_type == TimestampType::LogAppendTime {
+            log_append_time_ms: if config.timestamp_type == TimestampType::LogAppendTime {
                 now_ms
             } else {
                 -1
@@ -308,7 +315,7 @@ impl<F: FileSystem> LogInner<F> {
             }
             out.into_iter().filter_map(|b| st.segments.remove(&b)).collect()
         };
-        self.delete_segments(doomed).await
+        self.schedule_deletion(doomed).await
     }
 
     pub async fn delete_segments(&self, doomed: Vec<Segment<F>>) -> Result<(), StorageError> {
@@ -422,6 +429,15 @@ impl<F: FileSystem> PartitionLog<F> {
         self.inner.advance_log_start(offset).await
     }
 
+    /// One retention pass (time, size, log start) at wall-clock `now_ms`; see
+    /// `storage::retention`. Cheap when nothing is due.
+    pub async fn enforce_retention(
+        &self,
+        now_ms: i64,
+    ) -> Result<super::RetentionOutcome, StorageError> {
+        self.inner.enforce_retention(now_ms).await
+    }
+
     /// Removes every batch from the one containing `offset` onward (replication).
     pub async fn truncate_to(&self, offset: Offset) -> Result<(), StorageError> {
         self.inner.truncate_to(offset).await
@@ -437,6 +453,24 @@ impl<F: FileSystem> PartitionLog<F> {
     pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
         let st = self.inner.st.borrow();
         st.epochs.end_offset_for(epoch, st.log_end)
+    }
+
+    /// Applies new topic configs to the open log (AlterConfigs). Takes effect from the next
+    /// append, roll, write or retention pass; a change of flush policy also wakes the writer
+    /// so appends waiting under the old policy are re-judged.
+    pub fn set_config(&self, config: LogConfig) {
+        if **self.inner.config.borrow() == config {
+            return;
+        }
+        *self.inner.config.borrow_mut() = Rc::new(config);
+        self.inner.kick_writer();
+        self.inner.progress.notify_all();
+    }
+
+    /// The configuration in force.
+    #[must_use]
+    pub fn config(&self) -> Rc<LogConfig> {
+        self.inner.cfg()
     }
 
     /// Number of segments (for tests and metrics).

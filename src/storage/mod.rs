@@ -11,7 +11,7 @@
 //! time indexes), [`segment`] (one segment, scanning), [`epoch`] (leader-epoch cache),
 //! [`checkpoint`] (small checkpoint files), [`cache`] (per-shard batch cache), `log` (the
 //! partition log: append, wait_committed, read, truncation), `writer` (group commit), `read`
-//! and `recovery`.
+//! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files).
 
 pub mod batch;
 pub mod cache;
@@ -24,6 +24,7 @@ mod maintenance;
 mod read;
 pub mod records;
 mod recovery;
+pub mod retention;
 pub mod segment;
 mod sync;
 pub mod validate;
@@ -32,6 +33,7 @@ mod writer;
 pub use cache::BatchCache;
 pub use error::StorageError;
 pub use log::PartitionLog;
+pub use retention::RetentionOutcome;
 
 use crate::constants;
 use crate::types::Offset;
@@ -68,8 +70,9 @@ impl Default for FlushPolicy {
     }
 }
 
-/// Per-log configuration (Kafka topic configs).
-#[derive(Clone, Debug)]
+/// Per-log configuration (Kafka topic configs). Replaced live by
+/// [`PartitionLog::set_config`] when a topic's configs change.
+#[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
     pub segment_bytes: u64,
     pub segment_ms: i64,
@@ -81,6 +84,19 @@ pub struct LogConfig {
     pub timestamp_after_max_ms: i64,
     pub compacted: bool,
     pub flush: FlushPolicy,
+    /// `cleanup.policy` contains `delete`: time and size retention apply.
+    pub delete_retention_enabled: bool,
+    /// `retention.ms`; negative = no time limit.
+    pub retention_ms: i64,
+    /// `retention.bytes`; negative = no size limit.
+    pub retention_bytes: i64,
+    /// `file.delete.delay.ms`: how long `.deleted` files linger before removal.
+    pub file_delete_delay_ms: u64,
+    /// `delete.retention.ms`: how long tombstones survive after the cleaner passed them.
+    pub delete_retention_ms: i64,
+    pub min_compaction_lag_ms: i64,
+    pub max_compaction_lag_ms: i64,
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 impl Default for LogConfig {
@@ -96,6 +112,14 @@ impl Default for LogConfig {
             timestamp_after_max_ms: constants::MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT,
             compacted: false,
             flush: FlushPolicy::default(),
+            delete_retention_enabled: true,
+            retention_ms: constants::RETENTION_MS_DEFAULT,
+            retention_bytes: -1,
+            file_delete_delay_ms: constants::FILE_DELETE_DELAY_MS_DEFAULT,
+            delete_retention_ms: constants::DELETE_RETENTION_MS_DEFAULT,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: constants::MIN_CLEANABLE_DIRTY_RATIO_DEFAULT,
         }
     }
 }

@@ -63,6 +63,11 @@ pub(super) async fn open<F: FileSystem>(
     for n in names.iter().filter(|n| n.ends_with(".tmp")) {
         let _ = fs.remove_file(&dir.join(n)).await;
     }
+    // Retention's pending deletions (their delay restarts from zero: just remove them now).
+    for n in names.iter().filter(|n| super::retention::is_leftover(n, &names)) {
+        tracing::info!(dir = %dir.display(), file = %n, "removing leftover of a segment deletion");
+        let _ = fs.remove_file(&dir.join(n)).await;
+    }
     let mut bases: Vec<Offset> = names.iter().filter_map(|n| parse_log_name(n)).collect();
     bases.sort();
     let clean = read_checkpoint(&*fs, dir, CLEAN_SHUTDOWN_FILE).await.is_some();
@@ -113,7 +118,7 @@ pub(super) async fn open<F: FileSystem>(
     let inner = Rc::new(LogInner {
         fs: fs.clone(),
         dir: dir.to_path_buf(),
-        config,
+        config: RefCell::new(Rc::new(config)),
         cache,
         log_id,
         st: RefCell::new(LogState {

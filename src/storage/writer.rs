@@ -143,7 +143,7 @@ impl<F: FileSystem> LogInner<F> {
     }
 
     fn sync_due(&self, last_sync: Instant) -> bool {
-        match self.config.flush {
+        match self.cfg().flush {
             FlushPolicy::EveryBatch => true,
             FlushPolicy::IntervalMs(ms) => last_sync.elapsed() >= Duration::from_millis(ms),
             FlushPolicy::Never => false,
@@ -268,11 +268,11 @@ impl<F: FileSystem> LogInner<F> {
         }
         let schedule = !synced
             && !st.syncer_scheduled
-            && matches!(self.config.flush, FlushPolicy::IntervalMs(_));
+            && matches!(self.cfg().flush, FlushPolicy::IntervalMs(_));
         st.syncer_scheduled |= schedule;
         drop(st);
         self.progress.notify_all();
-        if let (true, FlushPolicy::IntervalMs(ms)) = (schedule, self.config.flush) {
+        if let (true, FlushPolicy::IntervalMs(ms)) = (schedule, self.cfg().flush) {
             let me = self.clone();
             self.fs.spawn(Box::pin(async move {
                 me.fs.sleep(Duration::from_millis(ms)).await;

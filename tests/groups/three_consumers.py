@@ -1,10 +1,12 @@
 """Three confluent-kafka consumers in one group on a 6-partition topic.
 
-Checks: every partition assigned to exactly one member; closing one member moves its
-partitions to the others within the session timeout; records produced during the
-rebalance are all consumed (at-least-once: duplicates only from uncommitted ranges).
+Checks: every partition assigned to exactly one member; closing one member (LeaveGroup)
+moves its partitions to the others at once; a member killed with SIGKILL (no LeaveGroup)
+loses its partitions to the others within the session timeout; records produced during
+each rebalance are all consumed (at-least-once: duplicates only from uncommitted ranges).
 Usage: three_consumers.py BOOTSTRAP. Bounded: fails after 90 s.
 """
+import subprocess
 import sys
 import threading
 import time
@@ -108,11 +110,52 @@ def main():
     wait_for(lambda: got() >= set(sent), "all 600 records")
     total = sum(len(m.seen) for m in members)
     print(f"consumed {len(got())} distinct of {len(sent)}; {total - len(got())} duplicates")
+    assert moved < 6 + 3, f"partitions moved after {moved:.1f}s (> session timeout)"
+    killed_member_phase(members[1:], p, sent, got)
     for m in members[1:]:
         m.stop.set()
         m.join(10)
-    assert moved < 6 + 3, f"partitions moved after {moved:.1f}s (> session timeout)"
     print("PASS")
+
+
+KILLED_MEMBER = """
+import sys, time
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "client.id": "doomed",
+              "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+              "heartbeat.interval.ms": 500})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.2)
+"""
+
+
+def killed_member_phase(survivors, producer, sent, got):
+    """A third member in its own process joins, then dies by SIGKILL (no LeaveGroup)."""
+    doomed = subprocess.Popen([sys.executable, "-c", KILLED_MEMBER, BS, GROUP, TOPIC])
+    try:
+        def shared_with_doomed():
+            sets = [m.parts() for m in survivors]
+            return all(sets) and sum(map(len, sets)) == 4 and len(set().union(*sets)) == 4
+        wait_for(shared_with_doomed, "the third member's share")
+    finally:
+        doomed.kill()
+        doomed.wait()
+    t0 = time.time()
+    for i in range(300):
+        producer.produce(TOPIC, value=f"c{i}", partition=i % 6)
+        sent.append(f"c{i}")
+    producer.flush(10)
+
+    def balanced_again():
+        sets = [m.parts() for m in survivors]
+        return all(sets) and sum(map(len, sets)) == 6 and set().union(*sets) == set(range(6))
+    wait_for(balanced_again, "takeover after SIGKILL")
+    took = time.time() - t0
+    print(f"after SIGKILL of a member: partitions moved in {took:.2f}s (session timeout 6 s)")
+    assert took < 6 + 4, f"takeover took {took:.1f}s"
+    wait_for(lambda: got() >= set(sent), "all records after the SIGKILL")
+    print(f"consumed all {len(set(sent))} records")
 
 
 if __name__ == "__main__":

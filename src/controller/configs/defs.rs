@@ -21,7 +21,8 @@ const fn syn_unit(
 }
 
 const LONG_MAX: &str = "9223372036854775807";
-const NO_RETENTION: Effect = Effect::NotYet("retention and compaction come with issue 6");
+const NO_RETENTION: Effect =
+    Effect::NotYet("compaction (cleanup.policy=compact) comes with issue 6; delete acts");
 const NO_COMPACTION: Effect = Effect::NotYet("log compaction comes with issue 6");
 const NO_REPLICATION: Effect =
     Effect::NotYet("single-node broker: every partition has one replica");
@@ -115,7 +116,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         V::AtLeast(0),
         &[syn("log.segment.delete.delay.ms", T::Long, Some("60000"))],
         "The time to wait before deleting a file from the filesystem",
-        NO_RETENTION,
+        Effect::Active,
     ),
     def(
         "flush.messages",
@@ -372,7 +373,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
          are using the \"delete\" retention policy. By default there is no size limit only a time \
          limit. Since this limit is enforced at the partition level, multiply it by the number of \
          partitions to compute the topic retention in bytes.",
-        NO_RETENTION,
+        Effect::Active,
     ),
     def(
         "retention.ms",
@@ -388,7 +389,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
          discard old log segments to free up space if we are using the \"delete\" retention \
          policy. This represents an SLA on how soon consumers must read their data. If set to -1, \
          no time limit is applied.",
-        NO_RETENTION,
+        Effect::Active,
     ),
     def(
         "segment.bytes",

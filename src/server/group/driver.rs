@@ -424,6 +424,11 @@ fn encode_batch(records: &[Record], now: i64) -> Result<Bytes, String> {
 
 /// Drives the coordinator's timers and offset expiry on this shard.
 async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
+    // Load every offsets partition of this shard, so groups nobody asks about still
+    // expire and their members' sessions still time out.
+    if let Err(e) = load_all_owned(&ctx, &s).await {
+        tracing::warn!("loading group state failed: {e}");
+    }
     let mut next_expiry = now_ms() + OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT as i64;
     let mut next_lag = now_ms() + GROUP_LAG_PUBLISH_INTERVAL_MS;
     while !ctx.is_shutting_down() {

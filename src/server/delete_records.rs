@@ -1,0 +1,106 @@
+//! DeleteRecords (API key 21), v0–2 (every version Kafka 4.x defines): moves each
+//! partition's log start offset forward (`kafka-delete-records.sh`, Admin
+//! `deleteRecords`). Offset -1 means the high watermark. The new log start is checkpointed
+//! before the call answers, so it survives a crash; whole segments below it leave through
+//! retention's `.deleted` path. ListOffsets earliest and Fetch honour it.
+//!
+//! The request is split by owner shard on the connection's shard; [`on_owner`] runs on the
+//! partition's owner shard.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse};
+
+use super::dispatch::{respond, ResponseFuture};
+use super::owner::{OpError, PartitionOp, PartitionResult};
+use super::route::Routed;
+use crate::protocol::decode_request;
+use crate::protocol::errors::storage_error_code;
+use crate::shard::ShardCtx;
+use crate::types::Offset;
+
+/// Every version Kafka 4.x defines (v2 is flexible).
+pub const VERSIONS: (i16, i16) = (0, 2);
+
+/// Kafka's "delete up to the high watermark" sentinel.
+const HIGH_WATERMARK: i64 = -1;
+
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
+    let (header, req) =
+        decode_request::<DeleteRecordsRequest>(frame, ApiKey::DeleteRecords, version)
+            .map_err(|e| e.to_string())?;
+    let mut routed = Routed::default();
+    let mut slots = Vec::new();
+    let mut response = DeleteRecordsResponse::default();
+    for (t, topic) in req.topics.into_iter().enumerate() {
+        let name = topic.name.0.to_string();
+        for p in topic.partitions {
+            let owner = ctx.owner_of(&name, p.partition_index);
+            if let Some((shard, _)) = owner {
+                let op = PartitionOp::DeleteRecords {
+                    topic: name.clone(),
+                    partition: p.partition_index,
+                    offset: p.offset,
+                };
+                routed.push(shard, slots.len(), op);
+            }
+            slots.push((t, p.partition_index, owner.is_some()));
+        }
+        response.topics.push(DeleteRecordsTopicResult::default().with_name(topic.name));
+    }
+    let in_flight = routed.send(ctx).await;
+    let correlation_id = header.correlation_id;
+    Ok(Box::pin(async move {
+        let results = in_flight.gather(slots.len()).await;
+        for ((t, index, known), result) in slots.into_iter().zip(results) {
+            let base = DeleteRecordsPartitionResult::default()
+                .with_partition_index(index)
+                .with_low_watermark(-1);
+            let part = match result {
+                Some(PartitionResult::DeleteRecords(Ok(low))) => base.with_low_watermark(low),
+                Some(PartitionResult::DeleteRecords(Err((code, _)))) => {
+                    base.with_error_code(code.code())
+                }
+                _ if !known => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                _ => base.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+            };
+            response.topics[t].partitions.push(part);
+        }
+        respond(ApiKey::DeleteRecords, version, correlation_id, &response)
+    }))
+}
+
+/// Advances the partition's log start to `offset` (-1: the high watermark) and returns the
+/// low watermark. Kafka's rules: an offset above the high watermark or below -1 is
+/// OFFSET_OUT_OF_RANGE; one at or below the current log start changes nothing.
+pub async fn on_owner(
+    ctx: &ShardCtx,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<i64, OpError> {
+    let p =
+        ctx.partitions.get(topic, partition).ok_or((ResponseError::NotLeaderOrFollower, None))?;
+    let hw = p.log.committed_offset();
+    let target = if offset == HIGH_WATERMARK { hw } else { Offset(offset) };
+    if target.0 < 0 || target > hw {
+        let why = format!("offset {offset} is outside [-1, high watermark {hw}]");
+        return Err((ResponseError::OffsetOutOfRange, Some(why)));
+    }
+    p.log
+        .advance_log_start(target)
+        .await
+        .map_err(|err| (storage_error_code(&err), Some(err.to_string())))?;
+    let low = p.log.log_start_offset();
+    tracing::info!(partition = %p.tp, log_start = low.0, "DeleteRecords advanced the log start");
+    Ok(low.0)
+}
