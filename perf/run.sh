@@ -290,7 +290,8 @@ def ratio(s, k, higher_better=True):
     if s is None or k is None or k == 0 or s == 0:
         return "n/a"
     r = s / k
-    return f"{r:.2f}x" + ("" if higher_better else " (lower is better)")
+    txt = f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
+    return txt + ("" if higher_better else " (lower is better)")
 def fmt(v, unit=""):
     if v is None:
         return "n/a"

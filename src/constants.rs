@@ -74,6 +74,8 @@ pub const FETCH_MAX_WAIT_MS_CAP: i32 = 60_000;
 pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 10_000;
 /// How often a shard checks the process-wide shutdown flag set by the signal thread.
 pub const SHUTDOWN_POLL_INTERVAL_MS: u64 = 50;
+/// How long closing a deleted partition waits for in-flight requests to let go of it.
+pub const PARTITION_CLOSE_WAIT_MS_MAX: u64 = 5_000;
 /// Default `spin_before_park` of every executor (design.md section 5: without it a
 /// cross-shard hop costs milliseconds at p99).
 pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 50;

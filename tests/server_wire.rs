@@ -309,3 +309,42 @@ fn produce_errors_acks_zero_and_pipelining() {
     raw.send(ApiKey::Produce, 7, 6, &produce("missing", 0, vec![(0, batch(&["x"]))]));
     assert!(raw.closed(), "acks=0 failure closes the connection");
 }
+
+#[test]
+fn auto_create_and_create_partitions_open_logs_on_owner_shards() {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    let mut raw = Raw::connect(&broker);
+    let wanted = MetadataRequestTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_static_str("auto"))));
+    let req = MetadataRequest::default()
+        .with_topics(Some(vec![wanted]))
+        .with_allow_auto_topic_creation(true);
+    raw.send(ApiKey::Metadata, 9, 1, &req);
+    let (_, resp): (_, MetadataResponse) = raw.recv(ApiKey::Metadata, 9);
+    assert_eq!(resp.topics[0].error_code, 0, "auto-created and answered at once");
+    assert_eq!(resp.topics[0].partitions.len(), 1);
+
+    let grow = CreatePartitionsTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("auto")))
+        .with_count(3)
+        .with_assignments(None);
+    let req = CreatePartitionsRequest::default().with_topics(vec![grow]).with_timeout_ms(5_000);
+    raw.send(ApiKey::CreatePartitions, 2, 2, &req);
+    let (_, resp): (_, CreatePartitionsResponse) = raw.recv(ApiKey::CreatePartitions, 2);
+    assert_eq!(resp.results[0].error_code, 0);
+    // The new partitions are open on their owner shards as soon as the answer arrives.
+    raw.send(
+        ApiKey::Produce,
+        7,
+        3,
+        &produce("auto", 1, vec![(1, batch(&["x"])), (2, batch(&["y"]))]),
+    );
+    let (_, resp): (_, ProduceResponse) = raw.recv(ApiKey::Produce, 7);
+    for p in &resp.responses[0].partition_responses {
+        assert_eq!((p.error_code, p.base_offset), (0, 0), "partition {}", p.index);
+    }
+}

@@ -40,6 +40,12 @@ pub fn start_shard(shard: u32, background: TaskQueueHandle, admin: Option<Socket
     }
 }
 
+/// Installs a recorder on the calling thread without a runtime (benchmarks and tests
+/// that time the hooks outside a shard).
+pub fn install_for_bench(shard: u32) {
+    let _ = recorder::install(ShardRecorder::new(shard));
+}
+
 /// Publishes this shard's recordings now, if this thread is a shard (scrapes call it so
 /// the serving shard's own figures are current).
 pub fn publish_now() {

@@ -22,8 +22,7 @@ use crate::io::dma::DmaFileSystem;
 use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
 use crate::types::{Epoch, ShardId, TopicPartition};
 
-/// How long closing a deleted partition waits for in-flight requests to let go of it.
-const CLOSE_WAIT_MS_MAX: u64 = 5_000;
+use crate::constants::PARTITION_CLOSE_WAIT_MS_MAX as CLOSE_WAIT_MS_MAX;
 
 pub struct OwnedPartition {
     pub tp: TopicPartition,

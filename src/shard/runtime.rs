@@ -235,6 +235,8 @@ async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener) {
         };
         match accepted {
             Ok(stream) => {
+                let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                tracing::debug!(shard = %ctx.id, peer, "accepted connection");
                 if let Err(err) = stream.set_nodelay(true) {
                     tracing::debug!("TCP_NODELAY failed: {err}");
                 }

@@ -24,7 +24,7 @@ impl Broker {
     pub fn start_with(data_dir: &Path, extra: &[&str]) -> Broker {
         let mut child = Command::new(env!("CARGO_BIN_EXE_shardlog"))
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
             .args(["--log-level", &std::env::var("SHARDLOG_TEST_LOG").unwrap_or("info".into())])
             .arg("--data-dir")
             .arg(data_dir)
@@ -37,7 +37,8 @@ impl Broker {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listening on ").nth(1) {
+                // "shardlog listening on": the admin HTTP endpoint logs "listening on" too.
+                if let Some(rest) = line.split("shardlog listening on ").nth(1) {
                     let addr = rest.split_whitespace().next().unwrap_or_default().to_string();
                     let _ = tx.send(addr);
                 }

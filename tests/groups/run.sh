@@ -5,6 +5,9 @@
 # kafkajs (producer + group consumers), and the restart test (SIGTERM/SIGKILL; starts
 # its own broker). Every test is bounded.
 # Usage: tests/groups/run.sh [PORT]   (default 39170; restart test uses PORT+1)
+# Prerequisites (all from tests/interop/install.sh): confluent-kafka and kafka-python (pip),
+# the pinned Kafka jars (perf/kafka/kafka.sh fetch: Java classpath and ConsumerGroupCommand),
+# kafkajs (npm ci in tests/interop/js). A missing one fails its test; nothing is skipped.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -23,15 +26,15 @@ run "confluent-kafka: three consumers" python3 "$HERE/three_consumers.py" "127.0
 run "kafka-python + ConsumerGroupCommand" python3 "$HERE/kafka_python_and_tools.py" "127.0.0.1:$PORT" "$BIN"
 run "java kafka-clients" java -Xmx256m -cp "$("$REPO/perf/kafka/kafka.sh" classpath)" \
   "$HERE/java/GroupCheck.java" "127.0.0.1:$PORT"
-KJS="$REPO/.interop-cache/kafkajs"
-if [[ ! -d "$KJS/node_modules/kafkajs" ]] && command -v npm >/dev/null; then
-  mkdir -p "$KJS" && (cd "$KJS" && npm install --silent --no-audit --no-fund kafkajs@2.2.4)
-fi
-if [[ -d "$KJS/node_modules/kafkajs" ]]; then
-  run "kafkajs" env NODE_PATH="$KJS/node_modules" KAFKAJS_NO_PARTITIONER_WARNING=1 \
+# kafkajs comes from the interop suite's pinned install (tests/interop/install.sh: npm ci).
+KJS="$REPO/tests/interop/js/node_modules"
+if [[ -d "$KJS/kafkajs" ]]; then
+  run "kafkajs" env NODE_PATH="$KJS" KAFKAJS_NO_PARTITIONER_WARNING=1 \
     node "$HERE/kafkajs_group.js" "127.0.0.1:$PORT"
 else
-  echo "== kafkajs: skipped (npm not available)"
+  echo "== kafkajs: not installed ($KJS/kafkajs missing: run tests/interop/install.sh)"
+  echo "FAILED"
+  status=1
 fi
 run "restart (SIGTERM, SIGKILL)" python3 "$HERE/restart.py" "$BIN" "$((PORT + 1))"
 exit $status

@@ -7,6 +7,9 @@ the run) and turns the scenario steps into that client's own commands:
 * ``produce``: send the records file;
 * ``consume``: read every partition back from the beginning, without a consumer group, into
   the consumed file;
+* ``consume_group``: read every partition back through a consumer group (subscribe, group id
+  ``ctx.group``, earliest offset), commit, and fail unless the group's committed offsets then
+  equal the log end offsets; into the group-consumed file;
 * ``offsets``: answer ListOffsets-by-timestamp queries.
 
 Each adapter also says how its records are built (explicit partition/timestamp or the client's
@@ -67,6 +70,8 @@ class Ctx:
         self.consumed_path = os.path.join(workdir, "consumed.tsv")
         self.queries_path = os.path.join(workdir, "queries.tsv")
         self.answers_path = os.path.join(workdir, "answers.tsv")
+        self.group_consumed_path = os.path.join(workdir, "consumed-group.tsv")
+        self.group = f"{topic}-group"
         self.produce_window_ms: tuple[int, int] | None = None
 
 
@@ -87,6 +92,7 @@ class Adapter:
     def create(self, ctx: Ctx) -> str: ...
     def produce(self, ctx: Ctx) -> str: ...
     def consume(self, ctx: Ctx) -> str: ...
+    def consume_group(self, ctx: Ctx) -> str: ...
     def offsets(self, ctx: Ctx) -> str: ...
 
 
@@ -111,6 +117,9 @@ class ProgramAdapter(Adapter):
 
     def consume(self, ctx):
         return self._run("consume", ctx, output=ctx.consumed_path)
+
+    def consume_group(self, ctx):
+        return self._run("consume-group", ctx, output=ctx.group_consumed_path, group=ctx.group)
 
     def offsets(self, ctx):
         return self._run("offsets", ctx, input=ctx.queries_path, output=ctx.answers_path)
@@ -151,6 +160,33 @@ TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
 CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 GET_OFFSET_SHELL = "org.apache.kafka.tools.GetOffsetShell"
+CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def check_group_committed(ctx: Ctx) -> str:
+    """For clients without a committed() API of their own (kcat, the CLI tools): Kafka's
+    ConsumerGroupCommand --describe must show, on every partition, CURRENT-OFFSET equal to
+    LOG-END-OFFSET, and the log end offsets must add up to the records produced."""
+    out = kafka_tool(CONSUMER_GROUP_COMMAND, "--bootstrap-server", ctx.bootstrap, "--describe",
+                     "--group", ctx.group)
+    ends: dict[int, int] = {}
+    committed: dict[int, int | None] = {}
+    for line in out.splitlines():
+        # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
+        cols = line.split()
+        if len(cols) >= 6 and cols[0] == ctx.group and cols[1] == ctx.topic:
+            p = int(cols[2])
+            committed[p] = None if cols[3] == "-" else int(cols[3])
+            ends[p] = int(cols[4])
+    problems = sc.check_committed(ends, committed)
+    produced = len(sc.read_records(ctx.records_path))
+    if len(ends) != ctx.partitions:
+        problems.append(f"--describe lists partitions {sorted(ends)}")
+    if sum(ends.values()) != produced:
+        problems.append(f"log end offsets {ends} add up to {sum(ends.values())}, not {produced}")
+    if problems:
+        raise StepError("ConsumerGroupCommand --describe: " + "; ".join(problems) + "\n" + out)
+    return f"ConsumerGroupCommand --describe: committed = log end offsets {dict(sorted(ends.items()))}"
 
 
 def create_with_topic_command(ctx: Ctx, describe: bool = True) -> str:
@@ -210,6 +246,17 @@ class KcatAdapter(Adapter):
 
     def consume(self, ctx):
         out = run(["kcat", "-b", ctx.bootstrap, "-C", "-t", ctx.topic, "-o", "beginning", "-e", "-J", "-q"])
+        return self._write_consumed(ctx.consumed_path, out)
+
+    def consume_group(self, ctx):
+        # Balanced consumer (-G): librdkafka's subscribe with auto commit on; kcat commits the
+        # stored offsets when it closes at the end (-e). ConsumerGroupCommand checks the result.
+        out = run(["kcat", "-b", ctx.bootstrap, "-G", ctx.group, "-X", "auto.offset.reset=earliest",
+                   "-o", "beginning", "-e", "-J", "-q", ctx.topic])
+        summary = self._write_consumed(ctx.group_consumed_path, out)
+        return f"{summary}; {check_group_committed(ctx)}"
+
+    def _write_consumed(self, path: str, out: str) -> str:
         consumed = []
         for line in out.splitlines():
             m = json.loads(line)
@@ -221,7 +268,7 @@ class KcatAdapter(Adapter):
             consumed.append(sc.Consumed(m["partition"], m["offset"], m["ts"], tstype, key, value, headers))
         # kcat interleaves partitions; order within a partition is what matters.
         consumed.sort(key=lambda c: (c.partition, c.offset))
-        sc.write_consumed(ctx.consumed_path, consumed)
+        sc.write_consumed(path, consumed)
         return f"{len(consumed)} records"
 
     def offsets(self, ctx):
@@ -317,6 +364,22 @@ class KafkaCliAdapter(Adapter):
         sc.write_consumed(ctx.consumed_path, consumed)
         return f"end offsets {ends}"
 
+    def consume_group(self, ctx):
+        # One JVM subscribed to the whole topic; the console consumer auto-commits, and commits
+        # its position synchronously when it closes after --max-messages.
+        total = len(sc.read_records(ctx.records_path))
+        out = kafka_tool(
+            CONSOLE_CONSUMER, "--bootstrap-server", ctx.bootstrap, "--topic", ctx.topic,
+            "--group", ctx.group, "--from-beginning", "--max-messages", str(total),
+            "--timeout-ms", "60000", "--property", "print.key=true", "--property", "print.headers=true",
+            "--property", "print.timestamp=true", "--property", "print.offset=true",
+            "--property", "print.partition=true",
+        )
+        consumed = [parse_console_line(line) for line in out.splitlines() if line]
+        consumed.sort(key=lambda c: (c.partition, c.offset))
+        sc.write_consumed(ctx.group_consumed_path, consumed)
+        return f"{len(consumed)} records; {check_group_committed(ctx)}"
+
     def offsets(self, ctx):
         by_ts: dict[int, list[int]] = defaultdict(list)
         for p, ts in sc.read_queries(ctx.queries_path):
@@ -360,8 +423,8 @@ def parse_console_line(line: str) -> sc.Consumed:
 
 
 class KafkajsAdapter(ProgramAdapter):
-    """kafkajs (js/kafkajs_client.js). Its consumer always joins a group, so it needs consumer
-    groups (issue 5) on the broker: opt-in (--clients ...,kafkajs) until they land. It does
+    """kafkajs (js/kafkajs_client.js). Its consumer always joins a group: ``consume`` uses a
+    fresh group and never commits, ``consume_group`` the suite's group with commits. It does
     not expose the timestamp type; it compresses with none or gzip only."""
 
     JS_DIR = os.path.join(HERE, "js")
@@ -393,7 +456,7 @@ def all_adapters() -> dict[str, Adapter]:
     return {a.name: a for a in adapters}
 
 
-DEFAULT_CLIENTS = ["kcat", "confluent-kafka", "kafka-python", "java-clients", "kafka-cli"]
+DEFAULT_CLIENTS = ["kcat", "confluent-kafka", "kafka-python", "java-clients", "kafka-cli", "kafkajs"]
 
 # `--compression mixed`: every codec once, including both snappy framings (librdkafka writes
 # raw snappy, the Java client xerial-framed snappy), without extra Python codec packages

@@ -5,8 +5,11 @@ Steps per client, each in its own topic ``interop-<client>-<run id>``: create (6
 checked through the client's metadata view), produce (10,000 keyed records with headers and,
 where the client can set them, explicit partitions and timestamps), consume (every partition
 from the beginning, no consumer group), verify (scenario.verify: count, partition, per-partition
-order and offsets, key, value, headers, timestamp) and list-offsets-by-time (answers checked
-against the consumed data).
+order and offsets, key, value, headers, timestamp), list-offsets-by-time (answers checked
+against the consumed data) and consume-group (every record again through a consumer group:
+subscribe with a group id, commit; the same scenario.verify checks on what it read, and the
+group's committed offsets must equal the log end offsets, through the client's committed() API
+or ConsumerGroupCommand --describe).
 
 Exit status 0 only if every cell of every requested client is ok: a failed, skipped or
 not-installed cell fails the run.
@@ -26,7 +29,7 @@ import time
 import adapters as ad
 import scenario as sc
 
-STEPS = ["create", "produce", "consume", "verify", "list-offsets-by-time"]
+STEPS = ["create", "produce", "consume", "verify", "list-offsets-by-time", "consume-group"]
 # Explicit timestamps start two hours back: Kafka 4 rejects timestamps more than an hour in the
 # future (log.message.timestamp.after.max.ms) but accepts any past one.
 TIMESTAMP_LAG_MS = 2 * 3600 * 1000
@@ -68,7 +71,9 @@ def run_client(adapter: ad.Adapter, args, run_id: str, workroot: str) -> dict[st
         except (ad.StepError, OSError, ValueError, KeyError, IndexError) as e:
             cells[name] = Cell("FAIL", time.monotonic() - start, f"{type(e).__name__}: {e}")
             blocked.append(name)
-        print(f"  {adapter.name:16} {name:22} {cells[name].text()}", file=sys.stderr, flush=True)
+        # consume-group's detail says what was checked of the committed offsets: show it.
+        shown = cells[name].detail[-160:] if name == "consume-group" and cells[name].status == "ok" else ""
+        print(f"  {adapter.name:16} {name:22} {cells[name].text()} {shown}".rstrip(), file=sys.stderr, flush=True)
         return cells[name].status == "ok"
 
     def produce():
@@ -94,11 +99,22 @@ def run_client(adapter: ad.Adapter, args, run_id: str, workroot: str) -> dict[st
             raise ad.StepError("\n".join(problems[:15]))
         return f"{len(queries)} queries answered"
 
+    def consume_group():
+        out = adapter.consume_group(ctx)
+        problems = sc.verify(records, sc.read_consumed(ctx.group_consumed_path),
+                             adapter.expectations(ctx))
+        if problems:
+            raise ad.StepError(f"{len(problems)} problems, first ones:\n" + "\n".join(problems[:15]))
+        # The program's last line says what it checked of the committed offsets.
+        last = (out or "").strip().splitlines()
+        return f"{len(records)} records match; {last[-1] if last else ''}"
+
     step("create", lambda: adapter.create(ctx))
     step("produce", produce)
     step("consume", lambda: adapter.consume(ctx))
     step("verify", verify)
     step("list-offsets-by-time", list_offsets)
+    step("consume-group", consume_group)
     return cells
 
 

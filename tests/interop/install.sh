@@ -3,8 +3,8 @@
 # Debian's kcat, confluent-kafka and kafka-python from PyPI (pinned to the validated
 # versions), and the Maven artifacts of the pinned Apache Kafka (CLI tools, via
 # perf/kafka/kafka.sh fetch) and of the Java client program (an online build that fills
-# ~/.m2, so run.sh can build it offline with `mvn -o`); kafkajs with npm when npm exists
-# (optional: not in the default client list until consumer groups land).
+# ~/.m2, so run.sh can build it offline with `mvn -o`); kafkajs with npm (pinned by
+# js/package-lock.json). These are also everything tests/groups/run.sh needs.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -47,11 +47,13 @@ step "Apache Kafka $("$REPO/perf/kafka/kafka.sh" version) jars (Maven)"
 step "Java client program dependencies (Maven, online)"
 mvn -q -B -Dstyle.color=never -f "$HERE/java/pom.xml" compile
 
-step "kafkajs (npm, optional: the suite runs it only on request until consumer groups land)"
-if command -v npm >/dev/null; then
-  (cd "$HERE/js" && npm ci --no-audit --no-fund --silent) || echo "warning: kafkajs install failed"
+KAFKAJS_VERSION="$(sed -n 's/.*"kafkajs": "\(.*\)".*/\1/p' "$HERE/js/package.json")"
+step "kafkajs $KAFKAJS_VERSION (npm ci)"
+if grep -qs "\"version\": \"$KAFKAJS_VERSION\"" "$HERE/js/node_modules/kafkajs/package.json"; then
+  echo "already installed"
 else
-  echo "npm not found: skipping kafkajs"
+  command -v npm >/dev/null || { echo "npm not found: install Node.js (kafkajs is a default client)" >&2; exit 1; }
+  (cd "$HERE/js" && npm ci --no-audit --no-fund --silent)
 fi
 
 step "done"

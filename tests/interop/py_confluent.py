@@ -1,9 +1,11 @@
 """confluent-kafka (librdkafka) client program for the interoperability scenario.
 
 Run by driver.py as a subprocess: ``python3 py_confluent.py STEP --bootstrap ... --topic ...``
-(see scenario.parse_client_args). No consumer group: partitions are assign()ed from
-OFFSET_BEGINNING with auto commit off. confluent-kafka refuses a consumer without group.id,
-so a placeholder id is set; nothing subscribes or commits with it.
+(see scenario.parse_client_args). ``consume``: no consumer group, partitions are assign()ed
+from OFFSET_BEGINNING with auto commit off (confluent-kafka refuses a consumer without
+group.id, so a placeholder id is set; nothing subscribes or commits with it).
+``consume-group``: subscribe() with ``--group``, auto.offset.reset=earliest, a synchronous
+commit() once every partition is read, then committed() must equal the end offsets.
 """
 
 import sys
@@ -93,6 +95,37 @@ def consume(args) -> None:
         raise SystemExit(f"timed out; partitions not read to their end {sorted(pending)} (ends {ends})")
 
 
+def consume_group(args) -> None:
+    consumer = Consumer({
+        "bootstrap.servers": args.bootstrap, "group.id": args.group,
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    })
+    tps = [TopicPartition(args.topic, p) for p in range(args.partitions)]
+    ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+    consumer.subscribe([args.topic])
+    out, next_offset = [], {p: 0 for p in ends}
+    deadline = time.monotonic() + args.timeout_s
+    while any(next_offset[p] < ends[p] for p in ends):
+        if time.monotonic() > deadline:
+            consumer.close()
+            raise SystemExit(f"timed out at {next_offset}, ends {ends}")
+        msg = consumer.poll(1.0)
+        if msg is None:
+            continue
+        if msg.error():
+            raise KafkaException(msg.error())
+        tstype, ts = msg.timestamp()
+        out.append(sc.Consumed(msg.partition(), msg.offset(), ts, TSTYPES.get(tstype, "?"),
+                               msg.key(), msg.value(), list(msg.headers() or [])))
+        next_offset[msg.partition()] = msg.offset() + 1
+    sc.write_consumed(args.output, out)
+    # The client's own commit of its consumed positions, then its committed() view.
+    consumer.commit(asynchronous=False)
+    committed = {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=args.timeout_s)}
+    consumer.close()
+    sc.exit_unless_committed(ends, committed)
+
+
 def offsets(args) -> None:
     queries = sc.read_queries(args.input)
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "interop-assign-only",
@@ -113,5 +146,6 @@ def offsets(args) -> None:
 
 if __name__ == "__main__":
     a = sc.parse_client_args()
-    {"create": create, "produce": produce, "consume": consume, "offsets": offsets}[a.step](a)
+    {"create": create, "produce": produce, "consume": consume, "consume-group": consume_group,
+     "offsets": offsets}[a.step](a)
     sys.exit(0)

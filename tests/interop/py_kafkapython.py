@@ -1,7 +1,9 @@
 """kafka-python client program for the interoperability scenario.
 
-Run by driver.py as a subprocess (see scenario.parse_client_args). No consumer group:
-``group_id=None``, partitions assigned directly, read from the beginning.
+Run by driver.py as a subprocess (see scenario.parse_client_args). ``consume``: no consumer
+group, ``group_id=None``, partitions assigned directly, read from the beginning.
+``consume-group``: ``group_id=--group``, subscribe(), auto_offset_reset=earliest, commit()
+once every partition is read, then committed() must equal the end offsets.
 """
 
 import sys
@@ -73,6 +75,34 @@ def consume(args) -> None:
     sc.write_consumed(args.output, out)
 
 
+def record(m) -> sc.Consumed:
+    tstype = {0: "create", 1: "append"}.get(m.timestamp_type, "none")
+    return sc.Consumed(m.partition, m.offset, m.timestamp, tstype, m.key, m.value, list(m.headers or []))
+
+
+def consume_group(args) -> None:
+    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group,
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+    tps = [TopicPartition(args.topic, p) for p in range(args.partitions)]
+    ends = consumer.end_offsets(tps)
+    consumer.subscribe([args.topic])
+    out, next_offset = [], {tp: 0 for tp in tps}
+    deadline = time.monotonic() + args.timeout_s
+    while any(next_offset[tp] < ends[tp] for tp in tps):
+        if time.monotonic() > deadline:
+            consumer.close()
+            raise SystemExit(f"timed out at {next_offset}, ends {ends}")
+        for tp, msgs in consumer.poll(timeout_ms=1000).items():
+            for m in msgs:
+                out.append(record(m))
+                next_offset[tp] = m.offset + 1
+    sc.write_consumed(args.output, out)
+    consumer.commit()
+    committed = {tp.partition: consumer.committed(tp) for tp in tps}
+    consumer.close()
+    sc.exit_unless_committed({tp.partition: end for tp, end in ends.items()}, committed)
+
+
 def offsets(args) -> None:
     queries = sc.read_queries(args.input)
     consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=None)
@@ -88,5 +118,6 @@ def offsets(args) -> None:
 
 if __name__ == "__main__":
     a = sc.parse_client_args()
-    {"create": create, "produce": produce, "consume": consume, "offsets": offsets}[a.step](a)
+    {"create": create, "produce": produce, "consume": consume, "consume-group": consume_group,
+     "offsets": offsets}[a.step](a)
     sys.exit(0)

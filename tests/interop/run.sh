@@ -5,6 +5,7 @@
 #   tests/interop/run.sh --bootstrap HOST:PORT   run the suite against a running broker
 #   tests/interop/run.sh --kafka                 start the pinned Apache Kafka and run against it
 #   ... [--clients a,b] [--records N] [--workdir DIR]   passed to driver.py
+#   INTEROP_PORTS="19200 19249" tests/interop/run.sh    pick the broker port from this range
 #
 # Shardlog is built in debug mode: `cargo test` (run just before in CI) has already built the
 # debug binary, so this costs no extra compile on a 2-core machine, whereas a release build
@@ -14,7 +15,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 KAFKA_SH="$REPO/perf/kafka/kafka.sh"
-PORT_RANGE=(19150 19199)
+# The first free port of this range (INTEROP_PORTS="FIRST LAST" overrides it) is the broker's.
+read -r -a PORT_RANGE <<<"${INTEROP_PORTS:-19150 19199}"
 READY_TIMEOUT_S=60
 
 bootstrap="" target="shardlog" driver_args=()
@@ -22,7 +24,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --bootstrap) bootstrap="$2"; target="existing"; shift 2 ;;
     --kafka) target="kafka"; shift ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) driver_args+=("$1"); shift ;;
   esac
 done

@@ -329,14 +329,41 @@ def check_answers(queries: list[tuple[int, int, int]], answers: list[tuple[int, 
     return out
 
 
+def check_committed(ends: dict[int, int], committed: dict[int, int | None]) -> list[str]:
+    """After a group consumer read every partition to its end and committed: the committed
+    offset of each partition must equal its log end offset. A partition without records may
+    have no committed offset (None or negative) or 0."""
+    problems = []
+    for p, end in sorted(ends.items()):
+        got = committed.get(p)
+        if end == 0 and (got is None or got <= 0):
+            continue
+        if got != end:
+            problems.append(f"p{p}: committed {got}, log end offset {end}")
+    extra = sorted(set(committed) - set(ends))
+    if extra:
+        problems.append(f"committed offsets for unknown partitions {extra}")
+    return problems
+
+
+def exit_unless_committed(ends: dict[int, int], committed: dict[int, int | None]) -> None:
+    """The client programs' last act of consume-group: exit non-zero on a commit mismatch."""
+    problems = check_committed(ends, committed)
+    if problems:
+        raise SystemExit("committed offsets differ from the end offsets: " + "; ".join(problems))
+    print(f"committed offsets equal the log end offsets {dict(sorted(ends.items()))}")
+
+
 def parse_client_args(argv: list[str] | None = None):
     """Command line shared by the client programs (Python here; the Java one mirrors it):
-    ``create|produce|consume|offsets --bootstrap B --topic T [--partitions N] [--input F]
-    [--output F] [--compression CODEC]``."""
+    ``create|produce|consume|consume-group|offsets --bootstrap B --topic T [--partitions N]
+    [--input F] [--output F] [--compression CODEC] [--group G]``. ``consume-group`` subscribes
+    with group id G, reads every partition to its end offset, commits, and fails unless the
+    committed offsets then equal the end offsets."""
     import argparse
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("step", choices=["create", "produce", "consume", "offsets"])
+    ap.add_argument("step", choices=["create", "produce", "consume", "consume-group", "offsets"])
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
     ap.add_argument("--partitions", type=int, default=6)
@@ -344,4 +371,5 @@ def parse_client_args(argv: list[str] | None = None):
     ap.add_argument("--output")
     ap.add_argument("--timeout-s", type=float, default=60.0)
     ap.add_argument("--compression", default="none", help="producer codec: none|gzip|snappy|lz4|zstd")
+    ap.add_argument("--group", help="consumer group id of consume-group")
     return ap.parse_args(argv)

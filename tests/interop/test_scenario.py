@@ -84,6 +84,14 @@ class OffsetsTest(unittest.TestCase):
         self.assertTrue(sc.check_answers(q, [(0, 10, 4)]))
         self.assertTrue(sc.check_answers(q, []))
 
+    def test_check_committed(self):
+        ends = {0: 5, 1: 0, 2: 7}
+        self.assertEqual(sc.check_committed(ends, {0: 5, 2: 7}), [])
+        self.assertEqual(sc.check_committed(ends, {0: 5, 1: -1001, 2: 7}), [])
+        self.assertEqual(len(sc.check_committed(ends, {0: 4, 2: 7})), 1)
+        self.assertEqual(len(sc.check_committed(ends, {0: 5})), 1)
+        self.assertEqual(len(sc.check_committed(ends, {0: 5, 2: 7, 9: 1})), 1)
+
 
 class FormatTest(unittest.TestCase):
     def test_murmur2_matches_kafka_vectors(self):

@@ -1,10 +1,12 @@
 // kafkajs client program of the interoperability suite, mirroring the Python and Java ones
 // (tests/interop/scenario.py documents the file formats):
-//   node kafkajs_client.js create|produce|consume|offsets --bootstrap B --topic T
-//        [--partitions N] [--input F] [--output F] [--compression none|gzip]
+//   node kafkajs_client.js create|produce|consume|consume-group|offsets --bootstrap B --topic T
+//        [--partitions N] [--input F] [--output F] [--compression none|gzip] [--group G]
 // kafkajs's consumer always joins a group, so `consume` subscribes with a fresh group id
-// from the beginning: this client needs consumer groups (issue 5) on the broker. kafkajs does
-// not expose a record's timestamp type, so the consumed file says "unknown" there.
+// from the beginning and never commits; `consume-group` subscribes with group G, commits
+// what it read, and checks the group's committed offsets (admin fetchOffsets) equal the end
+// offsets. kafkajs does not expose a record's timestamp type, so the consumed file says
+// "unknown" there.
 'use strict';
 
 // We choose partitions explicitly; the default-partitioner notice is noise here.
@@ -88,14 +90,15 @@ async function endOffsets(kafka, topic) {
   return Object.fromEntries(offsets.map((o) => [o.partition, Number(o.high)]));
 }
 
-async function consume(opts) {
-  const kafka = client(opts);
-  const ends = await endOffsets(kafka, opts.topic);
+// Subscribes from the beginning with `groupId` and reads `total` records; with `commit`, the
+// offsets after the last record of each partition are committed before disconnecting.
+async function consumeWithGroup(opts, kafka, ends, groupId, commit) {
   const total = Object.values(ends).reduce((a, b) => a + b, 0);
-  const consumer = kafka.consumer({ groupId: `interop-kafkajs-${process.pid}-${Date.now()}` });
+  const consumer = kafka.consumer({ groupId });
   await consumer.connect();
   await consumer.subscribe({ topic: opts.topic, fromBeginning: true });
   const lines = [];
+  const next = {};
   let done;
   let crashed;
   const finished = new Promise((resolve, reject) => { done = resolve; crashed = reject; });
@@ -109,6 +112,7 @@ async function consume(opts) {
         .map(([k, v]) => `${B64(Buffer.from(k))}:${B64(v)}`).join(',');
       lines.push([partition, message.offset, message.timestamp, 'unknown', B64(message.key),
         B64(message.value), headers].join('\t'));
+      next[partition] = (BigInt(message.offset) + 1n).toString();
       if (lines.length >= total) done();
     },
   });
@@ -117,10 +121,37 @@ async function consume(opts) {
     Number(opts['timeout-s']) * 1000));
   try {
     if (total > 0) await Promise.race([finished, timeout]);
+    if (commit) {
+      await consumer.commitOffsets(Object.entries(next)
+        .map(([partition, offset]) => ({ topic: opts.topic, partition: Number(partition), offset })));
+    }
   } finally {
     await consumer.disconnect();
     fs.writeFileSync(opts.output, lines.map((l) => `${l}\n`).join(''), 'ascii');
   }
+}
+
+async function consume(opts) {
+  const kafka = client(opts);
+  const ends = await endOffsets(kafka, opts.topic);
+  await consumeWithGroup(opts, kafka, ends, `interop-kafkajs-${process.pid}-${Date.now()}`, false);
+}
+
+async function consumeGroup(opts) {
+  if (!opts.group) throw new Error('missing --group');
+  const kafka = client(opts);
+  const ends = await endOffsets(kafka, opts.topic);
+  await consumeWithGroup(opts, kafka, ends, opts.group, true);
+  const admin = kafka.admin();
+  await admin.connect();
+  const res = await admin.fetchOffsets({ groupId: opts.group, topics: [opts.topic] });
+  await admin.disconnect();
+  const committed = Object.fromEntries(res[0].partitions.map((p) => [p.partition, Number(p.offset)]));
+  const problems = Object.entries(ends)
+    .filter(([p, end]) => !(committed[p] === end || (end === 0 && !(committed[p] > 0))))
+    .map(([p, end]) => `p${p}: committed ${committed[p]}, log end offset ${end}`);
+  if (problems.length) throw new Error(`committed offsets differ from the end offsets: ${problems}`);
+  console.log(`committed offsets equal the log end offsets ${JSON.stringify(ends)}`);
 }
 
 async function offsets(opts) {
@@ -146,7 +177,7 @@ async function offsets(opts) {
   fs.writeFileSync(opts.output, out.join(''), 'ascii');
 }
 
-const steps = { create, produce, consume, offsets };
+const steps = { create, produce, consume, 'consume-group': consumeGroup, offsets };
 const opts = parseArgs(process.argv.slice(2));
 if (!steps[opts.step]) {
   console.error(`unknown step ${opts.step}`);

@@ -12,6 +12,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
@@ -21,6 +23,7 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -36,8 +39,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Java kafka-clients program of the interoperability suite, mirroring the Python client
  * programs (tests/interop/scenario.py documents the file formats):
  * {@code create|produce|consume|offsets --bootstrap B --topic T [--partitions N] [--input F]
- * [--output F] [--compression CODEC]}. No consumer group: partitions are assign()ed without
- * group.id. The producer keeps the client's defaults (idempotent, acks=all, 5 in flight)
+ * [--output F] [--compression CODEC] [--group G]}. {@code consume}: no consumer group,
+ * partitions are assign()ed without group.id. {@code consume-group}: subscribe() with group.id
+ * G from the earliest offset, commitSync() once every partition is read, then committed() must
+ * equal the end offsets. The producer keeps the client's defaults (idempotent, acks=all, 5 in flight)
  * because that is what users run.
  */
 public final class InteropClient {
@@ -58,6 +63,7 @@ public final class InteropClient {
       case "create" -> c.create();
       case "produce" -> c.produce();
       case "consume" -> c.consume();
+      case "consume-group" -> c.consumeGroup();
       case "offsets" -> c.offsets();
       default -> die("unknown step " + args[0]);
     }
@@ -196,6 +202,47 @@ public final class InteropClient {
           out.write(formatRecord(r));
         }
       }
+    }
+  }
+
+  private void consumeGroup() throws IOException {
+    List<TopicPartition> tps = allPartitions();
+    Properties props = consumerProps();
+    props.put(ConsumerConfig.GROUP_ID_CONFIG, opt("group"));
+    try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props);
+        BufferedWriter out = Files.newBufferedWriter(Path.of(opt("output")),
+            StandardCharsets.US_ASCII)) {
+      Map<TopicPartition, Long> ends = consumer.endOffsets(tps, Duration.ofSeconds(30));
+      Map<TopicPartition, Long> next = new HashMap<>();
+      consumer.subscribe(List.of(opt("topic")));
+      long deadline = System.currentTimeMillis() + timeoutMs();
+      while (tps.stream().anyMatch(tp -> next.getOrDefault(tp, 0L) < ends.get(tp))) {
+        if (System.currentTimeMillis() > deadline) {
+          die("timed out at " + next + " before the end offsets " + ends);
+        }
+        for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+          out.write(formatRecord(r));
+          next.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
+        }
+      }
+      consumer.commitSync(Duration.ofSeconds(30));
+      Map<TopicPartition, OffsetAndMetadata> committed =
+          consumer.committed(Set.copyOf(tps), Duration.ofSeconds(30));
+      List<String> problems = new ArrayList<>();
+      Map<Integer, Long> endsByPartition = new TreeMap<>();
+      for (TopicPartition tp : tps) {
+        long end = ends.get(tp);
+        endsByPartition.put(tp.partition(), end);
+        OffsetAndMetadata c = committed.get(tp);
+        boolean ok = c == null ? end == 0 : c.offset() == end;
+        if (!ok) {
+          problems.add("p" + tp.partition() + ": committed " + c + ", log end offset " + end);
+        }
+      }
+      if (!problems.isEmpty()) {
+        die("committed offsets differ from the end offsets: " + problems);
+      }
+      System.out.println("committed offsets equal the log end offsets " + endsByPartition);
     }
   }
 
