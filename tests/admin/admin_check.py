@@ -54,7 +54,7 @@ def main(bs):
 
     # DescribeConfigs on the topic: the override is a dynamic topic config, the rest defaults.
     res = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    configs = result_of(admin.describe_configs([res], include_synonyms=True))[res]
+    configs = result_of(admin.describe_configs([res]))[res]
     retention = configs["retention.ms"]
     check(retention.value == "3600000" and retention.source == 1,
           f"DescribeConfigs: retention.ms override (source {retention.source})")
