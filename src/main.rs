@@ -51,7 +51,11 @@ fn init_logging(level: Option<&str>) {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
         Some(level) => EnvFilter::new(level),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        // glommio's reactor logs an ERROR for the deliberate iopoll probe of every data
+        // directory (the probe exists to turn the poll ring off, see design.md §5); silence
+        // that target by default so a normal start logs no error. `--log-level` overrides.
+        None => EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| EnvFilter::new("info,glommio::reactor=off")),
     };
     use std::io::IsTerminal;
     let ansi = std::io::stderr().is_terminal();

@@ -8,7 +8,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-PY_PACKAGES=(confluent-kafka==2.16.1 kafka-python==3.0.12)
+PY_PACKAGES=(confluent-kafka==2.16.1 kafka-python==3.0.12 prometheus-client==0.26.0)
 
 step() { echo "== install: $*"; }
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
