@@ -6,6 +6,7 @@
 //! with shards applying `ImageDelta::reconfigured` live. Broker resources are refused.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
@@ -14,7 +15,7 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{error_code, sb, Mutation};
-use crate::controller::{validate_topic_name, Controller, TopicChange};
+use crate::controller::{validate_topic_name, Controller, MetadataImage, TopicChange, TopicImage};
 
 /// Every version Kafka 4.x defines.
 pub const VERSIONS: (i16, i16) = (0, 2);
@@ -54,26 +55,8 @@ fn replace_one(
     validate_only: bool,
 ) -> Result<bool, (i16, String)> {
     let invalid_request = |m: String| (ResponseError::InvalidRequest.code(), m);
-    match r.resource_type {
-        RESOURCE_TOPIC => {}
-        RESOURCE_BROKER => {
-            return Err(invalid_request(
-                "Shardlog has no dynamic broker configs: set broker configs in the server \
-                 config file"
-                    .into(),
-            ))
-        }
-        other => return Err(invalid_request(format!("Unsupported resource type {other}"))),
-    }
     let name = r.resource_name.as_str();
-    validate_topic_name(name).map_err(|m| (ResponseError::InvalidTopicException.code(), m))?;
-    let image = controller.image();
-    let topic = image.topic(name).ok_or_else(|| {
-        (
-            ResponseError::UnknownTopicOrPartition.code(),
-            format!("The topic '{name}' does not exist."),
-        )
-    })?;
+    let (image, topic) = target_topic(controller, r.resource_type, name)?;
     let mut given = HashSet::new();
     let mut changes: Vec<TopicChange> = Vec::new();
     for c in &r.configs {
@@ -92,4 +75,35 @@ fn replace_one(
     let before = image.version;
     controller.alter_topic_configs(name, &changes, validate_only).map_err(|e| error_code(&e))?;
     Ok(controller.image().version != before)
+}
+
+/// The topic an AlterConfigs/IncrementalAlterConfigs resource names, with the image it was
+/// found in; Kafka's errors for a broker resource (no dynamic broker configs here), another
+/// resource type, an invalid name or an unknown topic.
+pub(super) fn target_topic(
+    controller: &Controller,
+    resource_type: i8,
+    name: &str,
+) -> Result<(Arc<MetadataImage>, Arc<TopicImage>), (i16, String)> {
+    let invalid_request = |m: String| (ResponseError::InvalidRequest.code(), m);
+    match resource_type {
+        RESOURCE_TOPIC => {}
+        RESOURCE_BROKER => {
+            return Err(invalid_request(
+                "Shardlog has no dynamic broker configs: set broker configs in the server \
+                 config file"
+                    .into(),
+            ))
+        }
+        other => return Err(invalid_request(format!("Unsupported resource type {other}"))),
+    }
+    validate_topic_name(name).map_err(|m| (ResponseError::InvalidTopicException.code(), m))?;
+    let image = controller.image();
+    let topic = image.topic(name).cloned().ok_or_else(|| {
+        (
+            ResponseError::UnknownTopicOrPartition.code(),
+            format!("The topic '{name}' does not exist."),
+        )
+    })?;
+    Ok((image, topic))
 }

@@ -14,10 +14,10 @@ use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsRes
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::alter_configs::target_topic;
 use super::{error_code, sb, Mutation};
 use crate::controller::configs::{effective_value, topic_config_def, ConfigType};
-use crate::controller::{validate_topic_name, Controller, TopicChange};
+use crate::controller::{Controller, TopicChange};
 
 /// Every version Kafka 4.x defines.
 pub const VERSIONS: (i16, i16) = (0, 1);
@@ -77,26 +77,8 @@ fn alter_one(
     validate_only: bool,
 ) -> Result<bool, (i16, String)> {
     let invalid_request = |m: String| (ResponseError::InvalidRequest.code(), m);
-    match r.resource_type {
-        RESOURCE_TOPIC => {}
-        RESOURCE_BROKER => {
-            return Err(invalid_request(
-                "Shardlog has no dynamic broker configs: set broker configs in the server \
-                 config file"
-                    .into(),
-            ))
-        }
-        other => return Err(invalid_request(format!("Unsupported resource type {other}"))),
-    }
     let name = r.resource_name.as_str();
-    validate_topic_name(name).map_err(|m| (ResponseError::InvalidTopicException.code(), m))?;
-    let image = controller.image();
-    let topic = image.topic(name).ok_or_else(|| {
-        (
-            ResponseError::UnknownTopicOrPartition.code(),
-            format!("The topic '{name}' does not exist."),
-        )
-    })?;
+    let (image, topic) = target_topic(controller, r.resource_type, name)?;
     let mut names = HashSet::new();
     let mut changes: Vec<TopicChange> = Vec::new();
     for c in &r.configs {
