@@ -201,3 +201,67 @@ fn cli_summary_parses_and_errors_are_one_line() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// `bench consume --group`: two members consume exactly what was produced and commit it;
+/// a second run in the same group finds nothing new, and `shardlog groups describe`
+/// shows lag 0 on every partition.
+#[test]
+fn group_consume_commits_and_resumes() {
+    let broker = start_broker();
+    let out = tempfile::tempdir().expect("tempdir");
+    let addr = broker.addr.as_str();
+    bench(&[
+        "produce",
+        "--bootstrap",
+        addr,
+        "--topic",
+        "grp",
+        "--partitions",
+        "4",
+        "--records",
+        "3000",
+        "--quiet",
+    ]);
+    let consume = |json_name: &str| {
+        let j = out.path().join(json_name);
+        let stdout = bench(&[
+            "consume",
+            "--bootstrap",
+            addr,
+            "--topic",
+            "grp",
+            "--group",
+            "bg",
+            "--connections",
+            "2",
+            "--cpus",
+            "1",
+            "--to-end",
+            "--quiet",
+            "--json",
+            j.to_str().expect("path"),
+        ]);
+        (summary_line(&stdout), json(&j))
+    };
+    let (first, j) = consume("first.json");
+    assert_eq!(first["records"], "3000", "{first:?}");
+    assert_eq!(j["errors"].as_object().map(|e| e.len()), Some(0), "{j}");
+    let (second, _) = consume("second.json");
+    assert_eq!(second["records"], "0", "offsets were committed: {second:?}");
+
+    let desc = Command::new(BIN)
+        .args(["groups", "--bootstrap-server", addr, "describe", "bg"])
+        .output()
+        .expect("run shardlog groups");
+    let text = String::from_utf8_lossy(&desc.stdout).to_string();
+    assert!(desc.status.success(), "{text}{}", String::from_utf8_lossy(&desc.stderr));
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with("bg "))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    let committed: i64 = rows.iter().map(|r| r[3].parse::<i64>().expect("offset")).sum();
+    assert_eq!(committed, 3000, "{text}");
+    assert!(rows.iter().all(|r| r[5] == "0"), "lag 0 everywhere:\n{text}");
+}

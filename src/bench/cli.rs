@@ -143,7 +143,8 @@ pub struct ConsumerArgs {
     /// Where to start reading when partitions are assigned directly.
     #[arg(long, value_enum, default_value_t = StartFrom::Earliest)]
     pub from: StartFrom,
-    /// Join this consumer group instead of assigning partitions (needs group support).
+    /// Join this consumer group instead of assigning partitions: start from its committed
+    /// offsets (else `--from`), commit every second and at the end.
     #[arg(long)]
     pub group: Option<String>,
     /// Stop once every partition reaches the high watermark seen at start.

@@ -38,10 +38,11 @@ pub struct ConsumerPlan {
     pub e2e: bool,
 }
 
-struct PartitionCursor {
-    offset: i64,
+/// Where a partition is read next.
+pub struct PartitionCursor {
+    pub offset: i64,
     /// Stop offset under `--to-end` (high watermark at start).
-    end: Option<i64>,
+    pub end: Option<i64>,
 }
 
 /// Runs one consuming lane until the run stops (or, with `--to-end`, every partition of
@@ -71,58 +72,74 @@ pub async fn run_lane(
         if cursors.is_empty() {
             break;
         }
-        let req = fetch_request(&plan, &topic, &cursors);
-        let sent_ns = now_ns();
-        let fetch = async { Some(conn.call(&req, v.fetch).await) };
-        let timeout = async {
-            glommio::timer::sleep(Duration::from_millis(BENCH_STALL_TIMEOUT_MS)).await;
-            None
-        };
-        let resp = futures_lite::future::or(fetch, timeout).await.ok_or_else(|| {
-            anyhow::anyhow!("no fetch response from {} in {} ms", lane.addr, BENCH_STALL_TIMEOUT_MS)
-        })??;
-        let ack_ns = now_ns();
-        if resp.error_code != 0 {
-            shared.record_error(shared.is_measuring(), resp.error_code, 1);
-            continue;
-        }
-        let (mut records, mut bytes) = (0u64, 0u64);
-        lat.clear();
-        for t in resp.responses {
-            for pd in t.partitions {
-                let measured = shared.is_measuring();
-                let Some(cur) = cursors.get_mut(&pd.partition_index) else { continue };
-                if pd.error_code != 0 {
-                    shared.record_error(measured, pd.error_code, 1);
+        fetch_round(&plan, &mut conn, &topic, &mut cursors, &shared, &mut lat).await?;
+    }
+    Ok(())
+}
+
+/// Sends one fetch for every cursor on `conn`, counts what came back and moves the
+/// cursors past it.
+pub async fn fetch_round(
+    plan: &ConsumerPlan,
+    conn: &mut Conn,
+    topic: &TopicName,
+    cursors: &mut BTreeMap<i32, PartitionCursor>,
+    shared: &Shared,
+    lat: &mut Vec<(u64, u64)>,
+) -> anyhow::Result<()> {
+    let v = plan.versions;
+    let req = fetch_request(plan, topic, cursors);
+    let sent_ns = now_ns();
+    let addr = conn.addr().to_string();
+    let fetch = async { Some(conn.call(&req, v.fetch).await) };
+    let timeout = async {
+        glommio::timer::sleep(Duration::from_millis(BENCH_STALL_TIMEOUT_MS)).await;
+        None
+    };
+    let resp = futures_lite::future::or(fetch, timeout).await.ok_or_else(|| {
+        anyhow::anyhow!("no fetch response from {addr} in {} ms", BENCH_STALL_TIMEOUT_MS)
+    })??;
+    let ack_ns = now_ns();
+    if resp.error_code != 0 {
+        shared.record_error(shared.is_measuring(), resp.error_code, 1);
+        return Ok(());
+    }
+    let (mut records, mut bytes) = (0u64, 0u64);
+    lat.clear();
+    for t in resp.responses {
+        for pd in t.partitions {
+            let measured = shared.is_measuring();
+            let Some(cur) = cursors.get_mut(&pd.partition_index) else { continue };
+            if pd.error_code != 0 {
+                shared.record_error(measured, pd.error_code, 1);
+                continue;
+            }
+            let Some(data) = pd.records else { continue };
+            for b in scan_batches(data) {
+                if b.last_offset < cur.offset {
                     continue;
                 }
-                let Some(data) = pd.records else { continue };
-                for b in scan_batches(data) {
-                    if b.last_offset < cur.offset {
-                        continue;
+                let from = b.base_offset.max(cur.offset);
+                if !b.control {
+                    records += (b.last_offset - from + 1).min(i64::from(b.record_count)) as u64;
+                    bytes += b.bytes.len() as u64;
+                    if plan.e2e {
+                        for_each_record(&b, |off, value| {
+                            if let (true, Some(stamp)) = (off >= from, value_stamp(value)) {
+                                lat.push((latency_us(stamp, ack_ns), 1));
+                            }
+                        })?;
                     }
-                    let from = b.base_offset.max(cur.offset);
-                    if !b.control {
-                        records += (b.last_offset - from + 1).min(i64::from(b.record_count)) as u64;
-                        bytes += b.bytes.len() as u64;
-                        if plan.e2e {
-                            for_each_record(&b, |off, value| {
-                                if let (true, Some(stamp)) = (off >= from, value_stamp(value)) {
-                                    lat.push((latency_us(stamp, ack_ns), 1));
-                                }
-                            })?;
-                        }
-                    }
-                    cur.offset = b.last_offset + 1;
                 }
+                cur.offset = b.last_offset + 1;
             }
         }
-        if records > 0 {
-            if !plan.e2e {
-                lat.push((latency_us(sent_ns, ack_ns), 1));
-            }
-            shared.record(shared.is_measuring(), records, bytes, lat.drain(..));
+    }
+    if records > 0 {
+        if !plan.e2e {
+            lat.push((latency_us(sent_ns, ack_ns), 1));
         }
+        shared.record(shared.is_measuring(), records, bytes, lat.drain(..));
     }
     Ok(())
 }

@@ -9,6 +9,7 @@
 //! - [`client`]: metadata, topic creation, offsets.
 //! - [`batch`]: RecordBatch v2 encoding and scanning.
 //! - [`rate`]: open-loop schedule and coordinated-omission correction.
+//! - [`group`]: the classic consumer-group protocol; [`member`]: a `--group` member.
 //! - [`producer`], [`consumer`]: the lanes; [`modes`]: the runs; [`runtime`]: executors.
 //! - [`stats`]: recorder, progress, summary, `.hgrm`, JSON; [`plot`]: SVG charts.
 //!
@@ -23,6 +24,8 @@ mod co_tests;
 pub mod consumer;
 #[cfg(test)]
 mod fake_broker;
+pub mod group;
+pub mod member;
 pub mod modes;
 pub mod plot;
 pub mod producer;

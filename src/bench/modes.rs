@@ -12,6 +12,8 @@ use std::sync::Arc;
 use super::cli::{CommonArgs, ConsumeArgs, E2eArgs, ProduceArgs, StartFrom};
 use super::client::{discover, Layout, TopicWanted};
 use super::consumer::{self, ConsumerPlan};
+use super::group::Timeouts;
+use super::member::{self, GroupPlan};
 use super::producer::{self, ProducerPlan};
 use super::rate::now_ns;
 use super::runtime::{self, plan_lanes, Lane};
@@ -23,6 +25,10 @@ const DEFAULT_DURATION_S: f64 = 10.0;
 const E2E_CONSUMER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// Head start given to lanes to connect before the open-loop schedule begins.
 const CONNECT_ALLOWANCE_NS: u64 = 200_000_000;
+/// Session timeout of group members (Kafka's default range is 6 s..30 min).
+const GROUP_SESSION_TIMEOUT_MS: i32 = 10_000;
+/// How long the coordinator waits for members to rejoin.
+const GROUP_REBALANCE_TIMEOUT_MS: i32 = 30_000;
 
 fn discover_topic(common: &CommonArgs) -> anyhow::Result<Layout> {
     let bootstrap = common.bootstrap.clone();
@@ -136,14 +142,10 @@ pub fn produce(a: ProduceArgs) -> anyhow::Result<()> {
 
 pub fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
     a.common.validate()?;
-    anyhow::ensure!(
-        a.consumer.group.is_none(),
-        "--group is not supported yet (consumer groups pending); assign partitions directly"
-    );
     runtime::raise_memlock()?;
     let cpu_start = cpu_times_s();
     let layout = discover_topic(&a.common)?;
-    let plan = Arc::new(ConsumerPlan {
+    let plan = ConsumerPlan {
         topic: layout.topic.clone(),
         versions: layout.versions,
         from: a.consumer.from,
@@ -151,7 +153,11 @@ pub fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
         fetch_max_bytes: a.consumer.fetch_max_bytes,
         fetch_max_wait_ms: a.consumer.fetch_max_wait_ms,
         e2e: false,
-    });
+    };
+    if let Some(group) = a.consumer.group.clone() {
+        return consume_group(a, layout, plan, group, cpu_start);
+    }
+    let plan = Arc::new(plan);
     let lanes = plan_lanes(&layout.leaders, a.common.cpus, a.common.connections);
     let shared = Shared::new(a.common.records);
     let mut clk = clock(&a.common, now_ns());
@@ -165,6 +171,52 @@ pub fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
     stop_all(std::slice::from_ref(&shared), controller);
     let summary = finish(&shared, &a.common, "consume", None, cpu_start)?;
     result?;
+    check_errors(&summary, &shared)
+}
+
+/// `consume --group G`: `--cpus × --connections` members (at most one per partition),
+/// spread over the executors, join G and share the topic's partitions.
+fn consume_group(
+    a: ConsumeArgs,
+    layout: Layout,
+    consumer: ConsumerPlan,
+    group: String,
+    cpu_start: (f64, f64),
+) -> anyhow::Result<()> {
+    let members = (a.common.cpus * a.common.connections).min(layout.leaders.len()).max(1);
+    let plan = Arc::new(GroupPlan {
+        consumer,
+        group,
+        bootstrap: a.common.bootstrap.clone(),
+        leaders: layout.leaders,
+        timeouts: Timeouts {
+            session_ms: GROUP_SESSION_TIMEOUT_MS,
+            rebalance_ms: GROUP_REBALANCE_TIMEOUT_MS,
+        },
+    });
+    let lanes: Vec<Lane> = (0..members)
+        .map(|i| Lane {
+            executor: i % a.common.cpus,
+            addr: a.common.bootstrap.clone(),
+            partitions: Vec::new(),
+        })
+        .collect();
+    let shared = Shared::new(a.common.records);
+    let mut clk = clock(&a.common, now_ns());
+    if a.consumer.to_end && a.common.duration.is_none() {
+        clk.duration_s = None;
+    }
+    let controller = spawn_controller(vec![shared.clone()], clk, a.common.quiet);
+    let s2 = shared.clone();
+    let result =
+        run_lanes(a.common.cpus, lanes, move |_| member::run_member(plan.clone(), s2.clone()));
+    stop_all(std::slice::from_ref(&shared), controller);
+    let summary = finish(&shared, &a.common, "consume", None, cpu_start)?;
+    result?;
+    if a.consumer.to_end && summary.records == 0 && summary.errors.is_empty() {
+        // The group's committed offsets were already at the end: a valid, empty run.
+        return Ok(());
+    }
     check_errors(&summary, &shared)
 }
 

@@ -66,16 +66,7 @@ impl Versions {
     pub fn negotiate(resp: &ApiVersionsResponse, addr: &str) -> Result<Versions, ClientError> {
         let mut picked = [0i16; 5];
         for (i, (api, min, max)) in OUR_RANGES.iter().enumerate() {
-            let theirs = resp.api_keys.iter().find(|k| k.api_key == *api as i16);
-            let v = theirs
-                .map(|k| k.max_version.min(*max))
-                .filter(|v| theirs.is_some_and(|k| *v >= k.min_version.max(*min)));
-            picked[i] = v.ok_or(ClientError::Unsupported {
-                addr: addr.to_string(),
-                api: *api,
-                ours_min: *min,
-                ours_max: *max,
-            })?;
+            picked[i] = pick_version(resp, *api, *min, *max, addr)?;
         }
         Ok(Versions {
             produce: picked[0],
@@ -85,6 +76,26 @@ impl Versions {
             create_topics: picked[4],
         })
     }
+}
+
+/// The highest version of `api` in both our range `min..=max` and the broker's.
+pub fn pick_version(
+    resp: &ApiVersionsResponse,
+    api: ApiKey,
+    min: i16,
+    max: i16,
+    addr: &str,
+) -> Result<i16, ClientError> {
+    let theirs = resp.api_keys.iter().find(|k| k.api_key == api as i16);
+    theirs
+        .map(|k| k.max_version.min(max))
+        .filter(|v| theirs.is_some_and(|k| *v >= k.min_version.max(min)))
+        .ok_or(ClientError::Unsupported {
+            addr: addr.to_string(),
+            api,
+            ours_min: min,
+            ours_max: max,
+        })
 }
 
 /// Encodes one request frame (length prefix, header, body) into `buf`.
@@ -237,22 +248,25 @@ impl Conn {
 
     /// Asks for the broker's API versions and intersects them with ours.
     pub async fn negotiate(&mut self) -> Result<Versions, ClientError> {
+        let resp = self.api_versions().await?;
+        Versions::negotiate(&resp, self.addr())
+    }
+
+    /// The broker's ApiVersions answer.
+    pub async fn api_versions(&mut self) -> Result<ApiVersionsResponse, ClientError> {
         // v3 is flexible and every Kafka >= 2.4 and Shardlog answer it; a broker that
         // does not still answers in v0 format with its ranges (error 35).
         let req = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str(CLIENT_ID))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let resp = match self.call(&req, 3).await {
-            Ok(r) if r.error_code == 0 => r,
-            Ok(r) => {
-                return Err(ClientError::Protocol {
-                    addr: self.addr().to_string(),
-                    msg: format!("ApiVersions error code {}", r.error_code),
-                })
-            }
-            Err(e) => return Err(e),
-        };
-        Versions::negotiate(&resp, self.addr())
+        let r = self.call(&req, 3).await?;
+        if r.error_code != 0 {
+            return Err(ClientError::Protocol {
+                addr: self.addr().to_string(),
+                msg: format!("ApiVersions error code {}", r.error_code),
+            });
+        }
+        Ok(r)
     }
 
     fn with_addr(&self, e: ClientError) -> ClientError {
