@@ -90,24 +90,28 @@ impl<F: FileSystem> LogInner<F> {
         if total == 0 || dirty == 0 || ratio < self.cfg().min_cleanable_dirty_ratio {
             return Ok(out);
         }
-        let mut data = Vec::with_capacity(segs.len());
+        // Two passes, one segment in memory at a time: the key map, then the rewrite.
+        let mut latest = HashMap::new();
         for (base, size) in &segs {
-            data.push(self.read_segment(*base, *size).await?);
+            if let Some(seg) = self.read_segment(*base, *size).await? {
+                add_latest_offsets(&seg, &mut latest)?;
+            }
             glommio_yield().await;
         }
-        let latest = latest_offsets(&data)?;
         let horizon_ms = now_ms.saturating_sub(self.cfg().delete_retention_ms);
         out.cleaned = true;
         let end = segs.last().map_or(checkpoint.0, |(b, _)| *b);
-        for seg in &data {
-            let new = clean_segment(seg, &latest, horizon_ms)?;
+        for (base, size) in &segs {
+            // DeleteRecords may have removed it meanwhile.
+            let Some(seg) = self.read_segment(*base, *size).await? else { continue };
+            let new = clean_segment(&seg, &latest, horizon_ms)?;
             let new_size: u64 = new.iter().map(|b| b.len() as u64).sum();
             out.bytes_before += seg.size_bytes;
             out.bytes_after += new_size;
             if new_size == seg.size_bytes {
                 continue;
             }
-            if self.swap_in(seg, &new, stop_after).await? {
+            if self.swap_in(&seg, &new, stop_after).await? {
                 out.segments_rewritten += 1;
             }
             if stop_after.is_some() {
@@ -131,10 +135,11 @@ impl<F: FileSystem> LogInner<F> {
         Ok(out)
     }
 
-    async fn read_segment(&self, base: i64, size: u64) -> Result<SegData, StorageError> {
+    /// The batches of the segment at `base` (`None` if it left the log).
+    async fn read_segment(&self, base: i64, size: u64) -> Result<Option<SegData>, StorageError> {
         let (file, path) = {
             let st = self.st.borrow();
-            let seg = st.segments.get(&base).ok_or_else(|| gone(base))?;
+            let Some(seg) = st.segments.get(&base) else { return Ok(None) };
             (seg.file.clone(), seg.path.clone())
         };
         let len = usize::try_from(size).map_err(|_| gone(base))?;
@@ -156,7 +161,7 @@ impl<F: FileSystem> LogInner<F> {
                 }
             }
         }
-        Ok(SegData { base, size_bytes: size, batches })
+        Ok(Some(SegData { base, size_bytes: size, batches }))
     }
 
     /// Writes the cleaned copy of `seg` and swaps it in; false if the segment changed or left
@@ -246,23 +251,23 @@ async fn glommio_yield() {
     futures_lite::future::yield_now().await;
 }
 
-/// Key → offset of its latest record over all the segments.
-fn latest_offsets(data: &[SegData]) -> Result<HashMap<Vec<u8>, i64>, StorageError> {
-    let mut latest = HashMap::new();
-    for seg in data {
-        for b in &seg.batches {
-            let h = super::batch::BatchHeader::parse(b)?;
-            if h.is_control() {
-                continue;
-            }
-            for r in records_of(&h, b)?.1 {
-                if let Some(k) = r.key {
-                    latest.insert(k, r.offset);
-                }
+/// Records in `latest` the offset of each key's latest record in `seg` (segments in order).
+fn add_latest_offsets(
+    seg: &SegData,
+    latest: &mut HashMap<Vec<u8>, i64>,
+) -> Result<(), StorageError> {
+    for b in &seg.batches {
+        let h = super::batch::BatchHeader::parse(b)?;
+        if h.is_control() {
+            continue;
+        }
+        for r in records_of(&h, b)?.1 {
+            if let Some(k) = r.key {
+                latest.insert(k, r.offset);
             }
         }
     }
-    Ok(latest)
+    Ok(())
 }
 
 /// The batches of `seg` after cleaning (see the module docs for what is kept).
