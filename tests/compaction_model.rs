@@ -270,3 +270,46 @@ fn crash_at_each_swap_step_leaves_a_consistent_log() {
         });
     }
 }
+
+/// Prints the cleaner's throughput on the in-memory backend (a figure, not an assertion):
+/// `cargo test --test compaction_model cleaner_throughput -- --ignored --nocapture`.
+#[test]
+#[ignore = "prints a figure"]
+fn cleaner_throughput() {
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let log = PartitionLog::open(
+            fs.clone(),
+            Path::new(DIR),
+            LogConfig { segment_bytes: 1 << 20, ..config() },
+            Rc::new(BatchCache::new(1 << 20)),
+        )
+        .await
+        .expect("open");
+        let value = vec![7u8; 100];
+        for i in 0..4000i64 {
+            let keys: Vec<String> =
+                (0..50).map(|j| format!("key-{}", (i * 50 + j) % 5000)).collect();
+            let recs: Vec<NewRecord<'_>> = keys
+                .iter()
+                .map(|k| NewRecord {
+                    key: Some(k.as_bytes()),
+                    value: Some(&value),
+                    timestamp_ms: T0,
+                    headers: vec![],
+                })
+                .collect();
+            log.append(build_batch(&recs, Compression::None), Epoch(1), T0).await.expect("append");
+        }
+        log.flush().await.expect("flush");
+        let started = std::time::Instant::now();
+        let out = log.clean(T0).await.expect("clean");
+        let secs = started.elapsed().as_secs_f64();
+        let mib = out.bytes_before as f64 / (1 << 20) as f64;
+        println!(
+            "cleaned {mib:.1} MiB -> {:.1} MiB in {secs:.2} s: {:.1} MiB/s",
+            out.bytes_after as f64 / (1 << 20) as f64,
+            mib / secs
+        );
+    });
+}
