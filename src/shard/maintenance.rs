@@ -1,4 +1,5 @@
-//! Periodic per-shard log maintenance: retention every `log.retention.check.interval.ms`.
+//! Periodic per-shard log maintenance: retention and, for compacted logs, a cleaner pass
+//! (`storage::cleaner`) every `log.retention.check.interval.ms`.
 //!
 //! Lives on every shard, in the low-share background queue, and touches only the logs this
 //! shard owns. A pass yields between partitions so request handling keeps its latency; a
@@ -40,6 +41,11 @@ pub async fn retention_pass(ctx: &ShardCtx) {
             }
             Ok(_) => {}
             Err(err) => tracing::warn!(partition = %partition.tp, "retention failed: {err}"),
+        }
+        if partition.log.config().compacted {
+            if let Err(err) = partition.log.clean(now_ms()).await {
+                tracing::warn!(partition = %partition.tp, "cleaner failed: {err}");
+            }
         }
         glommio::executor().yield_if_needed().await;
     }

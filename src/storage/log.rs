@@ -65,6 +65,9 @@ pub(super) struct LogState<F: FileSystem> {
     pub epochs: EpochCache,
     pub max_timestamp: Option<(i64, Offset)>,
     pub recovery_point: Offset,
+    /// The cleaner's end of the clean section: sealed segments from here on are dirty (in
+    /// memory only; after a restart the whole log counts as dirty once).
+    pub cleaner_checkpoint: Offset,
 }
 
 impl<F: FileSystem> LogState<F> {
@@ -436,6 +439,22 @@ impl<F: FileSystem> PartitionLog<F> {
         now_ms: i64,
     ) -> Result<super::RetentionOutcome, StorageError> {
         self.inner.enforce_retention(now_ms).await
+    }
+
+    /// One log-compaction pass at wall-clock `now_ms` (`cleanup.policy` contains `compact`);
+    /// see `storage::cleaner`. Cheap when the log is not dirty enough.
+    pub async fn clean(&self, now_ms: i64) -> Result<super::CleanOutcome, StorageError> {
+        self.inner.clean(now_ms, None).await
+    }
+
+    /// A cleaner pass that stops right after `step` of the first segment swap (crash tests).
+    #[doc(hidden)]
+    pub async fn clean_stopping_after(
+        &self,
+        now_ms: i64,
+        step: super::cleaner::swap::SwapStep,
+    ) -> Result<super::CleanOutcome, StorageError> {
+        self.inner.clean(now_ms, Some(step)).await
     }
 
     /// Removes every batch from the one containing `offset` onward (replication).

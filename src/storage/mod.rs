@@ -11,11 +11,13 @@
 //! time indexes), [`segment`] (one segment, scanning), [`epoch`] (leader-epoch cache),
 //! [`checkpoint`] (small checkpoint files), [`cache`] (per-shard batch cache), `log` (the
 //! partition log: append, wait_committed, read, truncation), `writer` (group commit), `read`
-//! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files).
+//! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files), [`cleaner`]
+//! (log compaction with crash-safe segment swaps).
 
 pub mod batch;
 pub mod cache;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod epoch;
 pub mod error;
 pub mod index;
@@ -31,6 +33,7 @@ pub mod validate;
 mod writer;
 
 pub use cache::BatchCache;
+pub use cleaner::CleanOutcome;
 pub use error::StorageError;
 pub use log::PartitionLog;
 pub use retention::RetentionOutcome;

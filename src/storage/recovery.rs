@@ -59,6 +59,8 @@ pub(super) async fn open<F: FileSystem>(
     cache: Rc<BatchCache>,
 ) -> Result<Rc<LogInner<F>>, StorageError> {
     fs.create_dir_all(dir).await.map_err(io_err("create dir", dir))?;
+    // A cleaner swap a crash interrupted: finish or roll back before the listing.
+    super::cleaner::swap::recover_swaps(&*fs, dir).await?;
     let names = fs.list_dir(dir).await.map_err(io_err("list", dir))?;
     for n in names.iter().filter(|n| n.ends_with(".tmp")) {
         let _ = fs.remove_file(&dir.join(n)).await;
@@ -139,6 +141,7 @@ pub(super) async fn open<F: FileSystem>(
             epochs: EpochCache::default(),
             max_timestamp: None,
             recovery_point,
+            cleaner_checkpoint: Offset(0),
         }),
         append_lock: TicketLock::default(),
         progress: Notify::default(),

@@ -21,9 +21,9 @@ const fn syn_unit(
 }
 
 const LONG_MAX: &str = "9223372036854775807";
-const NO_RETENTION: Effect =
-    Effect::NotYet("compaction (cleanup.policy=compact) comes with issue 6; delete acts");
-const NO_COMPACTION: Effect = Effect::NotYet("log compaction comes with issue 6");
+const NO_MAX_COMPACTION_LAG: Effect = Effect::NotYet(
+    "the cleaner runs by dirty ratio only; a log is not forced clean after this lag",
+);
 const NO_REPLICATION: Effect =
     Effect::NotYet("single-node broker: every partition has one replica");
 const NO_TIERED: Effect = Effect::NotYet("tiered storage is not implemented");
@@ -55,7 +55,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
          a comma-separated list (e.g. \"delete,compact\"). In this case, old segments will be \
          discarded per the retention time and size configuration, while retained segments will \
          be compacted.",
-        NO_RETENTION,
+        Effect::Active,
     ),
     def(
         "compression.gzip.level",
@@ -107,7 +107,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
          setting also gives a bound on the time in which a consumer must complete a read if they \
          begin from offset 0 to ensure that they get a valid snapshot of the final stage \
          (otherwise delete tombstones may be collected before they complete their scan).",
-        NO_COMPACTION,
+        Effect::Active,
     ),
     def(
         "file.delete.delay.ms",
@@ -223,7 +223,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         &[syn("log.cleaner.max.compaction.lag.ms", T::Long, Some(LONG_MAX))],
         "The maximum time a message will remain ineligible for compaction in the log. Only \
          applicable for logs that are being compacted.",
-        NO_COMPACTION,
+        NO_MAX_COMPACTION_LAG,
     ),
     def(
         "max.message.bytes",
@@ -294,7 +294,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
          in the log by duplicates (at 50% at most 50% of the log could be duplicates). A higher \
          ratio will mean fewer, more efficient cleanings but will mean more wasted space in the \
          log.",
-        NO_COMPACTION,
+        Effect::Active,
     ),
     def(
         "min.compaction.lag.ms",
@@ -304,7 +304,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         &[syn("log.cleaner.min.compaction.lag.ms", T::Long, Some("0"))],
         "The minimum time a message will remain uncompacted in the log. Only applicable for logs \
          that are being compacted.",
-        NO_COMPACTION,
+        Effect::Active,
     ),
     def(
         "min.insync.replicas",
