@@ -25,7 +25,8 @@ use super::Controller;
 use crate::config::ServeConfig;
 use crate::constants::{
     BATCH_CACHE_BYTES_PER_SHARD, MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
-    NOFILE_MIN, NOFILE_WANTED, SHUTDOWN_DRAIN_TIMEOUT_MS, SHUTDOWN_POLL_INTERVAL_MS,
+    NOFILE_MIN, NOFILE_WANTED, PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS,
+    SHUTDOWN_POLL_INTERVAL_MS,
 };
 use crate::types::ShardId;
 
@@ -120,9 +121,29 @@ fn ensure_port_free(addr: std::net::SocketAddr) -> anyhow::Result<()> {
     if addr.port() == 0 {
         return Ok(());
     }
-    std::net::TcpListener::bind(addr)
-        .map(drop)
-        .with_context(|| format!("cannot listen on {addr} (is another broker using it?)"))
+    // A broker killed a moment ago can still hold its listener: io_uring tears a dead
+    // process's ring down asynchronously, and a pending accept keeps the socket open until
+    // then. So wait a little before concluding the port belongs to a live broker.
+    let deadline = std::time::Instant::now() + Duration::from_millis(PORT_FREE_WAIT_MS_MAX);
+    loop {
+        match std::net::TcpListener::bind(addr) {
+            Ok(probe) => {
+                drop(probe);
+                return Ok(());
+            }
+            Err(err)
+                if err.kind() == std::io::ErrorKind::AddrInUse
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(err) => {
+                return Err(err).with_context(|| {
+                    format!("cannot listen on {addr} (is another broker using it?)")
+                })
+            }
+        }
+    }
 }
 
 fn bind_listener(addr: std::net::SocketAddr) -> std::io::Result<socket2::Socket> {
