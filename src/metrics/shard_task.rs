@@ -16,7 +16,7 @@ use glommio::TaskQueueHandle;
 
 use super::hub::{self, Slot};
 use super::recorder::{self, ShardRecorder};
-use crate::constants::METRICS_PUBLISH_INTERVAL_MS;
+use crate::constants::{ADMIN_BIND_WAIT_MS_MAX, METRICS_PUBLISH_INTERVAL_MS};
 
 /// Busy-ratio window: the ratio shown is busy time over the last window.
 const BUSY_WINDOW: Duration = Duration::from_secs(1);
@@ -33,9 +33,33 @@ pub fn start_shard(shard: u32, background: TaskQueueHandle, admin: Option<Socket
         Err(err) => tracing::warn!(shard, "metrics publisher not started: {err}"),
     }
     if let Some(addr) = admin {
-        match super::http::start(addr, background) {
-            Ok(local) => tracing::info!(shard, "admin HTTP (metrics) listening on {local}"),
+        match glommio::spawn_local_into(serve_admin(shard, addr, background), background) {
+            Ok(task) => drop(task.detach()),
             Err(err) => tracing::warn!(shard, "admin HTTP listener not started on {addr}: {err}"),
+        }
+    }
+}
+
+/// Binds the admin endpoint, retrying for a few seconds while the port is in use: a broker
+/// restarted right after a crash finds its predecessor's listener still open until the
+/// kernel finishes tearing down that process's io_uring.
+async fn serve_admin(shard: u32, addr: SocketAddr, background: TaskQueueHandle) {
+    let deadline = Instant::now() + Duration::from_millis(ADMIN_BIND_WAIT_MS_MAX);
+    loop {
+        match super::http::start(addr, background) {
+            Ok(local) => {
+                tracing::info!(shard, "admin HTTP (metrics) listening on {local}");
+                return;
+            }
+            Err(err)
+                if err.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline =>
+            {
+                glommio::timer::sleep(Duration::from_millis(200)).await;
+            }
+            Err(err) => {
+                tracing::warn!(shard, "admin HTTP listener not started on {addr}: {err}");
+                return;
+            }
         }
     }
 }
