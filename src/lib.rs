@@ -17,6 +17,7 @@
 //! - [`group`]: consumer group coordinator, committed offsets, `__consumer_offsets` codec.
 //! - [`bench`]: the `shardlog bench` load generator.
 //! - [`doctor`]: host checks (`shardlog doctor`, and `serve`'s preflight).
+//! - [`crashpoint`]: named SIGKILL points for crash tests of a real broker.
 //! - [`top`]: `shardlog top`, a live per-shard view read from the admin endpoint.
 //! - [`metrics`]: per-shard recorders, Prometheus/`.hgrm` rendering, the admin HTTP endpoint.
 #![warn(rustdoc::broken_intra_doc_links)]
@@ -26,6 +27,7 @@ pub mod bench;
 pub mod config;
 pub mod constants;
 pub mod controller;
+pub mod crashpoint;
 pub mod doctor;
 pub mod group;
 pub mod io;

@@ -145,6 +145,7 @@ impl<F: FileSystem> LogInner<F> {
         };
         if new_start > self.st.borrow().log_start {
             checkpoint::write(&*self.fs, &self.dir, LOG_START_FILE, new_start).await?;
+            crate::crashpoint::hit("retention.log_start_written");
         }
         let doomed: Vec<Segment<F>> = {
             let mut st = self.st.borrow_mut();
@@ -184,7 +185,12 @@ impl<F: FileSystem> LogInner<F> {
                 let from = segment_path(&self.dir, seg.base, suffix);
                 let to = deleted_path(&from);
                 match self.fs.rename(&from, &to).await {
-                    Ok(()) => renamed.push(to),
+                    Ok(()) => {
+                        renamed.push(to);
+                        if suffix == LOG_SUFFIX {
+                            crate::crashpoint::hit("retention.log_renamed");
+                        }
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(StorageError::io("rename", &from, 0)(e)),
                 }
@@ -205,7 +211,9 @@ impl<F: FileSystem> LogInner<F> {
                 }
             }));
         }
-        self.fs.sync_dir(&self.dir).await.map_err(StorageError::io("sync dir", &self.dir, 0))
+        self.fs.sync_dir(&self.dir).await.map_err(StorageError::io("sync dir", &self.dir, 0))?;
+        crate::crashpoint::hit("retention.all_renamed");
+        Ok(())
     }
 }
 

@@ -195,6 +195,7 @@ impl<F: FileSystem> LogInner<F> {
             f.close().await.map_err(StorageError::io("close", &cleaned(suffix), 0))?;
         }
         sync_dir(&*self.fs, &self.dir).await?;
+        crate::crashpoint::hit("cleaner.cleaned_written");
         if stop_after == Some(SwapStep::CleanedWritten) {
             return Ok(false);
         }
@@ -215,6 +216,7 @@ impl<F: FileSystem> LogInner<F> {
             rename(&*self.fs, &cleaned(suffix), &swapped(suffix)).await?;
         }
         sync_dir(&*self.fs, &self.dir).await?;
+        crate::crashpoint::hit("cleaner.renamed_to_swap");
         if stop_after == Some(SwapStep::RenamedToSwap) {
             return Ok(false);
         }
@@ -231,6 +233,7 @@ impl<F: FileSystem> LogInner<F> {
             old
         };
         self.schedule_deletion(vec![old]).await?;
+        crate::crashpoint::hit("cleaner.old_renamed_to_deleted");
         if stop_after == Some(SwapStep::OldRenamedToDeleted) {
             return Ok(false);
         }
@@ -239,6 +242,7 @@ impl<F: FileSystem> LogInner<F> {
             rename(&*self.fs, &swapped(suffix), &fin).await?;
         }
         sync_dir(&*self.fs, &self.dir).await?;
+        crate::crashpoint::hit("cleaner.swap_finished");
         Ok(true)
     }
 }
