@@ -3,16 +3,22 @@
 //! the port from its "listening on" log line, and stops it with SIGTERM or SIGKILL.
 #![allow(dead_code)]
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How many of a broker's stderr lines [`Broker::log_contains`] searches.
+pub const LOG_LINES_KEPT_MAX: usize = 10_000;
 
 pub struct Broker {
     child: Option<Child>,
     pub addr: String,
     pub data_dir: PathBuf,
+    /// The broker's last stderr lines (bounded).
+    log: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl Broker {
@@ -22,6 +28,12 @@ impl Broker {
     }
 
     pub fn start_with(data_dir: &Path, extra: &[&str]) -> Broker {
+        Self::start_env(data_dir, extra, &[])
+    }
+
+    /// Starts a broker with `extra` arguments and `env` added to its environment (e.g.
+    /// `SHARDLOG_CRASH_AT`); its stderr lines are kept (see [`Broker::log_contains`]).
+    pub fn start_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Broker {
         let mut child = Command::new(env!("CARGO_BIN_EXE_shardlog"))
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
@@ -29,12 +41,15 @@ impl Broker {
             .arg("--data-dir")
             .arg(data_dir)
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn shardlog");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = mpsc::channel();
+        let log = Arc::new(Mutex::new(VecDeque::new()));
+        let kept = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 // "shardlog listening on": the admin HTTP endpoint logs "listening on" too.
@@ -43,10 +58,27 @@ impl Broker {
                     let _ = tx.send(addr);
                 }
                 eprintln!("[broker] {line}");
+                let mut kept = kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if kept.len() == LOG_LINES_KEPT_MAX {
+                    kept.pop_front();
+                }
+                kept.push_back(line);
             }
         });
         let addr = rx.recv_timeout(Duration::from_secs(30)).expect("broker did not start in 30 s");
-        Broker { child: Some(child), addr, data_dir: data_dir.to_path_buf() }
+        Broker { child: Some(child), addr, data_dir: data_dir.to_path_buf(), log }
+    }
+
+    /// Whether one of the broker's last [`LOG_LINES_KEPT_MAX`] stderr lines contains `needle`.
+    pub fn log_contains(&self, needle: &str) -> bool {
+        let kept = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.iter().any(|l| l.contains(needle))
+    }
+
+    /// Waits (bounded) for a broker expected to die by itself, e.g. at a crash point; kills it
+    /// and panics if it is still running after `limit`.
+    pub fn wait_for_exit(&mut self, limit: Duration) -> ExitStatus {
+        self.wait(limit)
     }
 
     pub fn pid(&self) -> i32 {
@@ -123,4 +155,169 @@ pub fn now() -> rskafka::chrono::DateTime<rskafka::chrono::Utc> {
         .expect("clock after 1970")
         .as_millis() as i64;
     rskafka::chrono::Utc.timestamp_millis_opt(ms).single().expect("valid timestamp")
+}
+
+/// Whether `status` is a death by SIGKILL.
+pub fn killed_by_sigkill(status: &ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal() == Some(libc::SIGKILL)
+}
+
+/// A blocking Kafka-protocol connection (the `kafka-protocol` codec) for what rskafka cannot
+/// send: CreateTopics with configs, and Fetch answers kept as raw batches (rskafka drops
+/// empty batches, which compaction leaves, so a reader could not step over them).
+pub struct Wire {
+    stream: std::net::TcpStream,
+    correlation_id: i32,
+}
+
+impl Wire {
+    pub fn connect(addr: &str) -> Wire {
+        let stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
+        Wire { stream, correlation_id: 0 }
+    }
+
+    /// Sends `body` as `api` v`version` and decodes the answer.
+    pub fn call<Q, R>(&mut self, api: kafka_protocol::messages::ApiKey, version: i16, body: &Q) -> R
+    where
+        Q: kafka_protocol::protocol::Encodable,
+        R: kafka_protocol::protocol::Decodable,
+    {
+        use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+        use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+        use std::io::{Read, Write};
+        self.correlation_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("test-wire")));
+        let mut buf = bytes::BytesMut::new();
+        header.encode(&mut buf, api.request_header_version(version)).expect("encode header");
+        body.encode(&mut buf, version).expect("encode body");
+        let mut frame = u32::try_from(buf.len()).expect("frame size").to_be_bytes().to_vec();
+        frame.extend_from_slice(&buf);
+        self.stream.write_all(&frame).expect("send request");
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).expect("response size");
+        let mut answer = vec![0u8; u32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut answer).expect("response body");
+        let mut answer = bytes::Bytes::from(answer);
+        let header = ResponseHeader::decode(&mut answer, api.response_header_version(version))
+            .expect("response header");
+        assert_eq!(header.correlation_id, self.correlation_id, "answers in order");
+        R::decode(&mut answer, version).expect("response body")
+    }
+
+    /// Creates a topic with `configs`; panics with the broker's message if refused.
+    pub fn create_topic(&mut self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
+        use kafka_protocol::messages::create_topics_request::{
+            CreatableTopic, CreatableTopicConfig,
+        };
+        use kafka_protocol::messages::{
+            ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName,
+        };
+        use kafka_protocol::protocol::StrBytes;
+        let configs = configs
+            .iter()
+            .map(|(k, v)| {
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_string((*k).to_string()))
+                    .with_value(Some(StrBytes::from_string((*v).to_string())))
+            })
+            .collect();
+        let topic = CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_string())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)
+            .with_configs(configs);
+        let request =
+            CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(30_000);
+        let answer: CreateTopicsResponse = self.call(ApiKey::CreateTopics, 5, &request);
+        for t in &answer.topics {
+            assert_eq!(t.error_code, 0, "create topic {name}: {:?}", t.error_message);
+        }
+    }
+
+    /// One Fetch (v11) of `topic`/`partition` from `offset`: (error code, high watermark,
+    /// log start offset, the record bytes as stored).
+    pub fn fetch(&mut self, topic: &str, partition: i32, offset: i64) -> FetchAnswer {
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
+        use kafka_protocol::protocol::StrBytes;
+        let part = FetchPartition::default()
+            .with_partition(partition)
+            .with_fetch_offset(offset)
+            .with_partition_max_bytes(1 << 20);
+        let request = FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![part])]);
+        let answer: FetchResponse = self.call(ApiKey::Fetch, 11, &request);
+        let p = answer
+            .responses
+            .first()
+            .and_then(|t| t.partitions.first())
+            .expect("fetch answer for the partition");
+        FetchAnswer {
+            error_code: p.error_code,
+            high_watermark: p.high_watermark,
+            log_start_offset: p.log_start_offset,
+            records: p.records.clone().unwrap_or_default(),
+        }
+    }
+}
+
+pub struct FetchAnswer {
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub records: bytes::Bytes,
+}
+
+/// One record read back: its offset, key and value (`None`: a tombstone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadRecord {
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+}
+
+/// Splits stored record bytes into whole v2 batches (a fetch may end with a partial one):
+/// each batch's records (control batches skipped) and the offset after its last offset.
+pub fn split_batches(mut bytes: bytes::Bytes) -> Vec<(Vec<ReadRecord>, i64)> {
+    use kafka_protocol::records::RecordBatchDecoder;
+    // baseOffset i64, batchLength i32, partitionLeaderEpoch i32, magic i8, crc u32,
+    // attributes i16, lastOffsetDelta i32.
+    const LENGTH_AT: usize = 8;
+    const LAST_OFFSET_DELTA_AT: usize = 23;
+    let mut out = Vec::new();
+    while bytes.len() >= LAST_OFFSET_DELTA_AT + 4 {
+        let field = |at: usize, n: usize| bytes[at..at + n].to_vec();
+        let base = i64::from_be_bytes(field(0, 8).try_into().expect("8 bytes"));
+        let length = i32::from_be_bytes(field(LENGTH_AT, 4).try_into().expect("4 bytes"));
+        let total = LENGTH_AT + 4 + usize::try_from(length).expect("batch length >= 0");
+        if bytes.len() < total {
+            break;
+        }
+        let delta = i32::from_be_bytes(field(LAST_OFFSET_DELTA_AT, 4).try_into().expect("4"));
+        let mut batch = bytes.split_to(total);
+        let set = RecordBatchDecoder::decode(&mut batch).expect("a valid batch");
+        let records = set
+            .records
+            .into_iter()
+            .filter(|r| !r.control)
+            .map(|r| ReadRecord {
+                offset: r.offset,
+                key: r.key.map(|k| k.to_vec()),
+                value: r.value.map(|v| v.to_vec()),
+            })
+            .collect();
+        out.push((records, base + i64::from(delta) + 1));
+    }
+    out
 }
