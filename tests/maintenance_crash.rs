@@ -111,14 +111,28 @@ fn leftovers(names: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// One line describing a crashed partition dir: segment count and every unusual file.
-fn disk_summary(names: &[String]) -> String {
+/// The offset a checkpoint file of the partition holds ("v0 <offset> <crc>"), or "-".
+fn checkpoint(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(partition_dir(dir).join(name))
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1).map(str::to_string))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// One line describing a crashed partition dir: segments, checkpoints, every unusual file.
+fn disk_summary(dir: &Path, names: &[String]) -> String {
     let short = |n: &String| match n.trim_start_matches('0') {
         rest if rest.starts_with('.') => format!("0{rest}"),
         rest => rest.to_string(),
     };
     let odd: Vec<String> = leftovers(names).iter().map(short).collect();
-    format!("{} segments; leftovers: [{}]", segment_bases(names).len(), odd.join(", "))
+    format!(
+        "{} segments, recovery point {}, log start {}; leftovers: [{}]",
+        segment_bases(names).len(),
+        checkpoint(dir, "recovery-point"),
+        checkpoint(dir, "log-start-offset"),
+        odd.join(", ")
+    )
 }
 
 /// A small deterministic generator (xorshift64*), so a failing case replays exactly.
@@ -208,13 +222,25 @@ fn read_from(broker: &Broker, from: i64) -> (Vec<ReadRecord>, i64) {
     panic!("log not read in {FETCHES_MAX} fetches");
 }
 
-/// Seeds the partition with an idle broker: creates the topic, produces, stops cleanly.
-async fn seed(dir: &Path, configs: &[(&str, &str)], batches: Vec<Model>) -> Model {
+/// How the seed broker stops: cleanly (the crash broker trusts every segment), or by
+/// SIGKILL right after the last acknowledgement (it recovers first, so the maintenance job
+/// runs on segments it scanned and finalized itself, and the recovery point on disk may lag).
+#[derive(Clone, Copy, Debug)]
+enum SeedStop {
+    Clean,
+    Kill,
+}
+
+/// Seeds the partition with an idle broker: creates the topic, produces, stops it.
+async fn seed(dir: &Path, configs: &[(&str, &str)], batches: Vec<Model>, stop: SeedStop) -> Model {
     let mut broker = start(dir, IDLE_MS, &[]);
     Wire::connect(&broker.addr).create_topic(TOPIC, 1, configs);
     let mut model = Model::new();
     produce(&broker, batches, &mut model).await;
-    assert!(broker.terminate().success(), "seed broker stops cleanly");
+    match stop {
+        SeedStop::Clean => assert!(broker.terminate().success(), "seed broker stops cleanly"),
+        SeedStop::Kill => broker.kill(),
+    }
     model
 }
 
@@ -225,7 +251,7 @@ fn crash_at(dir: &Path, point: &str) -> Vec<String> {
     assert!(killed_by_sigkill(&status), "{point}: broker exited with {status:?}, not SIGKILL");
     assert!(broker.log_contains(&format!("crash point {point} reached")), "killed at {point}");
     let names = listing(dir);
-    eprintln!("on disk after a crash at {point}: {}", disk_summary(&names));
+    eprintln!("on disk after a crash at {point}: {}", disk_summary(dir, &names));
     names
 }
 
@@ -292,6 +318,13 @@ fn check_compacted(point: &str, read: &[ReadRecord], hw: i64, model: &Model, cle
 }
 
 async fn compaction_crash(point: &str) {
+    for stop in [SeedStop::Clean, SeedStop::Kill] {
+        compaction_crash_after(point, stop).await;
+    }
+}
+
+async fn compaction_crash_after(point: &str, stop: SeedStop) {
+    eprintln!("case: compaction, crash at {point}, seed stop {stop:?}");
     let dir = tempfile::tempdir().expect("tempdir");
     let configs = [
         ("cleanup.policy", "compact"),
@@ -300,7 +333,7 @@ async fn compaction_crash(point: &str) {
         ("delete.retention.ms", "86400000"),
         ("file.delete.delay.ms", "100"),
     ];
-    let model = seed(dir.path(), &configs, workload(0xC0FFEE, 0, true)).await;
+    let model = seed(dir.path(), &configs, workload(0xC0FFEE, 0, true), stop).await;
     let crashed = crash_at(dir.path(), point);
 
     let mut broker = recover(dir.path(), point, &crashed).await;
@@ -391,6 +424,13 @@ async fn check_retained(point: &str, broker: &Broker, dir: &Path, model: &Model)
 }
 
 async fn retention_crash(point: &str) {
+    for stop in [SeedStop::Clean, SeedStop::Kill] {
+        retention_crash_after(point, stop).await;
+    }
+}
+
+async fn retention_crash_after(point: &str, stop: SeedStop) {
+    eprintln!("case: retention, crash at {point}, seed stop {stop:?}");
     let dir = tempfile::tempdir().expect("tempdir");
     let configs = [
         ("cleanup.policy", "delete"),
@@ -398,7 +438,7 @@ async fn retention_crash(point: &str) {
         ("retention.bytes", "24576"),
         ("file.delete.delay.ms", "100"),
     ];
-    let mut model = seed(dir.path(), &configs, workload(0xDE1E7E, 0, false)).await;
+    let mut model = seed(dir.path(), &configs, workload(0xDE1E7E, 0, false), stop).await;
     let crashed = crash_at(dir.path(), point);
 
     let mut broker = recover(dir.path(), point, &crashed).await;
