@@ -174,22 +174,29 @@ async fn partition_client(broker: &Broker) -> PartitionClient {
     client.partition_client(TOPIC, 0, UnknownTopicHandling::Retry).await.expect("partition client")
 }
 
+/// Codecs of successive batches: the cleaner must re-encode compressed batches too.
+const CODECS: [Compression; 3] =
+    [Compression::NoCompression, Compression::Zstd, Compression::NoCompression];
+
+fn to_records(batch: &Model) -> Vec<rskafka::record::Record> {
+    batch
+        .iter()
+        .map(|(k, v)| rskafka::record::Record {
+            key: Some(k.clone()),
+            value: v.clone(),
+            headers: Default::default(),
+            timestamp: common::now(),
+        })
+        .collect()
+}
+
 /// Produces `batches` (acks=all, codecs mixed) and appends them to `model`, checking each
 /// batch lands at the next offset.
 async fn produce(broker: &Broker, batches: Vec<Model>, model: &mut Model) {
     let pc = partition_client(broker).await;
-    let codecs = [Compression::NoCompression, Compression::Zstd, Compression::NoCompression];
     for (i, batch) in batches.into_iter().enumerate() {
-        let records = batch
-            .iter()
-            .map(|(k, v)| rskafka::record::Record {
-                key: Some(k.clone()),
-                value: v.clone(),
-                headers: Default::default(),
-                timestamp: common::now(),
-            })
-            .collect();
-        let offsets = pc.produce(records, codecs[i % codecs.len()]).await.expect("produce");
+        let records = to_records(&batch);
+        let offsets = pc.produce(records, CODECS[i % CODECS.len()]).await.expect("produce");
         let first = model.len() as i64;
         assert_eq!(offsets, (first..first + batch.len() as i64).collect::<Vec<_>>());
         model.extend(batch);
@@ -222,37 +229,114 @@ fn read_from(broker: &Broker, from: i64) -> (Vec<ReadRecord>, i64) {
     panic!("log not read in {FETCHES_MAX} fetches");
 }
 
-/// How the seed broker stops: cleanly (the crash broker trusts every segment), or by
-/// SIGKILL right after the last acknowledgement (it recovers first, so the maintenance job
-/// runs on segments it scanned and finalized itself, and the recovery point on disk may lag).
-#[derive(Clone, Copy, Debug)]
-enum SeedStop {
-    Clean,
-    Kill,
+/// How the log reaches the crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The seed broker stops cleanly; the crash broker trusts every segment and runs the
+    /// maintenance job alone.
+    CleanSeed,
+    /// The seed broker is SIGKILLed right after its last acknowledgement: the crash broker
+    /// recovers first, so the job runs on segments it scanned and finalized itself.
+    KilledSeed,
+    /// Clean seed, then a producer keeps appending while the crash broker runs the job,
+    /// until the broker kills itself.
+    UnderLoad,
 }
 
+const MODES: [Mode; 3] = [Mode::CleanSeed, Mode::KilledSeed, Mode::UnderLoad];
+
 /// Seeds the partition with an idle broker: creates the topic, produces, stops it.
-async fn seed(dir: &Path, configs: &[(&str, &str)], batches: Vec<Model>, stop: SeedStop) -> Model {
+async fn seed(dir: &Path, configs: &[(&str, &str)], batches: Vec<Model>, mode: Mode) -> Model {
     let mut broker = start(dir, IDLE_MS, &[]);
     Wire::connect(&broker.addr).create_topic(TOPIC, 1, configs);
     let mut model = Model::new();
     produce(&broker, batches, &mut model).await;
-    match stop {
-        SeedStop::Clean => assert!(broker.terminate().success(), "seed broker stops cleanly"),
-        SeedStop::Kill => broker.kill(),
+    if mode == Mode::KilledSeed {
+        broker.kill();
+    } else {
+        assert!(broker.terminate().success(), "seed broker stops cleanly");
     }
     model
 }
 
-/// Runs a broker armed with `point` until it kills itself; returns what it left on disk.
-fn crash_at(dir: &Path, point: &str) -> Vec<String> {
+/// Resolves once `broker` has announced it reached `point` (it dies right after).
+async fn crash_announced(broker: &Broker, point: &str) {
+    let line = format!("crash point {point} reached");
+    while !broker.log_contains(&line) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Produces `batches` one at a time until the broker announces its crash; acknowledged
+/// batches join `model`. Returns the batch in flight at the crash: it may or may not have
+/// been appended (see [`settle_in_flight`]).
+async fn produce_until_crash(
+    broker: &Broker,
+    point: &str,
+    batches: Vec<Model>,
+    model: &mut Model,
+) -> Option<Model> {
+    let pc = tokio::select! {
+        pc = partition_client(broker) => pc,
+        () = crash_announced(broker, point) => return None,
+    };
+    for (i, batch) in batches.into_iter().enumerate() {
+        let sent = pc.produce(to_records(&batch), CODECS[i % CODECS.len()]);
+        tokio::select! {
+            acked = sent => {
+                let offsets = acked.expect("produce before the crash");
+                let first = model.len() as i64;
+                assert_eq!(offsets, (first..first + batch.len() as i64).collect::<Vec<_>>());
+                model.extend(batch);
+            }
+            () = crash_announced(broker, point) => return Some(batch),
+        }
+    }
+    None
+}
+
+/// Adds the batch in flight at the crash to `model` if the restarted broker has it (a
+/// batch is appended whole or not at all).
+fn settle_in_flight(point: &str, model: &mut Model, in_flight: Option<Model>, hw: i64) {
+    let acked = model.len() as i64;
+    let appended = in_flight.as_ref().is_some_and(|b| hw == acked + b.len() as i64);
+    eprintln!(
+        "{point}: {acked} records acknowledged, batch in flight at the crash: {}",
+        if in_flight.is_none() {
+            "none"
+        } else if appended {
+            "appended"
+        } else {
+            "lost"
+        }
+    );
+    match in_flight {
+        Some(batch) if appended => model.extend(batch),
+        _ => assert_eq!(hw, acked, "{point}: high watermark is the acknowledged count"),
+    }
+}
+
+/// Runs a broker armed with `point` until it kills itself (under load in
+/// [`Mode::UnderLoad`]); returns what it left on disk and the batch in flight at the crash.
+async fn crash_at(
+    dir: &Path,
+    point: &str,
+    mode: Mode,
+    model: &mut Model,
+    load: Vec<Model>,
+) -> (Vec<String>, Option<Model>) {
     let mut broker = start(dir, FAST_MS, &[(shardlog::crashpoint::CRASH_AT_ENV, point)]);
+    let in_flight = if mode == Mode::UnderLoad {
+        produce_until_crash(&broker, point, load, model).await
+    } else {
+        None
+    };
     let status = broker.wait_for_exit(CRASH_WAIT);
     assert!(killed_by_sigkill(&status), "{point}: broker exited with {status:?}, not SIGKILL");
     assert!(broker.log_contains(&format!("crash point {point} reached")), "killed at {point}");
     let names = listing(dir);
-    eprintln!("on disk after a crash at {point}: {}", disk_summary(dir, &names));
-    names
+    eprintln!("on disk after a crash at {point} ({mode:?}): {}", disk_summary(dir, &names));
+    (names, in_flight)
 }
 
 /// Starts the recover broker on the dir a crash left as `crashed` and checks recovery
@@ -318,13 +402,13 @@ fn check_compacted(point: &str, read: &[ReadRecord], hw: i64, model: &Model, cle
 }
 
 async fn compaction_crash(point: &str) {
-    for stop in [SeedStop::Clean, SeedStop::Kill] {
-        compaction_crash_after(point, stop).await;
+    for mode in MODES {
+        compaction_crash_in(point, mode).await;
     }
 }
 
-async fn compaction_crash_after(point: &str, stop: SeedStop) {
-    eprintln!("case: compaction, crash at {point}, seed stop {stop:?}");
+async fn compaction_crash_in(point: &str, mode: Mode) {
+    eprintln!("case: compaction, crash at {point}, {mode:?}");
     let dir = tempfile::tempdir().expect("tempdir");
     let configs = [
         ("cleanup.policy", "compact"),
@@ -333,11 +417,13 @@ async fn compaction_crash_after(point: &str, stop: SeedStop) {
         ("delete.retention.ms", "86400000"),
         ("file.delete.delay.ms", "100"),
     ];
-    let model = seed(dir.path(), &configs, workload(0xC0FFEE, 0, true), stop).await;
-    let crashed = crash_at(dir.path(), point);
+    let mut model = seed(dir.path(), &configs, workload(0xC0FFEE, 0, true), mode).await;
+    let load = workload(0xFACADE, model.len(), true);
+    let (crashed, in_flight) = crash_at(dir.path(), point, mode, &mut model, load).await;
 
     let mut broker = recover(dir.path(), point, &crashed).await;
     let (read, hw) = read_from(&broker, 0);
+    settle_in_flight(point, &mut model, in_flight, hw);
     check_compacted(point, &read, hw, &model, 0);
     assert!(broker.terminate().success(), "recover broker stops cleanly");
 
@@ -424,13 +510,13 @@ async fn check_retained(point: &str, broker: &Broker, dir: &Path, model: &Model)
 }
 
 async fn retention_crash(point: &str) {
-    for stop in [SeedStop::Clean, SeedStop::Kill] {
-        retention_crash_after(point, stop).await;
+    for mode in MODES {
+        retention_crash_in(point, mode).await;
     }
 }
 
-async fn retention_crash_after(point: &str, stop: SeedStop) {
-    eprintln!("case: retention, crash at {point}, seed stop {stop:?}");
+async fn retention_crash_in(point: &str, mode: Mode) {
+    eprintln!("case: retention, crash at {point}, {mode:?}");
     let dir = tempfile::tempdir().expect("tempdir");
     let configs = [
         ("cleanup.policy", "delete"),
@@ -438,10 +524,14 @@ async fn retention_crash_after(point: &str, stop: SeedStop) {
         ("retention.bytes", "24576"),
         ("file.delete.delay.ms", "100"),
     ];
-    let mut model = seed(dir.path(), &configs, workload(0xDE1E7E, 0, false), stop).await;
-    let crashed = crash_at(dir.path(), point);
+    let mut model = seed(dir.path(), &configs, workload(0xDE1E7E, 0, false), mode).await;
+    let load = workload(0xFEED, model.len(), false);
+    let (crashed, in_flight) = crash_at(dir.path(), point, mode, &mut model, load).await;
 
     let mut broker = recover(dir.path(), point, &crashed).await;
+    let pc = partition_client(&broker).await;
+    let hw = pc.get_offset(OffsetAt::Latest).await.expect("latest");
+    settle_in_flight(point, &mut model, in_flight, hw);
     let recovered_start = check_retained(point, &broker, dir.path(), &model).await;
     assert!(broker.terminate().success(), "recover broker stops cleanly");
 
