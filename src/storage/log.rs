@@ -133,8 +133,15 @@ impl<F: FileSystem> LogInner<F> {
             return false;
         }
         let c = self.cfg();
+        // Kafka's `maxSegmentMs`: a compacted log rolls by max.compaction.lag.ms too, so its
+        // records become cleanable in time.
+        let roll_ms = if c.compacted && c.max_compaction_lag_ms > 0 {
+            c.segment_ms.min(c.max_compaction_lag_ms)
+        } else {
+            c.segment_ms
+        };
         seg.size_bytes + batch_bytes as u64 > c.segment_bytes.min(i32::MAX as u64)
-            || seg.first_append_ms.is_some_and(|t| now_ms.saturating_sub(t) >= c.segment_ms)
+            || seg.first_append_ms.is_some_and(|t| now_ms.saturating_sub(t) >= roll_ms)
             || seg.index_full(c.segment_index_bytes)
             || rel_last > i64::from(u32::MAX)
     }
