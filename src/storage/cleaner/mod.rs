@@ -236,13 +236,12 @@ impl<F: FileSystem> LogInner<F> {
         }
         out.cleaned = true;
         let mut latest_horizon: Option<i64> = None;
-        let retention_ms = self.cfg().delete_retention_ms;
         for s in spans.iter().filter(|s| s.base < end) {
             // DeleteRecords or retention may have removed it meanwhile.
-            let Some(batches) = self.read_segment(s, opts.throttle, &mut out).await? else {
+            let Some(cleaned) = self.clean_one_segment(s, &map, now_ms, opts, &mut out).await?
+            else {
                 continue;
             };
-            let cleaned = clean_segment(&batches, &map, now_ms, retention_ms)?;
             latest_horizon = latest_horizon.max(cleaned.latest_horizon_ms);
             let new_size: u64 = cleaned.batches.iter().map(|b| b.len() as u64).sum();
             out.bytes_before += s.size_bytes;
@@ -341,25 +340,30 @@ impl<F: FileSystem> LogInner<F> {
         }
     }
 
-    /// Every batch of the segment `span` (`None` if it left the log or changed size).
-    async fn read_segment(
+    /// Segment `span` after cleaning, read a chunk at a time so only its cleaned copy is held
+    /// in memory (`None` if it left the log or changed size).
+    async fn clean_one_segment(
         &self,
         span: &Span,
-        throttle: &Throttler,
+        map: &OffsetMap,
+        now_ms: i64,
+        opts: &CleanOptions<'_>,
         out: &mut CleanOutcome,
-    ) -> Result<Option<Vec<Bytes>>, StorageError> {
+    ) -> Result<Option<CleanedSegment>, StorageError> {
         let mut reader = SegmentReader::new(span);
-        let mut batches = Vec::new();
-        while let Some(b) = self.next_batch(&mut reader, throttle, out).await? {
-            batches.push(b);
+        let mut cleaned = CleanedSegment::default();
+        let retention_ms = self.cfg().delete_retention_ms;
+        while let Some(b) = self.next_batch(&mut reader, opts.throttle, out).await? {
+            cleaned.add(&b, map, now_ms, retention_ms)?;
         }
+        cleaned.finish();
         let present = self
             .st
             .borrow()
             .segments
             .get(&span.base)
             .is_some_and(|s| s.size_bytes == span.size_bytes);
-        Ok(present.then_some(batches))
+        Ok(present.then_some(cleaned))
     }
 
     /// Writes the cleaned copy of segment `span` and swaps it in; false if the segment
@@ -466,30 +470,34 @@ async fn glommio_yield() {
     futures_lite::future::yield_now().await;
 }
 
-/// A segment after cleaning.
+/// A segment after cleaning, built batch by batch.
+#[derive(Default)]
 struct CleanedSegment {
     batches: Vec<Bytes>,
     /// Some batch was rewritten (records removed or a delete horizon set).
     changed: bool,
     /// The latest delete horizon of a kept batch that still holds tombstones.
     latest_horizon_ms: Option<i64>,
+    /// The header-only form of the latest batch that kept no record: written only if it
+    /// turns out to be the segment's last batch (it then marks where the segment ends).
+    pending_empty: Option<Bytes>,
 }
 
-/// The batches of a segment after cleaning at `now_ms` (see the module docs for what is
-/// kept), as Kafka's `LogCleaner.shouldRetainRecord` and `MemoryRecords.filterTo` decide.
-fn clean_segment(
-    batches: &[Bytes],
-    map: &OffsetMap,
-    now_ms: i64,
-    delete_retention_ms: i64,
-) -> Result<CleanedSegment, StorageError> {
-    let mut out = CleanedSegment { batches: Vec::new(), changed: false, latest_horizon_ms: None };
-    let last_index = batches.len().saturating_sub(1);
-    for (i, b) in batches.iter().enumerate() {
+impl CleanedSegment {
+    /// Adds batch `b` cleaned at `now_ms`, as Kafka's `LogCleaner.shouldRetainRecord` and
+    /// `MemoryRecords.filterTo` decide (see the module docs for what is kept).
+    fn add(
+        &mut self,
+        b: &Bytes,
+        map: &OffsetMap,
+        now_ms: i64,
+        delete_retention_ms: i64,
+    ) -> Result<(), StorageError> {
         let h = BatchHeader::parse(b)?;
+        self.pending_empty = None;
         if h.is_control() {
-            out.batches.push(b.clone());
-            continue;
+            self.batches.push(b.clone());
+            return Ok(());
         }
         let horizon = h.delete_horizon_ms();
         let (set, records) = records_of(&h, b)?;
@@ -507,16 +515,26 @@ fn clean_segment(
         let new_horizon = (has_tombstones && horizon.is_none())
             .then(|| now_ms.saturating_add(delete_retention_ms.max(0)));
         if has_tombstones {
-            out.latest_horizon_ms = out.latest_horizon_ms.max(new_horizon.or(horizon));
+            self.latest_horizon_ms = self.latest_horizon_ms.max(new_horizon.or(horizon));
         }
         if keep.len() == records.len() && new_horizon.is_none() {
-            out.batches.push(b.clone());
-        } else if !keep.is_empty() || i == last_index {
-            out.batches.push(rebuild(&h, b, &set, &keep, new_horizon)?);
-            out.changed = true;
+            self.batches.push(b.clone());
+            return Ok(());
+        }
+        self.changed = true;
+        let rebuilt = rebuild(&h, b, &set, &keep, new_horizon)?;
+        if keep.is_empty() {
+            self.pending_empty = Some(rebuilt);
         } else {
-            out.changed = true;
+            self.batches.push(rebuilt);
+        }
+        Ok(())
+    }
+
+    /// Ends the segment: an emptied last batch stays, as a header-only batch.
+    fn finish(&mut self) {
+        if let Some(last) = self.pending_empty.take() {
+            self.batches.push(last);
         }
     }
-    Ok(out)
 }
