@@ -253,6 +253,9 @@ enum Mode {
     /// Clean seed, then a producer keeps appending while the crash broker runs the job,
     /// until the broker kills itself.
     UnderLoad,
+    /// Compaction only: the seed is cleaned once, then overwritten, so the crash interrupts
+    /// the rewrite of segments that already have gaps, empty batches and delete horizons.
+    Recleaned,
 }
 
 const MODES: [Mode; 3] = [Mode::CleanSeed, Mode::KilledSeed, Mode::UnderLoad];
@@ -416,8 +419,40 @@ fn check_compacted(point: &str, read: &[ReadRecord], hw: i64, model: &Model, cle
     }
 }
 
+/// Waits (bounded) until the cleaner has left each key at most once below the active
+/// segment, checking the log against `model` at every look.
+async fn wait_cleaned(point: &str, broker: &Broker, dir: &Path, model: &Model) {
+    let deadline = Instant::now() + SETTLE_WAIT;
+    loop {
+        // The cleaner never touches the active (last) segment.
+        let active_base = segment_bases(&listing(dir)).into_iter().max().unwrap_or(0);
+        let (read, hw) = read_from(broker, 0);
+        check_compacted(point, &read, hw, model, 0);
+        let mut keys = HashSet::new();
+        let cleaned =
+            read.iter().filter(|r| r.offset < active_base).all(|r| keys.insert(r.key.clone()));
+        if cleaned {
+            check_compacted(point, &read, hw, model, active_base);
+            return;
+        }
+        assert!(Instant::now() < deadline, "{point}: cleaner did not finish in {SETTLE_WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// [`Mode::Recleaned`]: a busy broker cleans the seeded log, then an idle one (whose cleaner
+/// finds the log clean at start and sleeps) appends a second workload over the same keys.
+async fn reclean_seed(point: &str, dir: &Path, model: &mut Model) {
+    let mut broker = start(dir, Pace::Fast, &[]);
+    wait_cleaned(point, &broker, dir, model).await;
+    assert!(broker.terminate().success(), "cleaning broker stops cleanly");
+    let mut broker = start(dir, Pace::Idle, &[]);
+    produce(&broker, workload(0xD1CE, model.len(), true, BATCHES), model).await;
+    assert!(broker.terminate().success(), "second seed broker stops cleanly");
+}
+
 async fn compaction_crash(point: &str) {
-    for mode in MODES {
+    for mode in MODES.into_iter().chain([Mode::Recleaned]) {
         compaction_crash_in(point, mode).await;
     }
 }
@@ -433,6 +468,9 @@ async fn compaction_crash_in(point: &str, mode: Mode) {
         ("file.delete.delay.ms", "100"),
     ];
     let mut model = seed(dir.path(), &configs, workload(0xC0FFEE, 0, true, BATCHES), mode).await;
+    if mode == Mode::Recleaned {
+        reclean_seed(point, dir.path(), &mut model).await;
+    }
     let load = workload(0xFACADE, model.len(), true, LOAD_BATCHES);
     let (crashed, in_flight) = crash_at(dir.path(), point, mode, &mut model, load).await;
 
@@ -444,22 +482,7 @@ async fn compaction_crash_in(point: &str, mode: Mode) {
     broker.kill();
 
     let mut broker = start(dir.path(), Pace::Fast, &[]);
-    let deadline = Instant::now() + SETTLE_WAIT;
-    loop {
-        // The cleaner never touches the active (last) segment.
-        let active_base = segment_bases(&listing(dir.path())).into_iter().max().unwrap_or(0);
-        let (read, hw) = read_from(&broker, 0);
-        check_compacted(point, &read, hw, &model, 0);
-        let mut keys = HashSet::new();
-        let cleaned =
-            read.iter().filter(|r| r.offset < active_base).all(|r| keys.insert(r.key.clone()));
-        if cleaned {
-            check_compacted(point, &read, hw, &model, active_base);
-            break;
-        }
-        assert!(Instant::now() < deadline, "{point}: cleaner did not finish in {SETTLE_WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_cleaned(point, &broker, dir.path(), &model).await;
     assert!(broker.terminate().success(), "resume broker stops cleanly");
     let swaps: Vec<String> = listing(dir.path())
         .into_iter()
