@@ -67,14 +67,14 @@ enum Pace {
 
 fn broker_args(pace: Pace) -> Vec<String> {
     let (interval_ms, cleaner_bytes_per_second) = match pace {
-        Pace::Idle => (IDLE_MS, "1"),
-        Pace::Fast => (FAST_MS, "0"),
-        Pace::Throttled => (FAST_MS, "200000"),
+        Pace::Idle => (IDLE_MS, Some("1")),
+        Pace::Fast => (FAST_MS, None),
+        Pace::Throttled => (FAST_MS, Some("200000")),
     };
     let mut args = vec!["--shards", "1", "--log-retention-check-interval-ms", interval_ms];
     args.extend(["--log-cleaner-backoff-ms", interval_ms]);
-    if cleaner_bytes_per_second != "0" {
-        args.extend(["--log-cleaner-io-max-bytes-per-second", cleaner_bytes_per_second]);
+    if let Some(rate) = cleaner_bytes_per_second {
+        args.extend(["--log-cleaner-io-max-bytes-per-second", rate]);
     }
     args.into_iter().map(String::from).collect()
 }
@@ -139,10 +139,11 @@ fn disk_summary(dir: &Path, names: &[String]) -> String {
     };
     let odd: Vec<String> = leftovers(names).iter().map(short).collect();
     format!(
-        "{} segments, recovery point {}, log start {}; leftovers: [{}]",
+        "{} segments, recovery point {}, log start {}, cleaner checkpoint {}; leftovers: [{}]",
         segment_bases(names).len(),
         checkpoint(dir, "recovery-point"),
         checkpoint(dir, "log-start-offset"),
+        checkpoint(dir, "cleaner-offset-checkpoint"),
         odd.join(", ")
     )
 }
@@ -299,7 +300,18 @@ async fn produce_until_crash(
         let sent = pc.produce(to_records(&batch), CODECS[i % CODECS.len()]);
         tokio::select! {
             acked = sent => {
-                let offsets = acked.expect("produce before the crash");
+                let offsets = match acked {
+                    Ok(offsets) => offsets,
+                    Err(e) => {
+                        // The connection may break before the broker's last words reach us.
+                        let last_words = tokio::time::timeout(
+                            Duration::from_secs(5),
+                            crash_announced(broker, point),
+                        );
+                        assert!(last_words.await.is_ok(), "{point}: produce failed: {e}");
+                        return Some(batch);
+                    }
+                };
                 let first = model.len() as i64;
                 assert_eq!(offsets, (first..first + batch.len() as i64).collect::<Vec<_>>());
                 model.extend(batch);

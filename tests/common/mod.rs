@@ -1,6 +1,8 @@
 //! Shared harness of the `server_*` integration tests: starts the real `shardlog`
 //! binary on an ephemeral 127.0.0.1 port with `--shards 2` and a temp data dir, finds
 //! the port from its "listening on" log line, and stops it with SIGTERM or SIGKILL.
+//! Crash tests also start it with extra environment (`SHARDLOG_CRASH_AT`), wait for it to
+//! die by itself, search its last log lines, and speak raw Kafka protocol ([`Wire`]).
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
