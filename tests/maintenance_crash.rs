@@ -10,7 +10,8 @@
 //! 3. recover: an idle broker opens the crashed log; the partition dir must hold no leftover
 //!    of the interrupted swap or deletion, and the log must agree with the model;
 //! 4. resume: a busy broker must finish the job (the cleaner leaves each key once in the
-//!    cleaned part; retention advances the log start further).
+//!    cleaned part; retention advances the log start further);
+//! 5. compaction only: the cleaned log survives a full recovery scan (checkpoints removed).
 //!
 //! The checks are Kafka semantics only: the high watermark is the acknowledged count (plus
 //! the batch in flight at the crash, whole or not at all), offsets are preserved, every record
@@ -501,6 +502,25 @@ async fn compaction_crash_in(point: &str, mode: Mode) {
         .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap"))
         .collect();
     assert!(swaps.is_empty(), "{point}: swap files after the cleaner finished: {swaps:?}");
+    full_scan_keeps_cleaned_log(point, dir.path(), &model).await;
+}
+
+/// Without its recovery point and clean-shutdown marker, a broker scans every segment: the
+/// cleaned ones (gaps, empty batches) must each still end where the next begins, or
+/// recovery would take them for torn and drop everything after them.
+async fn full_scan_keeps_cleaned_log(point: &str, dir: &Path, model: &Model) {
+    for name in ["recovery-point", "clean-shutdown"] {
+        // Both exist after the clean SIGTERM of the resume broker.
+        let removed = std::fs::remove_file(partition_dir(dir).join(name));
+        assert!(removed.is_ok(), "{point}: removing {name}: {removed:?}");
+    }
+    let before = segment_bases(&listing(dir));
+    let mut broker = start(dir, Pace::Idle, &[]);
+    assert_eq!(segment_bases(&listing(dir)), before, "{point}: a full scan kept every segment");
+    let active_base = before.iter().copied().max().unwrap_or(0);
+    let (read, hw) = read_from(&broker, 0);
+    check_compacted(point, &read, hw, model, active_base);
+    broker.kill();
 }
 
 #[tokio::test]
