@@ -163,6 +163,10 @@ impl FileSystem for DmaFileSystem {
     async fn sleep(&self, duration: Duration) {
         glommio::timer::sleep(duration).await;
     }
+
+    async fn yield_if_needed(&self) {
+        glommio::executor().yield_if_needed().await;
+    }
 }
 
 /// See [`super::probe_data_dir`].

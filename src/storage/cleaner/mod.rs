@@ -206,6 +206,8 @@ impl<F: FileSystem> LogInner<F> {
             let mut reader = SegmentReader::new(s);
             let mut full = false;
             while let Some(batch) = self.next_batch(&mut reader, opts.throttle, &mut out).await? {
+                // CPU-bound between reads: let requests on this shard run first.
+                self.fs.yield_if_needed().await;
                 let h = BatchHeader::parse(&batch)?;
                 // Control batches hold no keys; a batch below the checkpoint was mapped by
                 // the pass that stopped mid-segment.
@@ -354,6 +356,7 @@ impl<F: FileSystem> LogInner<F> {
         let mut cleaned = CleanedSegment::default();
         let retention_ms = self.cfg().delete_retention_ms;
         while let Some(b) = self.next_batch(&mut reader, opts.throttle, out).await? {
+            self.fs.yield_if_needed().await;
             cleaned.add(&b, map, now_ms, retention_ms)?;
         }
         cleaned.finish();
