@@ -101,6 +101,10 @@ async fn alter_describe_and_delete_configs() {
     assert!(err.contains("UNKNOWN_TOPIC_OR_PARTITION"), "{err}");
     let err = refused(&broker, &["alter", "--topic", "cfg", "--add-config", "retention.ms"]);
     assert!(err.contains("key=val"), "{err}");
+    // A change with one bad entry is refused whole: the good entry is not applied either.
+    let mixed = "retention.ms=5000,cleanup.policy=bogus";
+    let err = refused(&broker, &["alter", "--topic", "cfg", "--add-config", mixed]);
+    assert!(err.contains("cleanup.policy"), "{err}");
     // A refused change leaves the stored value alone.
     let report = ok(&broker, &["describe", "--topic", "cfg"]);
     assert_eq!(described(&report, "retention.ms"), topic_source("123456"));
