@@ -86,12 +86,13 @@ pub struct Entity {
 }
 
 impl Entity {
-    fn resource(&self) -> (i8, String) {
+    /// Kafka's resource type and name; clap's group makes exactly one of the two present,
+    /// a hand-built `Entity` may not.
+    fn resource(&self) -> anyhow::Result<(i8, String)> {
         match (&self.topic, self.broker) {
-            (Some(topic), _) => (RESOURCE_TOPIC, topic.clone()),
-            (None, Some(id)) => (RESOURCE_BROKER, id.to_string()),
-            // clap's required group guarantees one of the two.
-            (None, None) => (RESOURCE_TOPIC, String::new()),
+            (Some(topic), None) => Ok((RESOURCE_TOPIC, topic.clone())),
+            (None, Some(id)) => Ok((RESOURCE_BROKER, id.to_string())),
+            _ => bail!("give exactly one of --topic and --broker"),
         }
     }
 }
@@ -102,7 +103,7 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
     match args.command {
         ConfigsCommand::Describe { entity, all } => {
             let entries = describe(&args.bootstrap_server, &entity)?;
-            let (kind, name) = entity.resource();
+            let (kind, name) = entity.resource()?;
             let is_topic = kind == RESOURCE_TOPIC;
             out.write_all(render(&entries, is_topic, &name, all || !is_topic).as_bytes())?;
         }
@@ -111,7 +112,7 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
             let delete =
                 delete_config.as_deref().map(parse_delete_config).transpose()?.unwrap_or_default();
             alter(&args.bootstrap_server, &entity, &set, &delete)?;
-            let (kind, name) = entity.resource();
+            let (kind, name) = entity.resource()?;
             let what = if kind == RESOURCE_TOPIC { "topic" } else { "broker" };
             writeln!(out, "Completed updating config for {what} {name}.")?;
         }
@@ -131,7 +132,7 @@ pub struct ConfigRow {
 
 /// Every config of the entity as the broker describes it, in the broker's order.
 pub fn describe(bootstrap: &str, entity: &Entity) -> anyhow::Result<Vec<ConfigRow>> {
-    let (kind, name) = entity.resource();
+    let (kind, name) = entity.resource()?;
     let mut conn = match entity.broker {
         // A broker describes only itself: ask that broker, found through Metadata.
         Some(id) => BlockingConn::open(&broker_addr(bootstrap, id)?, CLIENT_ID)?,
@@ -184,7 +185,7 @@ pub fn alter(
                 .with_value(v.map(|v| StrBytes::from_string(v.clone())))
         })
         .collect();
-    let (kind, name) = entity.resource();
+    let (kind, name) = entity.resource()?;
     let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
         AlterConfigsResource::default()
             .with_resource_type(kind)
