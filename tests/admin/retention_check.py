@@ -108,14 +108,18 @@ class Watched:
     def __init__(self, topic, data_dir):
         self.topic = topic
         self.dir = os.path.join(data_dir, f"{topic}-0")
-        self.deleted_seen = set()
-        self.vanished = set()
+        self.deleted_seen = {}  # name -> when first seen (monotonic s)
+        self.vanished = {}  # name -> seconds it was seen to live, at most its real life
         self.lows = []
 
     def observe(self, probe):
-        names = set(os.listdir(self.dir))
-        self.vanished |= {n for n in self.deleted_seen if n not in names}
-        self.deleted_seen |= {n for n in names if n.endswith(".deleted")}
+        names, now = set(os.listdir(self.dir)), time.monotonic()
+        for n, seen in self.deleted_seen.items():
+            if n not in names and n not in self.vanished:
+                self.vanished[n] = now - seen
+        for n in names:
+            if n.endswith(".deleted"):
+                self.deleted_seen.setdefault(n, now)
         low = watermarks(probe, self.topic)[0]
         if not self.lows or self.lows[-1] != low:
             self.lows.append(low)
@@ -177,8 +181,12 @@ def check_retention(admin, bs, probe, data_dir):
               f"low watermarks {w.lows[:6]}{'...' if len(w.lows) > 6 else ''}")
         check(any(n.endswith(".log.deleted") for n in w.deleted_seen),
               f"{kind} retention: segments renamed with the .deleted suffix")
-        check(any(n.endswith(".log.deleted") for n in w.vanished),
-              f"{kind} retention: .deleted segments removed after file.delete.delay.ms")
+        # Lives are observed between polls (~0.3 s apart), so the longest one seen is at
+        # most that much below file.delete.delay.ms (1.5 s); 0 would mean no delay at all.
+        life = max((t for n, t in w.vanished.items() if n.endswith(".log.deleted")), default=0)
+        check(life >= 0.75,
+              f"{kind} retention: .deleted segments removed after file.delete.delay.ms "
+              f"(longest observed life {life:.2f} s)")
         check(len(w.lows) >= 3 and w.lows == sorted(w.lows) and w.lows[-1] > 0,
               f"{kind} retention: low watermark advanced {w.lows[0]} -> {w.lows[-1]}")
     print(f"     retention observed in {took:.1f} s")
