@@ -74,7 +74,8 @@ async fn create_topic(broker: &Broker, topic: &str) {
 #[tokio::test]
 async fn alter_describe_and_delete_configs() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let broker = Broker::start_with(dir.path(), &["--shards", "1"]);
+    // A non-default server setting, so the broker has a STATIC_BROKER_CONFIG to show.
+    let broker = Broker::start_with(dir.path(), &["--shards", "1", "--num-partitions", "3"]);
     create_topic(&broker, "cfg").await;
 
     let report = ok(&broker, &["describe", "--topic", "cfg"]);
@@ -116,8 +117,13 @@ async fn alter_describe_and_delete_configs() {
     assert_eq!(described(&report, "cleanup.policy"), topic_source("compact,delete"));
 
     let report = ok(&broker, &["describe", "--broker", "0"]);
+    assert!(report.starts_with("All configs for broker 0:"), "{report}");
     let (_, source) = described(&report, "log.retention.hours").expect("broker config listed");
     assert_eq!(source, "DEFAULT_CONFIG", "{report}");
+    let static_config = Some(("3".to_string(), "STATIC_BROKER_CONFIG".to_string()));
+    assert_eq!(described(&report, "num.partitions"), static_config, "{report}");
+    let err = refused(&broker, &["describe", "--broker", "7"]);
+    assert!(err.contains("broker 7"), "{err}");
 }
 
 /// Sizes of the partition's `.log` files, by base offset.
