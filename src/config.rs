@@ -12,7 +12,8 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::constants::{
-    KAFKA_PORT_DEFAULT, RETENTION_CHECK_INTERVAL_MS_DEFAULT, SOCKET_REQUEST_MAX_BYTES_DEFAULT,
+    KAFKA_PORT_DEFAULT, LOG_CLEANER_BACKOFF_MS_DEFAULT, LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT,
+    RETENTION_CHECK_INTERVAL_MS_DEFAULT, SOCKET_REQUEST_MAX_BYTES_DEFAULT,
     SPIN_BEFORE_PARK_US_DEFAULT,
 };
 use crate::types::NodeId;
@@ -61,6 +62,18 @@ pub struct ServeArgs {
     /// (log.retention.check.interval.ms, default 300000).
     #[arg(long)]
     pub log_retention_check_interval_ms: Option<u64>,
+    /// How long a shard's log cleaner sleeps when no log needs cleaning, ms
+    /// (log.cleaner.backoff.ms, default 15000).
+    #[arg(long)]
+    pub log_cleaner_backoff_ms: Option<u64>,
+    /// Cleaner read+write limit for the whole broker, bytes/s, split evenly across shards
+    /// (log.cleaner.io.max.bytes.per.second, default unlimited).
+    #[arg(long)]
+    pub log_cleaner_io_max_bytes_per_second: Option<f64>,
+    /// Cleaner key-map memory for the whole broker, bytes, split evenly across shards
+    /// (log.cleaner.dedupe.buffer.size, default 134217728).
+    #[arg(long)]
+    pub log_cleaner_dedupe_buffer_size: Option<u64>,
 }
 
 /// The same settings as they may appear in the TOML file (snake_case keys).
@@ -79,6 +92,9 @@ struct FileConfig {
     num_partitions: Option<i32>,
     socket_request_max_bytes: Option<u32>,
     log_retention_check_interval_ms: Option<u64>,
+    log_cleaner_backoff_ms: Option<u64>,
+    log_cleaner_io_max_bytes_per_second: Option<f64>,
+    log_cleaner_dedupe_buffer_size: Option<u64>,
 }
 
 /// Why a configuration could not be built.
@@ -108,6 +124,26 @@ pub struct ServeConfig {
     pub num_partitions: i32,
     pub socket_request_max_bytes: u32,
     pub log_retention_check_interval_ms: u64,
+    pub log_cleaner_backoff_ms: u64,
+    /// `None`: unlimited.
+    pub log_cleaner_io_max_bytes_per_second: Option<f64>,
+    pub log_cleaner_dedupe_buffer_size: u64,
+}
+
+impl ServeConfig {
+    /// This shard's share of the cleaner I/O limit, bytes/s (infinite when unlimited).
+    #[must_use]
+    pub fn cleaner_io_bytes_per_second_per_shard(&self) -> f64 {
+        self.log_cleaner_io_max_bytes_per_second
+            .map_or(f64::INFINITY, |r| r / f64::from(self.shards))
+    }
+
+    /// This shard's share of the cleaner key-map memory, bytes.
+    #[must_use]
+    pub fn cleaner_key_map_bytes_per_shard(&self) -> usize {
+        usize::try_from(self.log_cleaner_dedupe_buffer_size / u64::from(self.shards))
+            .unwrap_or(usize::MAX)
+    }
 }
 
 impl ServeConfig {
@@ -149,6 +185,28 @@ impl ServeConfig {
         if log_retention_check_interval_ms == 0 {
             return Err(invalid("log_retention_check_interval_ms", "must be at least 1 ms"));
         }
+        let log_cleaner_backoff_ms = args
+            .log_cleaner_backoff_ms
+            .or(file.log_cleaner_backoff_ms)
+            .unwrap_or(LOG_CLEANER_BACKOFF_MS_DEFAULT);
+        if log_cleaner_backoff_ms == 0 {
+            return Err(invalid("log_cleaner_backoff_ms", "must be at least 1 ms"));
+        }
+        let log_cleaner_io_max_bytes_per_second =
+            args.log_cleaner_io_max_bytes_per_second.or(file.log_cleaner_io_max_bytes_per_second);
+        if log_cleaner_io_max_bytes_per_second.is_some_and(|r| r.is_nan() || r <= 0.0) {
+            return Err(invalid(
+                "log_cleaner_io_max_bytes_per_second",
+                "must be a positive number of bytes per second",
+            ));
+        }
+        let log_cleaner_dedupe_buffer_size = args
+            .log_cleaner_dedupe_buffer_size
+            .or(file.log_cleaner_dedupe_buffer_size)
+            .unwrap_or(LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT);
+        if log_cleaner_dedupe_buffer_size < 1024 * 1024 {
+            return Err(invalid("log_cleaner_dedupe_buffer_size", "must be at least 1 MiB"));
+        }
         Ok(Self {
             listen,
             advertised_host,
@@ -170,6 +228,9 @@ impl ServeConfig {
             num_partitions,
             socket_request_max_bytes,
             log_retention_check_interval_ms,
+            log_cleaner_backoff_ms,
+            log_cleaner_io_max_bytes_per_second,
+            log_cleaner_dedupe_buffer_size,
         })
     }
 }

@@ -46,6 +46,14 @@ pub const RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 300_000;
 pub const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 60 * 60 * 1000;
 /// Kafka's `min.cleanable.dirty.ratio` default.
 pub const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
+/// Read size of the log cleaner: segments are scanned this many bytes at a time.
+pub const CLEANER_READ_CHUNK_BYTES: usize = 4 * 1024 * 1024;
+/// Kafka's `log.cleaner.dedupe.buffer.size` default: key-map memory for the whole broker,
+/// split evenly across shards.
+pub const LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT: u64 = 128 * 1024 * 1024;
+/// Kafka's `log.cleaner.backoff.ms` default: how long a shard's cleaner sleeps when no log
+/// needs cleaning.
+pub const LOG_CLEANER_BACKOFF_MS_DEFAULT: u64 = 15_000;
 
 // ---------------------------------------------------------------- server
 /// Kafka's `socket.request.max.bytes` default: 100 MiB.

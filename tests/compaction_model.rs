@@ -14,8 +14,10 @@ use shardlog::io::{run_local, FileSystem};
 use shardlog::storage::batch::{BatchHeader, Compression};
 use shardlog::storage::cleaner::records_of;
 use shardlog::storage::cleaner::swap::SwapStep;
+use shardlog::storage::cleaner::throttle::Throttler;
 use shardlog::storage::records::{build_batch, NewRecord};
 use shardlog::storage::{BatchCache, LogConfig, PartitionLog};
+use shardlog::storage::{CleanOptions, CleanOutcome};
 use shardlog::types::{Epoch, Offset};
 
 const DIR: &str = "/data/compact-0";
@@ -39,6 +41,23 @@ fn config() -> LogConfig {
         file_delete_delay_ms: 10,
         ..LogConfig::default()
     }
+}
+
+/// One cleaner pass with an unlimited throttle and a key map of `key_map_bytes`.
+async fn clean_with(
+    log: &PartitionLog<MemFileSystem>,
+    now_ms: i64,
+    force: bool,
+    stop_after: Option<SwapStep>,
+    key_map_bytes: usize,
+) -> CleanOutcome {
+    let throttle = Throttler::unlimited();
+    let opts = CleanOptions { key_map_bytes, throttle: &throttle, force, stop_after };
+    log.clean(now_ms, &opts).await.expect("clean")
+}
+
+async fn clean(log: &PartitionLog<MemFileSystem>, now_ms: i64) -> CleanOutcome {
+    clean_with(log, now_ms, false, None, 64 << 20).await
 }
 
 async fn open(fs: &Rc<MemFileSystem>) -> PartitionLog<MemFileSystem> {
@@ -172,12 +191,12 @@ fn cleaning_keeps_exactly_the_latest_record_per_key() {
             assert_eq!(before, all);
             // Tombstones are within delete.retention.ms: kept (the latest only).
             let now = T0 + 200_000;
-            let out = log.clean(now).await.expect("clean");
+            let out = clean(&log, now).await;
             assert!(out.cleaned && out.bytes_after < out.bytes_before, "{out:?}");
             assert!((out.dirty_ratio - 1.0).abs() < f64::EPSILON);
             assert_eq!(read_all(&log).await, expected(&all, false), "seed {seed}");
             // Now clean: the dirty ratio is 0 and nothing happens.
-            let again = log.clean(now).await.expect("clean");
+            let again = clean(&log, now).await;
             assert!(!again.cleaned && again.dirty_ratio == 0.0, "{again:?}");
             assert!(leftovers(&fs).await.is_empty());
             // The cleaned log survives a clean restart and a crash.
@@ -188,8 +207,12 @@ fn cleaning_keeps_exactly_the_latest_record_per_key() {
             let crashed = Rc::new(fs.crash());
             let log = open(&crashed).await;
             assert_eq!(read_all(&log).await, expected(&all, false));
-            // Past delete.retention.ms tombstones go (a restart made the whole log dirty).
-            let out = log.clean(now + 2 * DAY_MS).await.expect("clean");
+            // The cleaner checkpoint survived: nothing is dirty after the restart.
+            let again = clean(&log, now).await;
+            assert!(!again.cleaned && again.dirty_ratio == 0.0, "{again:?}");
+            // Past the delete horizon a clean drops the tombstones (forced: the in-memory
+            // latest horizon, as Kafka's, is not kept across a restart).
+            let out = clean_with(&log, now + 2 * DAY_MS, true, None, 64 << 20).await;
             assert!(out.cleaned);
             assert_eq!(read_all(&log).await, expected(&all, true), "seed {seed}");
             // Appends still work after cleaning.
@@ -217,7 +240,7 @@ fn records_newer_than_the_min_compaction_lag_are_never_removed() {
         let lag_ms = 60_000;
         log.set_config(LogConfig { min_compaction_lag_ms: lag_ms, ..config() });
         let now = T0 + 100_000;
-        let out = log.clean(now).await.expect("clean");
+        let out = clean(&log, now).await;
         assert!(out.cleaned, "{out:?}");
         let after = read_all(&log).await;
         let recent: Vec<&Rec> = all.iter().filter(|r| r.3 > now - lag_ms && r.1 != "end").collect();
@@ -247,7 +270,7 @@ fn crash_at_each_swap_step_leaves_a_consistent_log() {
             let log = open(&fs).await;
             let all = fill(&log, 11, 120).await;
             let now = T0 + 200_000;
-            log.clean_stopping_after(now, step).await.expect("clean");
+            clean_with(&log, now, false, Some(step), 64 << 20).await;
             assert!(!leftovers(&fs).await.is_empty(), "{step:?} left swap files");
             let crashed = Rc::new(fs.crash());
             drop(log);
@@ -264,11 +287,115 @@ fn crash_at_each_swap_step_leaves_a_consistent_log() {
             for r in expected(&all, false) {
                 assert_eq!(last.get(&r.1), Some(&r), "{step:?}");
             }
-            // A full pass afterwards completes the job.
-            log.clean(now).await.expect("clean");
+            // A full pass afterwards completes the job (forced: the checkpoint was not
+            // written, but part of the log may already be clean).
+            clean_with(&log, now, true, None, 64 << 20).await;
             assert_eq!(read_all(&log).await, expected(&all, false), "{step:?}");
         });
     }
+}
+
+#[test]
+fn tombstones_live_delete_retention_ms_after_the_first_clean_kip_534() {
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let log = open(&fs).await;
+        let all = fill(&log, 3, 150).await;
+        // Records are ten days old when first cleaned: their timestamps do not matter, the
+        // delete horizon starts at this clean.
+        let first = T0 + 10 * DAY_MS;
+        assert!(clean(&log, first).await.cleaned);
+        assert_eq!(read_all(&log).await, expected(&all, false), "tombstones kept");
+        // Not dirty, horizon not due: nothing to do until delete.retention.ms (1 day) passed.
+        let before = log.clean_stats(first + DAY_MS - 1).await.expect("stats");
+        assert!(!before.delete_horizon_due && before.dirty_bytes == 0, "{before:?}");
+        assert!(!clean(&log, first + DAY_MS - 1).await.cleaned);
+        assert_eq!(read_all(&log).await, expected(&all, false));
+        let due = log.clean_stats(first + DAY_MS).await.expect("stats");
+        assert!(due.delete_horizon_due, "{due:?}");
+        let out = clean(&log, first + DAY_MS).await;
+        assert!(out.cleaned && out.bytes_after < out.bytes_before, "{out:?}");
+        assert_eq!(read_all(&log).await, expected(&all, true), "tombstones dropped");
+        let after = log.clean_stats(first + 2 * DAY_MS).await.expect("stats");
+        assert!(!after.delete_horizon_due, "no tombstone left: {after:?}");
+    });
+}
+
+#[test]
+fn a_small_key_map_cleans_in_several_passes_to_the_same_result() {
+    for seed in [5, 9] {
+        run_local(async move {
+            let fs = Rc::new(MemFileSystem::new());
+            let log = open(&fs).await;
+            let all = fill(&log, seed, 150).await;
+            let now = T0 + 200_000;
+            // Room for 8 of the 20 keys: each pass maps a prefix of the dirty section.
+            let small = 8 * shardlog::storage::cleaner::keymap::KEY_MAP_ENTRY_BYTES;
+            let mut passes = 0;
+            // Forced: each pass cleans up to where its map filled, until nothing is dirty.
+            while log.clean_stats(now).await.expect("stats").dirty_bytes > 0 {
+                let out = clean_with(&log, now, true, None, small).await;
+                assert!(out.cleaned);
+                passes += 1;
+                assert!(passes < 100, "the cleaner makes progress");
+                let got = read_all(&log).await;
+                let mut last: BTreeMap<String, Rec> = BTreeMap::new();
+                for r in &got {
+                    last.insert(r.1.clone(), r.clone());
+                }
+                for r in expected(&all, false) {
+                    assert_eq!(last.get(&r.1), Some(&r), "latest kept after pass {passes}");
+                }
+            }
+            assert!(passes > 1, "a small map needs several passes ({passes})");
+            // Once the whole log is clean, a full-size pass finds nothing more to remove.
+            let full = clean_with(&log, now, true, None, 64 << 20).await;
+            assert_eq!(full.bytes_before, full.bytes_after, "{full:?}");
+            assert_eq!(read_all(&log).await, expected(&all, false), "seed {seed}");
+        });
+    }
+}
+
+#[test]
+fn max_compaction_lag_forces_a_clean_below_the_dirty_ratio() {
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let log = open(&fs).await;
+        let all = fill(&log, 13, 150).await;
+        let now = T0 + 200_000;
+        assert!(clean(&log, now).await.cleaned);
+        // A little new dirt: far below the 0.5 ratio.
+        let mut late = fill(&log, 14, 12).await;
+        // Roll the segment holding them (segment.ms past the previous "end" append).
+        let end =
+            NewRecord { key: Some(b"end"), value: Some(b"y"), timestamp_ms: T0, headers: vec![] };
+        let roll_at = T0 + 4_000_000_000;
+        let info =
+            log.append(build_batch(&[end], Compression::None), Epoch(1), roll_at).await.unwrap();
+        late.push((info.base_offset.0, "end".into(), Some("y".into()), T0));
+        log.flush().await.expect("flush");
+        let stats = log.clean_stats(now).await.expect("stats");
+        assert!(stats.dirty_bytes > 0 && stats.dirty_ratio < 0.5, "{stats:?}");
+        assert!(!stats.compaction_overdue);
+        assert!(!clean(&log, now).await.cleaned, "not dirty enough");
+        // The dirty batches (timestamps T0..) are older than a 100 s max.compaction.lag.ms.
+        log.set_config(LogConfig { max_compaction_lag_ms: 100_000, ..config() });
+        let stats = log.clean_stats(now).await.expect("stats");
+        assert!(stats.compaction_overdue, "{stats:?}");
+        assert!(clean(&log, now).await.cleaned);
+        let got = read_all(&log).await;
+        let mut last: BTreeMap<String, Rec> = BTreeMap::new();
+        for r in &got {
+            last.insert(r.1.clone(), r.clone());
+        }
+        let mut model = all.clone();
+        let shift = late[0].0;
+        model.retain(|r| r.0 < shift);
+        model.extend(late.iter().cloned());
+        for r in expected(&model, false) {
+            assert_eq!(last.get(&r.1), Some(&r));
+        }
+    });
 }
 
 /// Prints the cleaner's throughput on the in-memory backend (a figure, not an assertion):
@@ -303,7 +430,7 @@ fn cleaner_throughput() {
         }
         log.flush().await.expect("flush");
         let started = std::time::Instant::now();
-        let out = log.clean(T0).await.expect("clean");
+        let out = clean(&log, T0).await;
         let secs = started.elapsed().as_secs_f64();
         let mib = out.bytes_before as f64 / (1 << 20) as f64;
         println!(

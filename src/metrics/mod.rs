@@ -98,10 +98,22 @@ pub enum Count {
     CacheHits = 7,
     /// Reads that went to disk.
     CacheMisses = 8,
+    /// Segments retention deleted (time, size or log start).
+    RetentionSegmentsDeleted = 9,
+    /// Bytes of those segments.
+    RetentionBytesDeleted = 10,
+    /// Log-cleaner passes that cleaned a log.
+    CleanerRuns = 11,
+    /// Segments the cleaner rewrote.
+    CleanerSegmentsRewritten = 12,
+    /// Bytes the cleaner removed (size before minus size after).
+    CleanerBytesReclaimed = 13,
+    /// Bytes the cleaner read and wrote (what `log.cleaner.io.max.bytes.per.second` limits).
+    CleanerIoBytes = 14,
 }
 
 impl Count {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 15;
     pub const ALL: [Count; Count::COUNT] = [
         Count::Requests,
         Count::RequestBytes,
@@ -112,6 +124,12 @@ impl Count {
         Count::GroupCommitAppends,
         Count::CacheHits,
         Count::CacheMisses,
+        Count::RetentionSegmentsDeleted,
+        Count::RetentionBytesDeleted,
+        Count::CleanerRuns,
+        Count::CleanerSegmentsRewritten,
+        Count::CleanerBytesReclaimed,
+        Count::CleanerIoBytes,
     ];
 }
 
@@ -126,16 +144,20 @@ pub enum Level {
     Partitions = 3,
     /// Owned partitions this broker leads.
     Leaders = 4,
+    /// The largest dirty ratio, in percent, among this shard's compacted logs at the last
+    /// cleaner check (Kafka's `max-dirty-percent`; the scrape shows the max over shards).
+    CleanerMaxDirtyPercent = 5,
 }
 
 impl Level {
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 6;
     pub const ALL: [Level; Level::COUNT] = [
         Level::ConnectionsActive,
         Level::RequestsInFlight,
         Level::MeshQueueDepth,
         Level::Partitions,
         Level::Leaders,
+        Level::CleanerMaxDirtyPercent,
     ];
 }
 

@@ -133,6 +133,32 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
         ("shardlog_mesh_messages", "Cross-shard messages sent", c(Count::MeshMessages)),
         ("shardlog_cache_hits", "Batch-cache reads served from memory", c(Count::CacheHits)),
         ("shardlog_cache_misses", "Batch-cache reads that went to disk", c(Count::CacheMisses)),
+        (
+            "shardlog_retention_segments_deleted",
+            "Segments deleted by time, size or log-start retention",
+            c(Count::RetentionSegmentsDeleted),
+        ),
+        (
+            "shardlog_retention_bytes_deleted",
+            "Bytes of segments deleted by retention",
+            c(Count::RetentionBytesDeleted),
+        ),
+        ("shardlog_cleaner_runs", "Log-cleaner passes that cleaned a log", c(Count::CleanerRuns)),
+        (
+            "shardlog_cleaner_segments_rewritten",
+            "Segments the log cleaner rewrote",
+            c(Count::CleanerSegmentsRewritten),
+        ),
+        (
+            "shardlog_cleaner_bytes_reclaimed",
+            "Bytes the log cleaner removed",
+            c(Count::CleanerBytesReclaimed),
+        ),
+        (
+            "shardlog_cleaner_io_bytes",
+            "Bytes the log cleaner read and wrote",
+            c(Count::CleanerIoBytes),
+        ),
     ];
     for (name, help, value) in counters {
         enc.encode_descriptor(name, help, None, MetricType::Counter)?
@@ -166,6 +192,11 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             l(Level::Partitions),
         ),
         ("shardlog_partition_leaders", "Owned partitions this broker leads", l(Level::Leaders)),
+        (
+            "shardlog_cleaner_max_dirty_percent",
+            "Largest dirty ratio (percent) of a compacted log at the last cleaner check",
+            m.max_dirty_percent,
+        ),
     ];
     for (name, help, value) in gauges {
         enc.encode_descriptor(name, help, None, MetricType::Gauge)?.encode_gauge(&value)?;

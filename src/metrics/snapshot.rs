@@ -119,6 +119,8 @@ impl ShardLoad {
 pub struct Merged {
     pub total: ShardSnapshot,
     pub shards: Vec<ShardLoad>,
+    /// The max over shards of `Level::CleanerMaxDirtyPercent` (a sum would mean nothing).
+    pub max_dirty_percent: i64,
 }
 
 impl Merged {
@@ -152,6 +154,8 @@ impl Merger {
         for i in 0..Level::COUNT {
             t.levels[i] = t.levels[i].saturating_add(s.levels[i]);
         }
+        let dirty = s.levels[Level::CleanerMaxDirtyPercent as usize];
+        self.merged.max_dirty_percent = self.merged.max_dirty_percent.max(dirty);
         for (name, totals) in &s.topics {
             t.topics.entry(name.clone()).or_default().add(totals);
         }

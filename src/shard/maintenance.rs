@@ -1,15 +1,21 @@
-//! Periodic per-shard log maintenance: retention and, for compacted logs, a cleaner pass
-//! (`storage::cleaner`) every `log.retention.check.interval.ms`.
+//! Periodic per-shard log maintenance: retention every `log.retention.check.interval.ms`,
+//! and the shard's log cleaner (`storage::cleaner`), which cleans the dirtiest compacted log
+//! it owns, one after another, and sleeps `log.cleaner.backoff.ms` when none needs it.
 //!
 //! Lives on every shard, in the low-share background queue, and touches only the logs this
-//! shard owns. A pass yields between partitions so request handling keeps its latency; a
-//! failing partition is logged and skipped, never stopping the loop.
+//! shard owns. Both loops yield between partitions so request handling keeps its latency; the
+//! cleaner's I/O goes through this shard's share of `log.cleaner.io.max.bytes.per.second`. A
+//! failing partition is logged and skipped, never stopping a loop.
 
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::ctx::ShardCtx;
+use super::partitions::OwnedPartition as Partition;
 use super::{now_ms, sleep};
+use crate::metrics::{self, Count, Level};
+use crate::storage::cleaner::throttle::Throttler;
+use crate::storage::CleanOptions;
 
 /// Runs retention over this shard's logs until shutdown.
 pub async fn retention_loop(ctx: Rc<ShardCtx>) {
@@ -31,6 +37,8 @@ pub async fn retention_pass(ctx: &ShardCtx) {
         }
         match partition.log.enforce_retention(now_ms()).await {
             Ok(out) if out.segments_deleted > 0 => {
+                metrics::count(Count::RetentionSegmentsDeleted, out.segments_deleted);
+                metrics::count(Count::RetentionBytesDeleted, out.bytes_deleted);
                 tracing::info!(
                     partition = %partition.tp,
                     segments = out.segments_deleted,
@@ -42,11 +50,98 @@ pub async fn retention_pass(ctx: &ShardCtx) {
             Ok(_) => {}
             Err(err) => tracing::warn!(partition = %partition.tp, "retention failed: {err}"),
         }
-        if partition.log.config().compacted {
-            if let Err(err) = partition.log.clean(now_ms()).await {
-                tracing::warn!(partition = %partition.tp, "cleaner failed: {err}");
-            }
+        glommio::executor().yield_if_needed().await;
+    }
+}
+
+/// Runs this shard's log cleaner until shutdown.
+pub async fn cleaner_loop(ctx: Rc<ShardCtx>) {
+    let backoff = Duration::from_millis(ctx.config.log_cleaner_backoff_ms);
+    let throttle =
+        Throttler::new(ctx.config.cleaner_io_bytes_per_second_per_shard(), Instant::now());
+    loop {
+        if ctx.is_shutting_down() {
+            return;
+        }
+        let cleaned = match filthiest(&ctx).await {
+            Some(partition) => clean_one(&ctx, &partition, &throttle).await,
+            None => false,
+        };
+        if !cleaned {
+            sleep(backoff).await;
         }
         glommio::executor().yield_if_needed().await;
+    }
+}
+
+/// The compacted log to clean next, as Kafka's `grabFilthiestCompactedLog` picks it: the
+/// highest dirty ratio among logs past `min.cleanable.dirty.ratio` or `max.compaction.lag.ms`;
+/// failing that, a log whose tombstones' delete horizon has passed.
+async fn filthiest(ctx: &ShardCtx) -> Option<Rc<Partition>> {
+    let now = now_ms();
+    let mut best: Option<(f64, Rc<Partition>)> = None;
+    let mut horizon_due = None;
+    let mut max_dirty = 0.0f64;
+    for partition in ctx.partitions.all() {
+        if ctx.is_shutting_down() {
+            return None;
+        }
+        let config = partition.log.config();
+        if !config.compacted {
+            continue;
+        }
+        match partition.log.clean_stats(now).await {
+            Ok(stats) => {
+                max_dirty = max_dirty.max(stats.dirty_ratio);
+                if stats.cleanable(config.min_cleanable_dirty_ratio) {
+                    if best.as_ref().is_none_or(|(r, _)| stats.dirty_ratio > *r) {
+                        best = Some((stats.dirty_ratio, partition.clone()));
+                    }
+                } else if stats.delete_horizon_due && horizon_due.is_none() {
+                    horizon_due = Some(partition.clone());
+                }
+            }
+            Err(err) => tracing::warn!(partition = %partition.tp, "cleaner check failed: {err}"),
+        }
+        glommio::executor().yield_if_needed().await;
+    }
+    metrics::set(Level::CleanerMaxDirtyPercent, (max_dirty * 100.0).round() as i64);
+    best.map(|(_, p)| p).or(horizon_due)
+}
+
+/// Cleans one log; true if it did work.
+async fn clean_one(ctx: &ShardCtx, partition: &Partition, throttle: &Throttler) -> bool {
+    let opts = CleanOptions {
+        key_map_bytes: ctx.config.cleaner_key_map_bytes_per_shard(),
+        throttle,
+        force: false,
+        stop_after: None,
+    };
+    let started = Instant::now();
+    match partition.log.clean(now_ms(), &opts).await {
+        Ok(out) if out.cleaned => {
+            metrics::count(Count::CleanerRuns, 1);
+            metrics::count(Count::CleanerSegmentsRewritten, out.segments_rewritten);
+            metrics::count(
+                Count::CleanerBytesReclaimed,
+                out.bytes_before.saturating_sub(out.bytes_after),
+            );
+            metrics::count(Count::CleanerIoBytes, out.io_bytes);
+            let secs = started.elapsed().as_secs_f64().max(1e-6);
+            tracing::info!(
+                partition = %partition.tp,
+                dirty_ratio = out.dirty_ratio,
+                bytes_before = out.bytes_before,
+                bytes_after = out.bytes_after,
+                io_mib_per_s = out.io_bytes as f64 / secs / (1024.0 * 1024.0),
+                "cleaned log"
+            );
+            true
+        }
+        Ok(_) => false,
+        Err(err) => {
+            tracing::warn!(partition = %partition.tp, "cleaner failed: {err}");
+            false
+        }
     }
 }

@@ -209,6 +209,7 @@ async fn shard_main(
     }
     drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
     ctx.spawn_background(super::maintenance::retention_loop(ctx.clone()));
+    ctx.spawn_background(super::maintenance::cleaner_loop(ctx.clone()));
     accept_loop(&ctx, listener).await;
     drain(&ctx, &shared).await;
     ctx.partitions.close_all().await;

@@ -19,12 +19,16 @@ pub const OFFSET_LEADER_EPOCH: usize = 12;
 pub const OFFSET_MAGIC: usize = 16;
 pub const OFFSET_CRC: usize = 17;
 pub const OFFSET_ATTRIBUTES: usize = 21;
+pub const OFFSET_BASE_TIMESTAMP: usize = 27;
 pub const OFFSET_MAX_TIMESTAMP: usize = 35;
 pub const MAGIC_V2: i8 = 2;
 pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
 pub const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
 pub const ATTR_TRANSACTIONAL: i16 = 0x10;
 pub const ATTR_CONTROL: i16 = 0x20;
+/// KIP-534: the batch's baseTimestamp holds the delete horizon set by the log cleaner; record
+/// timestamp deltas are relative to it, so record timestamps read back unchanged.
+pub const ATTR_DELETE_HORIZON: i16 = 0x40;
 
 /// Compression codec of a batch (attributes bits 0..2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,6 +145,12 @@ impl BatchHeader {
     #[must_use]
     pub fn is_log_append_time(&self) -> bool {
         self.attributes & ATTR_TIMESTAMP_TYPE != 0
+    }
+
+    /// The KIP-534 delete horizon, if the cleaner has set one.
+    #[must_use]
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.base_timestamp)
     }
 
     #[must_use]

@@ -15,6 +15,9 @@ pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 pub const LOG_START_FILE: &str = "log-start-offset";
 pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 pub const LEADER_EPOCH_FILE: &str = "leader-epoch-checkpoint";
+/// The log cleaner's end of the clean section (Kafka keeps one `cleaner-offset-checkpoint`
+/// per log dir; ours is per partition, like the other checkpoints).
+pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 
 #[must_use]
 pub fn encode(offset: Offset) -> String {

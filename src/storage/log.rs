@@ -65,9 +65,13 @@ pub(super) struct LogState<F: FileSystem> {
     pub epochs: EpochCache,
     pub max_timestamp: Option<(i64, Offset)>,
     pub recovery_point: Offset,
-    /// The cleaner's end of the clean section: sealed segments from here on are dirty (in
-    /// memory only; after a restart the whole log counts as dirty once).
+    /// The cleaner's end of the clean section: sealed segments ending past it are dirty.
+    /// Persisted in `cleaner-offset-checkpoint` after each pass.
     pub cleaner_checkpoint: Offset,
+    /// The latest KIP-534 delete horizon the last cleaner pass left on a batch with
+    /// tombstones (in memory, as Kafka's `latestDeleteHorizon`): once passed, the log is
+    /// cleaned again to drop them.
+    pub latest_delete_horizon_ms: Option<i64>,
 }
 
 impl<F: FileSystem> LogState<F> {
@@ -129,8 +133,15 @@ impl<F: FileSystem> LogInner<F> {
             return false;
         }
         let c = self.cfg();
+        // Kafka's `maxSegmentMs`: a compacted log rolls by max.compaction.lag.ms too, so its
+        // records become cleanable in time.
+        let roll_ms = if c.compacted && c.max_compaction_lag_ms > 0 {
+            c.segment_ms.min(c.max_compaction_lag_ms)
+        } else {
+            c.segment_ms
+        };
         seg.size_bytes + batch_bytes as u64 > c.segment_bytes.min(i32::MAX as u64)
-            || seg.first_append_ms.is_some_and(|t| now_ms.saturating_sub(t) >= c.segment_ms)
+            || seg.first_append_ms.is_some_and(|t| now_ms.saturating_sub(t) >= roll_ms)
             || seg.index_full(c.segment_index_bytes)
             || rel_last > i64::from(u32::MAX)
     }
@@ -443,18 +454,23 @@ impl<F: FileSystem> PartitionLog<F> {
 
     /// One log-compaction pass at wall-clock `now_ms` (`cleanup.policy` contains `compact`);
     /// see `storage::cleaner`. Cheap when the log is not dirty enough.
-    pub async fn clean(&self, now_ms: i64) -> Result<super::CleanOutcome, StorageError> {
-        self.inner.clean(now_ms, None).await
-    }
-
-    /// A cleaner pass that stops right after `step` of the first segment swap (crash tests).
-    #[doc(hidden)]
-    pub async fn clean_stopping_after(
+    pub async fn clean(
         &self,
         now_ms: i64,
-        step: super::cleaner::swap::SwapStep,
+        opts: &super::cleaner::CleanOptions<'_>,
     ) -> Result<super::CleanOutcome, StorageError> {
-        self.inner.clean(now_ms, Some(step)).await
+        self.inner.clean(now_ms, opts).await
+    }
+
+    /// How dirty the log is, for choosing which log to clean; see `storage::cleaner`.
+    pub async fn clean_stats(&self, now_ms: i64) -> Result<super::CleanStats, StorageError> {
+        self.inner.clean_stats(now_ms).await
+    }
+
+    /// The cleaner checkpoint: sealed segments ending past it are dirty.
+    #[must_use]
+    pub fn cleaner_checkpoint(&self) -> Offset {
+        self.inner.st.borrow().cleaner_checkpoint
     }
 
     /// Removes every batch from the one containing `offset` onward (replication).

@@ -136,6 +136,8 @@ impl<F: FileSystem> LogInner<F> {
         st.log_end = new_end;
         st.written = new_end;
         st.durable = new_end;
+        // Truncated offsets are no longer clean (fewer removals, never wrong ones).
+        st.cleaner_checkpoint = st.cleaner_checkpoint.min(new_end);
         st.max_timestamp = st
             .segments
             .values()
@@ -161,6 +163,7 @@ impl<F: FileSystem> LogInner<F> {
         st.segments.insert(offset.0, seg);
         st.log_start = offset;
         st.log_end = offset;
+        st.cleaner_checkpoint = st.cleaner_checkpoint.min(offset);
         st.written = offset;
         st.durable = offset;
         st.max_timestamp = None;

@@ -33,7 +33,7 @@ pub mod validate;
 mod writer;
 
 pub use cache::BatchCache;
-pub use cleaner::CleanOutcome;
+pub use cleaner::{CleanOptions, CleanOutcome, CleanStats};
 pub use error::StorageError;
 pub use log::PartitionLog;
 pub use retention::RetentionOutcome;

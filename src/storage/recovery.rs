@@ -17,7 +17,8 @@ use std::time::Instant;
 
 use super::cache::BatchCache;
 use super::checkpoint::{
-    self, CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_FILE, LOG_START_FILE, RECOVERY_POINT_FILE,
+    self, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_FILE, LOG_START_FILE,
+    RECOVERY_POINT_FILE,
 };
 use super::epoch::EpochCache;
 use super::error::StorageError;
@@ -75,6 +76,8 @@ pub(super) async fn open<F: FileSystem>(
     let clean = read_checkpoint(&*fs, dir, CLEAN_SHUTDOWN_FILE).await.is_some();
     let recovery_point = read_checkpoint(&*fs, dir, RECOVERY_POINT_FILE).await.unwrap_or(Offset(0));
     let start_ckpt = read_checkpoint(&*fs, dir, LOG_START_FILE).await;
+    let cleaner_checkpoint =
+        read_checkpoint(&*fs, dir, CLEANER_CHECKPOINT_FILE).await.unwrap_or(Offset(0));
     let mut epochs = load_epochs(&*fs, dir).await;
 
     let mut segments = BTreeMap::new();
@@ -141,7 +144,8 @@ pub(super) async fn open<F: FileSystem>(
             epochs: EpochCache::default(),
             max_timestamp: None,
             recovery_point,
-            cleaner_checkpoint: Offset(0),
+            cleaner_checkpoint,
+            latest_delete_horizon_ms: None,
         }),
         append_lock: TicketLock::default(),
         progress: Notify::default(),

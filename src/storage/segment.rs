@@ -56,6 +56,9 @@ pub struct Segment<F: FileSystem> {
     pub max_timestamp_ms: i64,
     pub offset_of_max_timestamp: Offset,
     pub first_append_ms: Option<i64>,
+    /// The first batch's max timestamp (Kafka's `getFirstBatchTimestamp`, used by
+    /// `max.compaction.lag.ms`); `None` until known (segments loaded from disk learn it lazily).
+    pub first_batch_timestamp_ms: Option<i64>,
     pub written_bytes: u64,
     pub queued_bytes: u64,
     pub page_prefix: Vec<u8>,
@@ -79,6 +82,7 @@ impl<F: FileSystem> Segment<F> {
             max_timestamp_ms: -1,
             offset_of_max_timestamp: Offset(-1),
             first_append_ms: None,
+            first_batch_timestamp_ms: None,
             written_bytes: 0,
             queued_bytes: 0,
             page_prefix: Vec::new(),
@@ -99,6 +103,9 @@ impl<F: FileSystem> Segment<F> {
     /// last entry, index the batch (keyed by its last offset) and the max timestamp so far.
     pub fn track_batch(&mut self, h: &BatchHeader, max_ts: (i64, Offset), interval_bytes: u32) {
         let last = Offset(h.last_offset());
+        if self.size_bytes == 0 {
+            self.first_batch_timestamp_ms = Some(h.max_timestamp);
+        }
         if max_ts.0 > self.max_timestamp_ms {
             self.max_timestamp_ms = max_ts.0;
             self.offset_of_max_timestamp = max_ts.1;

@@ -21,9 +21,6 @@ const fn syn_unit(
 }
 
 const LONG_MAX: &str = "9223372036854775807";
-const NO_MAX_COMPACTION_LAG: Effect = Effect::NotYet(
-    "the cleaner runs by dirty ratio only; a log is not forced clean after this lag",
-);
 const NO_REPLICATION: Effect =
     Effect::NotYet("single-node broker: every partition has one replica");
 const NO_TIERED: Effect = Effect::NotYet("tiered storage is not implemented");
@@ -223,7 +220,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         &[syn("log.cleaner.max.compaction.lag.ms", T::Long, Some(LONG_MAX))],
         "The maximum time a message will remain ineligible for compaction in the log. Only \
          applicable for logs that are being compacted.",
-        NO_MAX_COMPACTION_LAG,
+        Effect::Active,
     ),
     def(
         "max.message.bytes",

@@ -1,32 +1,48 @@
 //! Log compaction for `cleanup.policy=compact` (and `compact,delete`): keeps only the latest
 //! record per key in the sealed segments, as Kafka's `LogCleaner` does.
 //!
-//! Runs on the log's owner shard, from the shard's background maintenance loop. A pass:
-//! the cleanable range is the prefix of finalized sealed segments wholly below the committed
-//! offset and the recovery point, stopping at the first segment holding a record newer than
-//! `min.compaction.lag.ms`; if its dirty ratio (bytes above the cleaner checkpoint / cleanable
-//! bytes) reaches `min.cleanable.dirty.ratio`, a key → latest offset map is built over it and
-//! every segment is rewritten keeping, per key, only its latest record (tombstones only while
-//! their batch's max timestamp is within `delete.retention.ms`), then swapped in crash-safely
-//! (see [`swap`]). Invariants: offsets never change (gaps appear); keyless records and
-//! control batches are kept; the last batch of a segment is kept (maybe empty) so the
-//! segment's offset range, and thus recovery's end-of-segment check, is unchanged; a segment
-//! is swapped only under the append lock and only if it is still in the log unchanged.
+//! Runs on the log's owner shard, driven by the shard's cleaner loop
+//! (`shard::maintenance::cleaner_loop`), which asks every compacted log for its
+//! [`CleanStats`] and cleans the dirtiest. The cleanable range is the prefix of finalized
+//! sealed segments wholly below the committed offset and the recovery point, stopping at the
+//! first segment holding a record newer than `min.compaction.lag.ms`. The dirty section runs
+//! from the persisted cleaner checkpoint to its end. A log is cleaned when its dirty ratio
+//! reaches `min.cleanable.dirty.ratio`, or at once when a dirty segment's first batch is
+//! older than `max.compaction.lag.ms`, or (with nothing dirty) when a tombstone's delete
+//! horizon has passed. A pass maps key → latest offset over the dirty section in a bounded
+//! [`keymap::OffsetMap`] (stopping where it fills), then rewrites every segment below the
+//! mapped end keeping a record only if no later record of its key was mapped; tombstones get
+//! a KIP-534 delete horizon (now + `delete.retention.ms`) the first time a clean passes them
+//! and are dropped by the first clean after it. Segments are read in chunks and all cleaner
+//! I/O goes through the shard's [`throttle::Throttler`]. Each rewritten segment is swapped in
+//! crash-safely (see [`swap`]); the checkpoint is persisted last.
+//!
+//! Invariants: offsets never change (gaps appear); keyless records and control batches are
+//! kept; the last batch of a segment is kept (maybe empty) so the segment's offset range, and
+//! thus recovery's end-of-segment check, is unchanged; a segment is swapped only under the
+//! append lock and only if it is still in the log unchanged. Memory: the key map's bound plus
+//! one read chunk plus one cleaned segment.
 
 mod filter;
+pub mod keymap;
 pub mod swap;
+pub mod throttle;
 
-use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
+use self::keymap::OffsetMap;
 use self::swap::SWAP_SUFFIX;
 use self::swap::{rename, suffixed, sync_dir, write_whole, SwapStep, CLEANED_SUFFIX, SWAP_ORDER};
-use super::batch::{scan_batch, ScanStep};
+use self::throttle::Throttler;
+use super::batch::{scan_batch, BatchHeader, ScanStep};
+use super::checkpoint::{self, CLEANER_CHECKPOINT_FILE};
 use super::error::StorageError;
 use super::log::LogInner;
 use super::segment::{Segment, LOG_SUFFIX};
+use crate::constants::CLEANER_READ_CHUNK_BYTES;
 use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
 
@@ -35,24 +51,63 @@ pub use filter::{rebuild, records_of, CleanRecord};
 /// What one cleaner pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CleanOutcome {
-    /// Whether the log was dirty enough to be cleaned.
+    /// Whether the log was cleaned (dirty enough, forced, or a delete horizon was due).
     pub cleaned: bool,
     pub dirty_ratio: f64,
     pub segments_rewritten: u64,
+    /// Bytes of the segments rewritten or examined, before and after.
     pub bytes_before: u64,
     pub bytes_after: u64,
+    /// Bytes the cleaner read and wrote (what the throttle limits).
+    pub io_bytes: u64,
+    /// The new cleaner checkpoint (end of the clean section).
+    pub clean_end: Offset,
+    /// The key map filled before the dirty section's end.
+    pub map_full: bool,
 }
 
-/// One sealed segment's batches, read whole.
-struct SegData {
+/// How dirty a compacted log is (Kafka's `LogToClean`), for choosing which log to clean.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CleanStats {
+    pub clean_bytes: u64,
+    pub dirty_bytes: u64,
+    /// dirty / (clean + dirty); 0 when nothing is cleanable.
+    pub dirty_ratio: f64,
+    /// A dirty segment's first batch is older than `max.compaction.lag.ms`.
+    pub compaction_overdue: bool,
+    /// The latest delete horizon the cleaner set has passed (tombstones can go).
+    pub delete_horizon_due: bool,
+}
+
+impl CleanStats {
+    /// Whether a cleaner pass would do work now (Kafka's `grabFilthiestCompactedLog` filter).
+    #[must_use]
+    pub fn cleanable(&self, min_ratio: f64) -> bool {
+        self.dirty_bytes > 0 && (self.dirty_ratio >= min_ratio || self.compaction_overdue)
+    }
+}
+
+/// How a pass runs: the key map's memory, the shard's throttle, and test hooks.
+pub struct CleanOptions<'a> {
+    pub key_map_bytes: usize,
+    pub throttle: &'a Throttler,
+    /// Clean even if not dirty enough (tests, and due delete horizons).
+    pub force: bool,
+    /// Stop after this step of the first swap (crash tests simulate the crash then).
+    pub stop_after: Option<SwapStep>,
+}
+
+/// One cleanable segment: `[base, end)` and its size.
+#[derive(Clone, Copy, Debug)]
+struct Span {
     base: i64,
+    end: i64,
     size_bytes: u64,
-    batches: Vec<Bytes>,
 }
 
 impl<F: FileSystem> LogInner<F> {
-    /// Bases and sizes of the cleanable segments (see the module docs).
-    fn cleanable(&self, now_ms: i64) -> Vec<(i64, u64)> {
+    /// The cleanable segments (see the module docs).
+    fn cleanable(&self, now_ms: i64) -> Vec<Span> {
         let c = self.cfg();
         let committed = self.committed();
         let st = self.st.borrow();
@@ -65,114 +120,261 @@ impl<F: FileSystem> LogInner<F> {
             if !seg.finalized || w[1] > committed.0 || w[1] > st.recovery_point.0 || too_new {
                 break;
             }
-            out.push((w[0], seg.size_bytes));
+            out.push(Span { base: w[0], end: w[1], size_bytes: seg.size_bytes });
         }
         out
     }
 
-    /// One cleaner pass at wall-clock `now_ms`; `stop_after` stops it after a swap step (for
-    /// crash tests: the caller then simulates the crash).
+    /// How dirty this log is at `now_ms`; reads the first batch header of dirty segments
+    /// loaded from disk once, for `max.compaction.lag.ms`.
+    pub async fn clean_stats(&self, now_ms: i64) -> Result<CleanStats, StorageError> {
+        let c = self.cfg();
+        if !c.compacted {
+            return Ok(CleanStats::default());
+        }
+        let spans = self.cleanable(now_ms);
+        let (checkpoint, horizon) = {
+            let st = self.st.borrow();
+            (st.cleaner_checkpoint.min(st.log_end), st.latest_delete_horizon_ms)
+        };
+        let mut stats = CleanStats::default();
+        let mut earliest_dirty_ms = i64::MAX;
+        for s in &spans {
+            if s.end > checkpoint.0 {
+                stats.dirty_bytes += s.size_bytes;
+                earliest_dirty_ms =
+                    earliest_dirty_ms.min(self.first_batch_timestamp(s.base).await?);
+            } else {
+                stats.clean_bytes += s.size_bytes;
+            }
+        }
+        let total = stats.clean_bytes + stats.dirty_bytes;
+        stats.dirty_ratio = if total == 0 { 0.0 } else { stats.dirty_bytes as f64 / total as f64 };
+        let lag = c.max_compaction_lag_ms.max(0);
+        stats.compaction_overdue = earliest_dirty_ms > 0
+            && earliest_dirty_ms != i64::MAX
+            && earliest_dirty_ms < now_ms.saturating_sub(lag);
+        stats.delete_horizon_due = horizon.is_some_and(|h| h <= now_ms) && total > 0;
+        Ok(stats)
+    }
+
+    /// The first batch's max timestamp of segment `base` (-1 when unknown or empty).
+    async fn first_batch_timestamp(&self, base: i64) -> Result<i64, StorageError> {
+        let (file, path, known) = {
+            let st = self.st.borrow();
+            let Some(seg) = st.segments.get(&base) else { return Ok(-1) };
+            (seg.file.clone(), seg.path.clone(), seg.first_batch_timestamp_ms)
+        };
+        if let Some(ts) = known {
+            return Ok(ts);
+        }
+        let head = file.read_at(0, 4096).await.map_err(StorageError::io("read", &path, 0))?;
+        let ts = BatchHeader::parse(&head).map_or(-1, |h| h.max_timestamp);
+        if let Some(seg) = self.st.borrow_mut().segments.get_mut(&base) {
+            seg.first_batch_timestamp_ms = Some(ts);
+        }
+        Ok(ts)
+    }
+
+    /// One cleaner pass at wall-clock `now_ms`. See the module docs.
     pub async fn clean(
         self: &Rc<Self>,
         now_ms: i64,
-        stop_after: Option<SwapStep>,
+        opts: &CleanOptions<'_>,
     ) -> Result<CleanOutcome, StorageError> {
         self.check_writable()?;
         if !self.cfg().compacted {
             return Ok(CleanOutcome::default());
         }
-        let segs = self.cleanable(now_ms);
-        let total: u64 = segs.iter().map(|(_, s)| s).sum();
-        let checkpoint = self.st.borrow().cleaner_checkpoint;
-        let dirty: u64 = segs.iter().filter(|(b, _)| *b >= checkpoint.0).map(|(_, s)| s).sum();
-        let ratio = if total == 0 { 0.0 } else { dirty as f64 / total as f64 };
-        let mut out = CleanOutcome { dirty_ratio: ratio, ..CleanOutcome::default() };
-        if total == 0 || dirty == 0 || ratio < self.cfg().min_cleanable_dirty_ratio {
+        let stats = self.clean_stats(now_ms).await?;
+        let mut out = CleanOutcome { dirty_ratio: stats.dirty_ratio, ..CleanOutcome::default() };
+        let wanted = stats.cleanable(self.cfg().min_cleanable_dirty_ratio)
+            || stats.delete_horizon_due
+            || (opts.force && stats.clean_bytes + stats.dirty_bytes > 0);
+        if !wanted {
             return Ok(out);
         }
-        // Two passes, one segment in memory at a time: the key map, then the rewrite.
-        let mut latest = HashMap::new();
-        for (base, size) in &segs {
-            if let Some(seg) = self.read_segment(*base, *size).await? {
-                add_latest_offsets(&seg, &mut latest)?;
+        let spans = self.cleanable(now_ms);
+        let checkpoint = {
+            let st = self.st.borrow();
+            st.cleaner_checkpoint.min(st.log_end)
+        };
+        let mut map = OffsetMap::with_memory(opts.key_map_bytes);
+        let mut end =
+            spans.iter().take_while(|s| s.end <= checkpoint.0).last().map_or(0, |s| s.end);
+        for s in spans.iter().filter(|s| s.end > checkpoint.0) {
+            let mut reader = SegmentReader::new(s);
+            let mut full = false;
+            while let Some(batch) = self.next_batch(&mut reader, opts.throttle, &mut out).await? {
+                let h = BatchHeader::parse(&batch)?;
+                // Control batches hold no keys; a batch below the checkpoint was mapped by
+                // the pass that stopped mid-segment.
+                if h.is_control() || h.last_offset() < checkpoint.0 {
+                    continue;
+                }
+                let records = records_of(&h, &batch)?.1;
+                // Map a batch wholly or not at all: the clean end is a batch boundary.
+                let fits = records.iter().filter(|r| r.key.is_some()).count()
+                    <= map.capacity() - map.len();
+                if !fits && !map.is_empty() {
+                    full = true;
+                    break;
+                }
+                for r in &records {
+                    if let Some(k) = &r.key {
+                        map.put(k, r.offset);
+                    }
+                }
+                end = h.last_offset() + 1;
             }
+            if full {
+                out.map_full = true;
+                break;
+            }
+            end = s.end;
             glommio_yield().await;
         }
-        let horizon_ms = now_ms.saturating_sub(self.cfg().delete_retention_ms);
         out.cleaned = true;
-        let end = segs.last().map_or(checkpoint.0, |(b, _)| *b);
-        for (base, size) in &segs {
-            // DeleteRecords may have removed it meanwhile.
-            let Some(seg) = self.read_segment(*base, *size).await? else { continue };
-            let new = clean_segment(&seg, &latest, horizon_ms)?;
-            let new_size: u64 = new.iter().map(|b| b.len() as u64).sum();
-            out.bytes_before += seg.size_bytes;
+        let mut latest_horizon: Option<i64> = None;
+        for s in spans.iter().filter(|s| s.base < end) {
+            // DeleteRecords or retention may have removed it meanwhile.
+            let Some(cleaned) = self.clean_one_segment(s, &map, now_ms, opts, &mut out).await?
+            else {
+                continue;
+            };
+            latest_horizon = latest_horizon.max(cleaned.latest_horizon_ms);
+            let new_size: u64 = cleaned.batches.iter().map(|b| b.len() as u64).sum();
+            out.bytes_before += s.size_bytes;
             out.bytes_after += new_size;
-            if new_size == seg.size_bytes {
+            if !cleaned.changed {
                 continue;
             }
-            if self.swap_in(&seg, &new, stop_after).await? {
+            self.pace(opts.throttle, new_size, &mut out).await;
+            if self.swap_in(s, &cleaned.batches, opts.stop_after).await? {
                 out.segments_rewritten += 1;
             }
-            if stop_after.is_some() {
+            if opts.stop_after.is_some() {
                 return Ok(out);
             }
             glommio_yield().await;
         }
-        // Everything below the last cleaned segment's end is now clean.
-        let next = self.st.borrow().segments.range(end + 1..).next().map(|(b, _)| *b);
-        self.st.borrow_mut().cleaner_checkpoint = Offset(next.unwrap_or(end));
+        out.clean_end = Offset(end);
+        checkpoint::write(&*self.fs, &self.dir, CLEANER_CHECKPOINT_FILE, out.clean_end).await?;
+        {
+            let mut st = self.st.borrow_mut();
+            st.cleaner_checkpoint = out.clean_end;
+            st.latest_delete_horizon_ms = latest_horizon;
+        }
         // Cached batches may hold records the cleaner removed.
         self.cache.invalidate_from(self.log_id, i64::MIN);
         tracing::info!(
             dir = %self.dir.display(),
-            dirty_ratio = ratio,
+            dirty_ratio = out.dirty_ratio,
             bytes_before = out.bytes_before,
             bytes_after = out.bytes_after,
             segments = out.segments_rewritten,
+            clean_end = end,
+            map_full = out.map_full,
             "cleaner run"
         );
         Ok(out)
     }
 
-    /// The batches of the segment at `base` (`None` if it left the log).
-    async fn read_segment(&self, base: i64, size: u64) -> Result<Option<SegData>, StorageError> {
-        let (file, path) = {
-            let st = self.st.borrow();
-            let Some(seg) = st.segments.get(&base) else { return Ok(None) };
-            (seg.file.clone(), seg.path.clone())
-        };
-        let len = usize::try_from(size).map_err(|_| gone(base))?;
-        let bytes = file.read_at(0, len).await.map_err(StorageError::io("read", &path, 0))?;
-        let mut batches = Vec::new();
-        let mut at = 0usize;
-        while at < bytes.len() {
-            match scan_batch(&bytes[at..]) {
-                ScanStep::Batch(h) => {
-                    batches.push(bytes.slice(at..at + h.total_size()));
-                    at += h.total_size();
-                }
-                ScanStep::Incomplete | ScanStep::Invalid(_) => {
-                    return Err(StorageError::Corrupt {
-                        path,
-                        position: at as u64,
-                        reason: "cleaner: invalid batch in a sealed segment".into(),
-                    });
-                }
-            }
+    /// Accounts `bytes` of cleaner I/O and sleeps as long as the throttle says.
+    async fn pace(&self, throttle: &Throttler, bytes: u64, out: &mut CleanOutcome) {
+        out.io_bytes += bytes;
+        if let Some(pause) = throttle.record(bytes, Instant::now()) {
+            self.fs.sleep(pause).await;
         }
-        Ok(Some(SegData { base, size_bytes: size, batches }))
     }
 
-    /// Writes the cleaned copy of `seg` and swaps it in; false if the segment changed or left
-    /// the log meanwhile (the copy is then removed).
+    /// The next whole batch of the segment `reader` walks (`None` at its end or if the
+    /// segment left the log).
+    async fn next_batch(
+        &self,
+        reader: &mut SegmentReader,
+        throttle: &Throttler,
+        out: &mut CleanOutcome,
+    ) -> Result<Option<Bytes>, StorageError> {
+        loop {
+            if let ScanStep::Batch(h) = scan_batch(&reader.buf) {
+                return Ok(Some(reader.buf.split_to(h.total_size()).freeze()));
+            }
+            if reader.pos >= reader.span.size_bytes {
+                if reader.buf.is_empty() {
+                    return Ok(None);
+                }
+                let reason = match scan_batch(&reader.buf) {
+                    ScanStep::Invalid(r) => r,
+                    _ => "cleaner: truncated batch at the end of a sealed segment".into(),
+                };
+                return Err(StorageError::Corrupt {
+                    path: self.seg_path(reader.span.base),
+                    position: reader.pos - reader.buf.len() as u64,
+                    reason,
+                });
+            }
+            let file = {
+                let st = self.st.borrow();
+                match st.segments.get(&reader.span.base) {
+                    Some(seg) => seg.file.clone(),
+                    None => return Ok(None),
+                }
+            };
+            let want = (reader.span.size_bytes - reader.pos).min(CLEANER_READ_CHUNK_BYTES as u64);
+            let path = self.seg_path(reader.span.base);
+            let chunk = file
+                .read_at(reader.pos, want as usize)
+                .await
+                .map_err(StorageError::io("read", &path, reader.pos))?;
+            if chunk.is_empty() {
+                return Err(StorageError::Corrupt {
+                    path,
+                    position: reader.pos,
+                    reason: "cleaner: sealed segment shorter than its recorded size".into(),
+                });
+            }
+            reader.pos += chunk.len() as u64;
+            reader.buf.extend_from_slice(&chunk);
+            self.pace(throttle, chunk.len() as u64, out).await;
+        }
+    }
+
+    /// Segment `span` after cleaning, read a chunk at a time so only its cleaned copy is held
+    /// in memory (`None` if it left the log or changed size).
+    async fn clean_one_segment(
+        &self,
+        span: &Span,
+        map: &OffsetMap,
+        now_ms: i64,
+        opts: &CleanOptions<'_>,
+        out: &mut CleanOutcome,
+    ) -> Result<Option<CleanedSegment>, StorageError> {
+        let mut reader = SegmentReader::new(span);
+        let mut cleaned = CleanedSegment::default();
+        let retention_ms = self.cfg().delete_retention_ms;
+        while let Some(b) = self.next_batch(&mut reader, opts.throttle, out).await? {
+            cleaned.add(&b, map, now_ms, retention_ms)?;
+        }
+        cleaned.finish();
+        let present = self
+            .st
+            .borrow()
+            .segments
+            .get(&span.base)
+            .is_some_and(|s| s.size_bytes == span.size_bytes);
+        Ok(present.then_some(cleaned))
+    }
+
+    /// Writes the cleaned copy of segment `span` and swaps it in; false if the segment
+    /// changed or left the log meanwhile (the copy is then removed).
     async fn swap_in(
         self: &Rc<Self>,
-        seg: &SegData,
+        span: &Span,
         batches: &[Bytes],
         stop_after: Option<SwapStep>,
     ) -> Result<bool, StorageError> {
-        let base = Offset(seg.base);
+        let base = Offset(span.base);
         let cleaned = |s: &str| suffixed(&self.dir, base, s, CLEANED_SUFFIX);
         let swapped = |s: &str| suffixed(&self.dir, base, s, SWAP_SUFFIX);
         let log_path = cleaned(LOG_SUFFIX);
@@ -185,7 +387,7 @@ impl<F: FileSystem> LogInner<F> {
         );
         let interval = self.cfg().index_interval_bytes;
         for b in batches {
-            let h = super::batch::BatchHeader::parse(b)?;
+            let h = BatchHeader::parse(b)?;
             new.track_batch(&h, (h.max_timestamp, Offset(h.base_offset)), interval);
         }
         new.seal_time_index();
@@ -204,8 +406,8 @@ impl<F: FileSystem> LogInner<F> {
             .st
             .borrow()
             .segments
-            .get(&seg.base)
-            .is_some_and(|s| s.finalized && s.size_bytes == seg.size_bytes);
+            .get(&span.base)
+            .is_some_and(|s| s.finalized && s.size_bytes == span.size_bytes);
         if !unchanged {
             for suffix in SWAP_ORDER {
                 let _ = self.fs.remove_file(&cleaned(suffix)).await;
@@ -222,14 +424,14 @@ impl<F: FileSystem> LogInner<F> {
         }
         let old = {
             let mut st = self.st.borrow_mut();
-            let old = st.segments.remove(&seg.base).ok_or_else(|| gone(seg.base))?;
+            let old = st.segments.remove(&span.base).ok_or_else(|| gone(span.base))?;
             new.next_offset = old.next_offset;
             new.written_bytes = new.size_bytes;
             new.queued_bytes = new.size_bytes;
             new.staged_end = new.next_offset;
             new.sealed = true;
             new.finalized = true;
-            st.segments.insert(seg.base, new);
+            st.segments.insert(span.base, new);
             old
         };
         self.schedule_deletion(vec![old]).await?;
@@ -247,6 +449,19 @@ impl<F: FileSystem> LogInner<F> {
     }
 }
 
+/// Walks one segment's batches a chunk at a time.
+struct SegmentReader {
+    span: Span,
+    pos: u64,
+    buf: BytesMut,
+}
+
+impl SegmentReader {
+    fn new(span: &Span) -> Self {
+        SegmentReader { span: *span, pos: 0, buf: BytesMut::new() }
+    }
+}
+
 fn gone(base: i64) -> StorageError {
     StorageError::corrupt_message(format!("cleaner: segment {base} left the log during a clean"))
 }
@@ -255,56 +470,71 @@ async fn glommio_yield() {
     futures_lite::future::yield_now().await;
 }
 
-/// Records in `latest` the offset of each key's latest record in `seg` (segments in order).
-fn add_latest_offsets(
-    seg: &SegData,
-    latest: &mut HashMap<Vec<u8>, i64>,
-) -> Result<(), StorageError> {
-    for b in &seg.batches {
-        let h = super::batch::BatchHeader::parse(b)?;
-        if h.is_control() {
-            continue;
-        }
-        for r in records_of(&h, b)?.1 {
-            if let Some(k) = r.key {
-                latest.insert(k, r.offset);
-            }
-        }
-    }
-    Ok(())
+/// A segment after cleaning, built batch by batch.
+#[derive(Default)]
+struct CleanedSegment {
+    batches: Vec<Bytes>,
+    /// Some batch was rewritten (records removed or a delete horizon set).
+    changed: bool,
+    /// The latest delete horizon of a kept batch that still holds tombstones.
+    latest_horizon_ms: Option<i64>,
+    /// The header-only form of the latest batch that kept no record: written only if it
+    /// turns out to be the segment's last batch (it then marks where the segment ends).
+    pending_empty: Option<Bytes>,
 }
 
-/// The batches of `seg` after cleaning (see the module docs for what is kept).
-fn clean_segment(
-    seg: &SegData,
-    latest: &HashMap<Vec<u8>, i64>,
-    horizon_ms: i64,
-) -> Result<Vec<Bytes>, StorageError> {
-    let mut out = Vec::with_capacity(seg.batches.len());
-    let last_index = seg.batches.len().saturating_sub(1);
-    for (i, b) in seg.batches.iter().enumerate() {
-        let h = super::batch::BatchHeader::parse(b)?;
+impl CleanedSegment {
+    /// Adds batch `b` cleaned at `now_ms`, as Kafka's `LogCleaner.shouldRetainRecord` and
+    /// `MemoryRecords.filterTo` decide (see the module docs for what is kept).
+    fn add(
+        &mut self,
+        b: &Bytes,
+        map: &OffsetMap,
+        now_ms: i64,
+        delete_retention_ms: i64,
+    ) -> Result<(), StorageError> {
+        let h = BatchHeader::parse(b)?;
+        self.pending_empty = None;
         if h.is_control() {
-            out.push(b.clone());
-            continue;
+            self.batches.push(b.clone());
+            return Ok(());
         }
+        let horizon = h.delete_horizon_ms();
         let (set, records) = records_of(&h, b)?;
-        let keep: Vec<_> = records
+        let keep: Vec<&CleanRecord> = records
             .iter()
             .filter(|r| match &r.key {
                 None => true,
                 Some(k) => {
-                    latest.get(k) == Some(&r.offset)
-                        && (!r.tombstone || h.max_timestamp > horizon_ms)
+                    map.get(k).is_none_or(|latest| r.offset >= latest)
+                        && (!r.tombstone || horizon.is_none_or(|hz| now_ms < hz))
                 }
             })
-            .map(|r| r.raw.clone())
             .collect();
-        if keep.len() == records.len() {
-            out.push(b.clone());
-        } else if !keep.is_empty() || i == last_index {
-            out.push(rebuild(&h, b, &set, &keep)?);
+        let has_tombstones = keep.iter().any(|r| r.tombstone);
+        let new_horizon = (has_tombstones && horizon.is_none())
+            .then(|| now_ms.saturating_add(delete_retention_ms.max(0)));
+        if has_tombstones {
+            self.latest_horizon_ms = self.latest_horizon_ms.max(new_horizon.or(horizon));
+        }
+        if keep.len() == records.len() && new_horizon.is_none() {
+            self.batches.push(b.clone());
+            return Ok(());
+        }
+        self.changed = true;
+        let rebuilt = rebuild(&h, b, &set, &keep, new_horizon)?;
+        if keep.is_empty() {
+            self.pending_empty = Some(rebuilt);
+        } else {
+            self.batches.push(rebuilt);
+        }
+        Ok(())
+    }
+
+    /// Ends the segment: an emptied last batch stays, as a header-only batch.
+    fn finish(&mut self) {
+        if let Some(last) = self.pending_empty.take() {
+            self.batches.push(last);
         }
     }
-    Ok(out)
 }
