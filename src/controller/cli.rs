@@ -130,7 +130,7 @@ pub struct ConfigRow {
     pub sensitive: bool,
 }
 
-/// Every config of the entity as the broker describes it, in the broker's order.
+/// Every config of the entity as the broker describes it, sorted by name.
 pub fn describe(bootstrap: &str, entity: &Entity) -> anyhow::Result<Vec<ConfigRow>> {
     let (kind, name) = entity.resource()?;
     let mut conn = match entity.broker {
@@ -148,7 +148,7 @@ pub fn describe(bootstrap: &str, entity: &Entity) -> anyhow::Result<Vec<ConfigRo
     let result =
         resp.results.into_iter().next().ok_or_else(|| anyhow!("no resource in the response"))?;
     check(result.error_code, result.error_message.as_deref())?;
-    Ok(result
+    let mut rows: Vec<ConfigRow> = result
         .configs
         .into_iter()
         .map(|c| ConfigRow {
@@ -158,7 +158,10 @@ pub fn describe(bootstrap: &str, entity: &Entity) -> anyhow::Result<Vec<ConfigRo
             read_only: c.read_only,
             sensitive: c.is_sensitive,
         })
-        .collect())
+        .collect();
+    // Apache Kafka answers in no particular order; sort as kafka-configs.sh does.
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(rows)
 }
 
 /// Applies `set` (SET) and `delete` (DELETE) to the entity in one request.
