@@ -179,6 +179,12 @@ pub const PORT_FREE_WAIT_MS_MAX: u64 = 5_000;
 /// How long the admin endpoint retries a port in use (same reason) before giving up.
 pub const ADMIN_BIND_WAIT_MS_MAX: u64 = 5_000;
 
+// ---------------------------------------------------------------- cli
+/// Socket read/write timeout of every request the admin CLIs (`groups`, `configs`) send.
+pub const CLI_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// Largest response frame the admin CLIs accept.
+pub const CLI_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
+
 // ---------------------------------------------------------------- relations
 const _: () = assert!(MEMLOCK_BYTES_MIN <= MEMLOCK_BYTES_WANTED);
 const _: () = assert!(NOFILE_MIN <= NOFILE_WANTED);
