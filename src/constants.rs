@@ -47,7 +47,7 @@ pub const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 60 * 60 * 1000;
 /// Kafka's `min.cleanable.dirty.ratio` default.
 pub const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
 /// Read size of the log cleaner: segments are scanned this many bytes at a time.
-pub const CLEANER_READ_CHUNK_BYTES: usize = 4 * 1024 * 1024;
+pub const CLEANER_READ_CHUNK_BYTES: usize = 1024 * 1024;
 /// Kafka's `log.cleaner.dedupe.buffer.size` default: key-map memory for the whole broker,
 /// split evenly across shards.
 pub const LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT: u64 = 128 * 1024 * 1024;
@@ -178,6 +178,12 @@ pub const DOCTOR_FREE_DISK_BYTES_MIN: u64 = 256 * 1024 * 1024;
 pub const PORT_FREE_WAIT_MS_MAX: u64 = 5_000;
 /// How long the admin endpoint retries a port in use (same reason) before giving up.
 pub const ADMIN_BIND_WAIT_MS_MAX: u64 = 5_000;
+
+// ---------------------------------------------------------------- cli
+/// Socket read/write timeout of every request the admin CLIs (`groups`, `configs`) send.
+pub const CLI_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// Largest response frame the admin CLIs accept.
+pub const CLI_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 // ---------------------------------------------------------------- relations
 const _: () = assert!(MEMLOCK_BYTES_MIN <= MEMLOCK_BYTES_WANTED);

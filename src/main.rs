@@ -22,6 +22,8 @@ enum Command {
     Bench(shardlog::bench::BenchArgs),
     /// List consumer groups, or describe one with its committed offsets and lag.
     Groups(shardlog::group::cli::GroupsArgs),
+    /// Describe or alter topic and broker configs (like kafka-configs.sh).
+    Configs(shardlog::controller::cli::ConfigsArgs),
 }
 
 fn main() {
@@ -32,6 +34,7 @@ fn main() {
         Command::Top(args) => shardlog::top::run(&args),
         Command::Bench(args) => shardlog::bench::run(args),
         Command::Groups(args) => shardlog::group::cli::run(args),
+        Command::Configs(args) => shardlog::controller::cli::run(args),
     };
     if let Err(err) = result {
         eprintln!("shardlog: {err:#}");

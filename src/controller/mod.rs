@@ -12,6 +12,7 @@
 //! shard is below the shard count (partitions of vanished shards are re-placed at open and
 //! the move recorded); producer ids are never handed out twice, across restarts too.
 
+pub mod cli;
 pub mod configs;
 mod delta;
 mod error;

@@ -3,29 +3,28 @@
 //! partition, the committed offset, log end offset, lag, member, host and client id, in
 //! the layout of `kafka-consumer-groups.sh --describe`.
 //!
-//! Runs in the CLI process (blocking sockets, no runtime), never inside the broker.
+//! Runs in the CLI process (blocking sockets through [`crate::protocol::blocking`], no
+//! runtime), never inside the broker.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use std::io::Write;
 
-use anyhow::{anyhow, bail, Context};
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use anyhow::{anyhow, bail};
+use bytes::{Buf, Bytes};
 use clap::{Args, Subcommand};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
     ApiKey, ConsumerProtocolAssignment, DescribeGroupsRequest, DescribeGroupsResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, GroupId, ListGroupsRequest,
     ListGroupsResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetFetchRequest,
-    OffsetFetchResponse, RequestHeader, ResponseHeader, TopicName,
+    OffsetFetchResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 
-/// Socket timeout of every request the CLI sends.
-const CLI_TIMEOUT_MS: u64 = 30_000;
-/// Largest response the CLI accepts.
-const CLI_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
+use crate::protocol::blocking::BlockingConn;
+
+/// The client id of every request `shardlog groups` sends.
+const CLIENT_ID: &str = "shardlog-groups";
 
 #[derive(Args, Debug, Clone)]
 pub struct GroupsArgs {
@@ -135,7 +134,7 @@ impl GroupReport {
 
 /// (group, state, protocol type) of every group the broker lists.
 pub fn list(bootstrap: &str) -> anyhow::Result<Vec<(String, String, String)>> {
-    let mut conn = Conn::open(bootstrap)?;
+    let mut conn = BlockingConn::open(bootstrap, CLIENT_ID)?;
     let resp: ListGroupsResponse =
         conn.call(ApiKey::ListGroups, 4, &ListGroupsRequest::default())?;
     if resp.error_code != 0 {
@@ -150,13 +149,13 @@ pub fn list(bootstrap: &str) -> anyhow::Result<Vec<(String, String, String)>> {
 
 /// Committed offsets, log end offsets and members of a group.
 pub fn describe(bootstrap: &str, group: &str) -> anyhow::Result<GroupReport> {
-    let mut boot = Conn::open(bootstrap)?;
+    let mut boot = BlockingConn::open(bootstrap, CLIENT_ID)?;
     let find = FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.into()));
     let found: FindCoordinatorResponse = boot.call(ApiKey::FindCoordinator, 3, &find)?;
     if found.error_code != 0 {
         bail!("FindCoordinator failed with error {}", found.error_code);
     }
-    let mut coord = Conn::open(&format!("{}:{}", found.host, found.port))?;
+    let mut coord = BlockingConn::open(&format!("{}:{}", found.host, found.port), CLIENT_ID)?;
     let req = DescribeGroupsRequest::default()
         .with_groups(vec![GroupId(StrBytes::from_string(group.into()))]);
     let described: DescribeGroupsResponse = coord.call(ApiKey::DescribeGroups, 4, &req)?;
@@ -221,7 +220,7 @@ fn assigned_partitions(assignment: &Bytes) -> Vec<(String, i32)> {
 
 /// Latest offsets (ListOffsets -1) of the given partitions.
 fn log_end_offsets<'a>(
-    conn: &mut Conn,
+    conn: &mut BlockingConn,
     partitions: impl Iterator<Item = &'a (String, i32)>,
 ) -> anyhow::Result<BTreeMap<(String, i32), i64>> {
     let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
@@ -260,59 +259,6 @@ fn log_end_offsets<'a>(
         }
     }
     Ok(out)
-}
-
-/// A blocking Kafka connection for the CLI.
-struct Conn {
-    stream: TcpStream,
-    next_correlation_id: i32,
-}
-
-impl Conn {
-    fn open(addr: &str) -> anyhow::Result<Self> {
-        let stream = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
-        let timeout = Some(Duration::from_millis(CLI_TIMEOUT_MS));
-        stream.set_read_timeout(timeout)?;
-        stream.set_write_timeout(timeout)?;
-        Ok(Self { stream, next_correlation_id: 1 })
-    }
-
-    fn call<Req: Encodable, Resp: Decodable>(
-        &mut self,
-        api: ApiKey,
-        version: i16,
-        req: &Req,
-    ) -> anyhow::Result<Resp> {
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("shardlog-groups")));
-        let mut body = BytesMut::new();
-        header.encode(&mut body, api.request_header_version(version))?;
-        req.encode(&mut body, version)?;
-        let mut frame = BytesMut::with_capacity(4 + body.len());
-        frame.put_u32(u32::try_from(body.len())?);
-        frame.put_slice(&body);
-        self.stream.write_all(&frame)?;
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size)?;
-        let size = usize::try_from(u32::from_be_bytes(size))?;
-        if size > CLI_RESPONSE_BYTES_MAX {
-            bail!("{api:?} response of {size} bytes is too large");
-        }
-        let mut buf = vec![0u8; size];
-        self.stream.read_exact(&mut buf)?;
-        let mut buf = Bytes::from(buf);
-        let header = ResponseHeader::decode(&mut buf, api.response_header_version(version))?;
-        if header.correlation_id != correlation_id {
-            bail!("{api:?}: correlation id {} instead of {correlation_id}", header.correlation_id);
-        }
-        Resp::decode(&mut buf, version)
-            .with_context(|| format!("decoding {api:?} v{version} response"))
-    }
 }
 
 #[cfg(test)]

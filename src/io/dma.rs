@@ -143,7 +143,9 @@ impl FileSystem for DmaFileSystem {
     }
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_file(path)
+        // Unlinking a large segment frees its extents: off the reactor thread.
+        let path = path.to_path_buf();
+        glommio::executor().spawn_blocking(move || std::fs::remove_file(path)).await
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -151,9 +153,10 @@ impl FileSystem for DmaFileSystem {
     }
 
     async fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        // A directory fsync is a tiny metadata flush; std keeps this free of glommio's
-        // directory type, whose sync goes through a blocking thread anyway.
-        std::fs::File::open(dir)?.sync_all()
+        // A directory fsync waits for a journal commit, which takes milliseconds on a busy
+        // disk: run it on glommio's blocking pool so requests on this shard keep flowing.
+        let dir = dir.to_path_buf();
+        glommio::executor().spawn_blocking(move || std::fs::File::open(dir)?.sync_all()).await
     }
 
     fn spawn(&self, task: LocalTask) {
@@ -162,6 +165,10 @@ impl FileSystem for DmaFileSystem {
 
     async fn sleep(&self, duration: Duration) {
         glommio::timer::sleep(duration).await;
+    }
+
+    async fn yield_if_needed(&self) {
+        glommio::executor().yield_if_needed().await;
     }
 }
 

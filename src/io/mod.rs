@@ -63,6 +63,11 @@ pub trait FileSystem: 'static {
     /// Runs `task` concurrently on the current shard.
     fn spawn(&self, task: LocalTask);
     async fn sleep(&self, duration: Duration);
+    /// Lets higher-priority work on this shard run if this task has used its time slice
+    /// (long CPU-bound background work, such as the log cleaner, calls it between batches).
+    async fn yield_if_needed(&self) {
+        futures_lite::future::yield_now().await;
+    }
 
     /// The whole content of a small file, `None` if it does not exist.
     async fn read_file(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {

@@ -6,6 +6,7 @@
 //! Pure code with no runtime: runs on whichever shard owns the connection. Kafka error
 //! codes are chosen here and nowhere deeper.
 
+pub mod blocking;
 pub mod errors;
 pub mod frame;
 pub mod header;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Admin-API checks of issue 3 with real clients (confluent-kafka and the Java Admin and
-# consumer) against a freshly started broker on 127.0.0.1: CreatePartitions,
-# DescribeCluster, DescribeConfigs, InitProducerId, OffsetForLeaderEpoch.
+# Admin-API checks of issues 3 and 6 with real clients (confluent-kafka, the Java Admin and
+# consumer, Kafka's CLI tools) against a freshly started broker on 127.0.0.1:
+# CreatePartitions, DescribeCluster, DescribeConfigs, InitProducerId, OffsetForLeaderEpoch;
+# DeleteRecords (AdminClient and DeleteRecordsCommand), ConfigCommand, time and size
+# retention observed in the data directory (retention checks every 500 ms).
 # Prerequisites: tests/interop/install.sh (confluent-kafka, Kafka jars). Bounded in time.
 # Usage: tests/admin/run.sh [PORT]   (default 19290)
 set -euo pipefail
@@ -13,13 +15,19 @@ cd "$REPO"
 cargo build -q --bin shardlog
 DATA="$(mktemp -d)"
 "$BIN" serve --listen "127.0.0.1:$PORT" --admin-listen 127.0.0.1:0 --data-dir "$DATA" \
-  --shards 2 --log-level warn &
+  --shards 2 --log-level warn --log-retention-check-interval-ms 500 &
 BROKER=$!
 trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null; rm -rf "$DATA"' EXIT
 for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break; sleep 0.1; done
 status=0
 run() { echo "== $1"; shift; if ! timeout 180 "$@"; then echo "FAILED"; status=1; fi; }
 run "confluent-kafka admin" python3 "$HERE/admin_check.py" "127.0.0.1:$PORT"
-run "java admin + OffsetForLeaderEpoch" java -Xmx256m -cp "$("$REPO/perf/kafka/kafka.sh" classpath)" \
+KAFKA_CLASSPATH="$("$REPO/perf/kafka/kafka.sh" classpath)" || status=1
+export KAFKA_CLASSPATH
+run "java admin + OffsetForLeaderEpoch" java -Xmx256m -cp "$KAFKA_CLASSPATH" \
   "$HERE/java/EpochCheck.java" "127.0.0.1:$PORT"
+run "confluent-kafka DeleteRecords + time/size retention" \
+  python3 "$HERE/retention_check.py" "127.0.0.1:$PORT" "$DATA"
+run "Kafka DeleteRecordsCommand + ConfigCommand" \
+  python3 "$HERE/kafka_tools_check.py" "127.0.0.1:$PORT" "$BIN"
 exit $status

@@ -13,14 +13,16 @@
 //! [`keymap::OffsetMap`] (stopping where it fills), then rewrites every segment below the
 //! mapped end keeping a record only if no later record of its key was mapped; tombstones get
 //! a KIP-534 delete horizon (now + `delete.retention.ms`) the first time a clean passes them
-//! and are dropped by the first clean after it. Segments are read in chunks and all cleaner
-//! I/O goes through the shard's [`throttle::Throttler`]. Each rewritten segment is swapped in
+//! and are dropped by the first clean after it. Consecutive segments whose sizes sum to at
+//! most `segment.bytes` are cleaned into one (Kafka's `groupSegmentsBySize`), so a compacted
+//! log does not accumulate ever-smaller files. Segments are read in chunks and all cleaner
+//! I/O goes through the shard's [`throttle::Throttler`]. Each rewritten group is swapped in
 //! crash-safely (see [`swap`]); the checkpoint is persisted last.
 //!
 //! Invariants: offsets never change (gaps appear); keyless records and control batches are
 //! kept; the last batch of a segment is kept (maybe empty) so the segment's offset range, and
-//! thus recovery's end-of-segment check, is unchanged; a segment is swapped only under the
-//! append lock and only if it is still in the log unchanged. Memory: the key map's bound plus
+//! thus recovery's end-of-segment check, is unchanged; a group is swapped only under the
+//! append lock and only if all its segments are still in the log unchanged. Memory: the key map's bound plus
 //! one read chunk plus one cleaned segment.
 
 mod filter;
@@ -206,6 +208,8 @@ impl<F: FileSystem> LogInner<F> {
             let mut reader = SegmentReader::new(s);
             let mut full = false;
             while let Some(batch) = self.next_batch(&mut reader, opts.throttle, &mut out).await? {
+                // CPU-bound between reads: let requests on this shard run first.
+                self.fs.yield_if_needed().await;
                 let h = BatchHeader::parse(&batch)?;
                 // Control batches hold no keys; a batch below the checkpoint was mapped by
                 // the pass that stopped mid-segment.
@@ -236,22 +240,23 @@ impl<F: FileSystem> LogInner<F> {
         }
         out.cleaned = true;
         let mut latest_horizon: Option<i64> = None;
-        for s in spans.iter().filter(|s| s.base < end) {
-            // DeleteRecords or retention may have removed it meanwhile.
-            let Some(cleaned) = self.clean_one_segment(s, &map, now_ms, opts, &mut out).await?
+        let to_clean: Vec<Span> = spans.iter().filter(|s| s.base < end).copied().collect();
+        for group in group_by_size(&to_clean, &self.cfg()) {
+            // DeleteRecords or retention may have removed a member meanwhile.
+            let Some(cleaned) = self.clean_group(&group, &map, now_ms, opts, &mut out).await?
             else {
                 continue;
             };
             latest_horizon = latest_horizon.max(cleaned.latest_horizon_ms);
             let new_size: u64 = cleaned.batches.iter().map(|b| b.len() as u64).sum();
-            out.bytes_before += s.size_bytes;
+            out.bytes_before += group.iter().map(|s| s.size_bytes).sum::<u64>();
             out.bytes_after += new_size;
-            if !cleaned.changed {
+            if !cleaned.changed && group.len() == 1 {
                 continue;
             }
             self.pace(opts.throttle, new_size, &mut out).await;
-            if self.swap_in(s, &cleaned.batches, opts.stop_after).await? {
-                out.segments_rewritten += 1;
+            if self.swap_in(&group, &cleaned.batches, opts.stop_after).await? {
+                out.segments_rewritten += group.len() as u64;
             }
             if opts.stop_after.is_some() {
                 return Ok(out);
@@ -340,41 +345,50 @@ impl<F: FileSystem> LogInner<F> {
         }
     }
 
-    /// Segment `span` after cleaning, read a chunk at a time so only its cleaned copy is held
-    /// in memory (`None` if it left the log or changed size).
-    async fn clean_one_segment(
+    /// The segments of `group` after cleaning, as one segment, read a chunk at a time so
+    /// only the cleaned copy is held in memory (`None` if a member left the log or changed).
+    async fn clean_group(
         &self,
-        span: &Span,
+        group: &[Span],
         map: &OffsetMap,
         now_ms: i64,
         opts: &CleanOptions<'_>,
         out: &mut CleanOutcome,
     ) -> Result<Option<CleanedSegment>, StorageError> {
-        let mut reader = SegmentReader::new(span);
         let mut cleaned = CleanedSegment::default();
         let retention_ms = self.cfg().delete_retention_ms;
-        while let Some(b) = self.next_batch(&mut reader, opts.throttle, out).await? {
-            cleaned.add(&b, map, now_ms, retention_ms)?;
+        for span in group {
+            let mut reader = SegmentReader::new(span);
+            while let Some(b) = self.next_batch(&mut reader, opts.throttle, out).await? {
+                self.fs.yield_if_needed().await;
+                cleaned.add(&b, map, now_ms, retention_ms)?;
+            }
         }
         cleaned.finish();
-        let present = self
-            .st
-            .borrow()
-            .segments
-            .get(&span.base)
-            .is_some_and(|s| s.size_bytes == span.size_bytes);
-        Ok(present.then_some(cleaned))
+        Ok(self.group_unchanged(group).then_some(cleaned))
     }
 
-    /// Writes the cleaned copy of segment `span` and swaps it in; false if the segment
-    /// changed or left the log meanwhile (the copy is then removed).
+    /// Every member of `group` is still in the log, sealed, with its size unchanged.
+    fn group_unchanged(&self, group: &[Span]) -> bool {
+        let st = self.st.borrow();
+        group.iter().all(|span| {
+            st.segments
+                .get(&span.base)
+                .is_some_and(|s| s.finalized && s.size_bytes == span.size_bytes)
+        })
+    }
+
+    /// Writes the cleaned copy of the segments of `group` as one segment at the first one's
+    /// base and swaps it in; false if a member changed or left the log meanwhile (the copy
+    /// is then removed).
     async fn swap_in(
         self: &Rc<Self>,
-        span: &Span,
+        group: &[Span],
         batches: &[Bytes],
         stop_after: Option<SwapStep>,
     ) -> Result<bool, StorageError> {
-        let base = Offset(span.base);
+        let first = group.first().ok_or_else(|| gone(-1))?;
+        let base = Offset(first.base);
         let cleaned = |s: &str| suffixed(&self.dir, base, s, CLEANED_SUFFIX);
         let swapped = |s: &str| suffixed(&self.dir, base, s, SWAP_SUFFIX);
         let log_path = cleaned(LOG_SUFFIX);
@@ -402,13 +416,7 @@ impl<F: FileSystem> LogInner<F> {
             return Ok(false);
         }
         let _turn = self.append_lock.acquire().await;
-        let unchanged = self
-            .st
-            .borrow()
-            .segments
-            .get(&span.base)
-            .is_some_and(|s| s.finalized && s.size_bytes == span.size_bytes);
-        if !unchanged {
+        if !self.group_unchanged(group) {
             for suffix in SWAP_ORDER {
                 let _ = self.fs.remove_file(&cleaned(suffix)).await;
             }
@@ -424,17 +432,20 @@ impl<F: FileSystem> LogInner<F> {
         }
         let old = {
             let mut st = self.st.borrow_mut();
-            let old = st.segments.remove(&span.base).ok_or_else(|| gone(span.base))?;
-            new.next_offset = old.next_offset;
+            let mut old = Vec::with_capacity(group.len());
+            for span in group {
+                old.push(st.segments.remove(&span.base).ok_or_else(|| gone(span.base))?);
+            }
+            new.next_offset = old.last().map_or(new.next_offset, |s| s.next_offset);
             new.written_bytes = new.size_bytes;
             new.queued_bytes = new.size_bytes;
             new.staged_end = new.next_offset;
             new.sealed = true;
             new.finalized = true;
-            st.segments.insert(span.base, new);
+            st.segments.insert(first.base, new);
             old
         };
-        self.schedule_deletion(vec![old]).await?;
+        self.schedule_deletion(old).await?;
         crate::crashpoint::hit("cleaner.old_renamed_to_deleted");
         if stop_after == Some(SwapStep::OldRenamedToDeleted) {
             return Ok(false);
@@ -447,6 +458,32 @@ impl<F: FileSystem> LogInner<F> {
         crate::crashpoint::hit("cleaner.swap_finished");
         Ok(true)
     }
+}
+
+/// Splits the segments to clean into runs that are cleaned into one segment each, as
+/// Kafka's `groupSegmentsBySize`: consecutive segments whose sizes before cleaning sum to at
+/// most `segment.bytes`, whose offset range fits the index's 32-bit relative offsets, and
+/// whose index entries (estimated one per `index.interval.bytes`) fit `segment.index.bytes`.
+/// Segments shrink when cleaned, so a later pass merges what an earlier one emptied.
+fn group_by_size(spans: &[Span], cfg: &super::LogConfig) -> Vec<Vec<Span>> {
+    let max_bytes = cfg.segment_bytes.min(i32::MAX as u64);
+    let interval = u64::from(cfg.index_interval_bytes.max(1));
+    let max_entries = u64::from(cfg.segment_index_bytes) / 8;
+    let mut groups: Vec<Vec<Span>> = Vec::new();
+    for s in spans {
+        let fits = groups.last().is_some_and(|g| {
+            let bytes: u64 = g.iter().map(|x| x.size_bytes).sum::<u64>() + s.size_bytes;
+            let first = g[0].base;
+            bytes <= max_bytes
+                && s.end - 1 - first <= i64::from(u32::MAX)
+                && bytes / interval < max_entries
+        });
+        match groups.last_mut() {
+            Some(g) if fits => g.push(*s),
+            _ => groups.push(vec![*s]),
+        }
+    }
+    groups
 }
 
 /// Walks one segment's batches a chunk at a time.

@@ -6,13 +6,16 @@
 //! Runs on the log's owner shard. Recovery ([`recover_swaps`], before the log is listed):
 //! `.cleaned` files and `.swap` indexes without a `<base>.log.swap` are an unfinished clean
 //! and are removed; a `<base>.log.swap` means the new segment is complete, so the swap is
-//! finished (old files replaced).
+//! finished: the old files at `<base>` are replaced and, for a merge, the old segments whose
+//! base lies inside the swap's offset range are removed.
 
 use std::path::{Path, PathBuf};
 
 use crate::io::{DataFile, FileSystem};
 use crate::storage::error::StorageError;
-use crate::storage::segment::{segment_path, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::storage::segment::{
+    scan_file, segment_path, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+};
 use crate::types::Offset;
 
 pub const CLEANED_SUFFIX: &str = ".cleaned";
@@ -72,6 +75,23 @@ async fn remove_if_present<F: FileSystem>(fs: &F, path: &Path) -> Result<(), Sto
     }
 }
 
+/// The offset after the last batch of the complete `.log.swap` at `path` (`None` if empty).
+async fn swap_end<F: FileSystem>(fs: &F, path: &Path) -> Result<Option<i64>, StorageError> {
+    let file = fs.open(path, false).await.map_err(StorageError::io("open", path, 0))?;
+    let size = file.size().await.map_err(StorageError::io("size", path, 0))?;
+    let scan = scan_file(&file, path, 0, size, i64::MIN).await?;
+    let _ = file.close().await;
+    if let Some(reason) = scan.stop_reason {
+        // The .log.swap was synced before it was named: a bad one is corruption, not a crash.
+        return Err(StorageError::Corrupt {
+            path: path.to_path_buf(),
+            position: scan.valid_bytes,
+            reason,
+        });
+    }
+    Ok(scan.batches.last().map(|(_, h)| h.last_offset() + 1))
+}
+
 /// Finishes or rolls back swaps a crash interrupted. See the module docs.
 pub async fn recover_swaps<F: FileSystem>(fs: &F, dir: &Path) -> Result<(), StorageError> {
     let names = fs.list_dir(dir).await.map_err(StorageError::io("list", dir, 0))?;
@@ -101,6 +121,24 @@ pub async fn recover_swaps<F: FileSystem>(fs: &F, dir: &Path) -> Result<(), Stor
     }
     for n in &names {
         let Some(base) = n.strip_suffix(&format!("{LOG_SUFFIX}{SWAP_SUFFIX}")) else { continue };
+        // A swap may merge several segments: the later ones it covers go too.
+        let (Ok(first), Some(end)) = (base.parse::<i64>(), swap_end(fs, &dir.join(n)).await?)
+        else {
+            continue;
+        };
+        for m in &names {
+            let covered = m
+                .strip_suffix(LOG_SUFFIX)
+                .and_then(|b| b.parse::<i64>().ok())
+                .is_some_and(|b| b > first && b < end);
+            if covered {
+                let stem = m.trim_end_matches(LOG_SUFFIX);
+                tracing::info!(dir = %dir.display(), segment = stem, "removing a segment an interrupted merge replaced");
+                for suffix in SWAP_ORDER {
+                    remove_if_present(fs, &dir.join(format!("{stem}{suffix}"))).await?;
+                }
+            }
+        }
         for suffix in SWAP_ORDER {
             let swap = dir.join(format!("{base}{suffix}{SWAP_SUFFIX}"));
             let fin = dir.join(format!("{base}{suffix}"));

@@ -4,8 +4,8 @@
 //!
 //! One per shard, shared by the cleaner passes of that shard's logs (the broker-wide limit
 //! is split evenly across shards). Pure: time is passed in, so it is tested without sleeping.
-//! Invariant: over any measurement window the bytes recorded divided by (elapsed + pauses
-//! returned) does not exceed the rate.
+//! Invariant: within a window the bytes recorded divided by (elapsed + pauses returned) does
+//! not exceed the rate.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -43,25 +43,30 @@ impl Throttler {
     }
 
     /// Records `bytes` more of cleaner I/O at `now`; returns how long to pause first, if at
-    /// all. A window is checked once it is `THROTTLE_CHECK_INTERVAL_MS` old, or at once when
-    /// it alone already exceeds a whole check interval's budget.
+    /// all. Checked on every call, so I/O is spread evenly (a pause after each chunk) rather
+    /// than a full-speed burst per window, which would stall other writers' fsyncs on the
+    /// same disk; the window restarts every `THROTTLE_CHECK_INTERVAL_MS` so an idle spell
+    /// earns no burst credit.
     pub fn record(&self, bytes: u64, now: Instant) -> Option<Duration> {
         let rate = self.bytes_per_second?;
-        let total = self.window_bytes.get() + bytes;
-        self.window_bytes.set(total);
-        let elapsed = now.saturating_duration_since(self.window_start.get());
-        let interval = Duration::from_millis(THROTTLE_CHECK_INTERVAL_MS);
-        let budget = rate * interval.as_secs_f64();
-        if elapsed < interval && (total as f64) < budget {
-            return None;
+        let mut start = self.window_start.get();
+        let mut total = self.window_bytes.get();
+        if now.saturating_duration_since(start) > Duration::from_millis(THROTTLE_CHECK_INTERVAL_MS)
+        {
+            (start, total) = (now, 0);
         }
+        total += bytes;
+        let elapsed = now.saturating_duration_since(start);
         let needed = Duration::from_secs_f64(total as f64 / rate);
         let pause = needed.saturating_sub(elapsed);
-        self.window_start.set(now + pause);
-        self.window_bytes.set(0);
         if pause.is_zero() {
+            self.window_start.set(start);
+            self.window_bytes.set(total);
             return None;
         }
+        // The window ends after the pause: the next call starts a fresh one.
+        self.window_start.set(now + pause);
+        self.window_bytes.set(0);
         self.paused.set(self.paused.get() + pause);
         Some(pause)
     }
@@ -84,12 +89,15 @@ mod tests {
         // 4 MB at once: four seconds' worth.
         let pause = t.record(4_000_000, t0).expect("pause");
         assert_eq!(pause, Duration::from_secs(4));
-        // Small reads inside a window: no pause until the window ends.
-        let later = t0 + pause;
-        assert_eq!(t.record(1_000, later + Duration::from_millis(10)), None);
-        // 1 MB over 0.5 s: 0.5 s more.
-        let p = t.record(999_000, later + Duration::from_millis(500)).expect("pause");
-        assert_eq!(p, Duration::from_millis(500));
+        // 100 kB chunks read instantly: 0.1 s pause after each, evenly spread.
+        let mut now = t0 + pause;
+        for _ in 0..5 {
+            let p = t.record(100_000, now).expect("pause");
+            assert_eq!(p, Duration::from_millis(100));
+            now += p;
+        }
+        // A chunk that took longer than its budget: no pause.
+        assert_eq!(t.record(1_000, now + Duration::from_millis(50)), None);
         assert_eq!(t.paused(), Duration::from_millis(4500));
     }
 

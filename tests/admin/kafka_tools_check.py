@@ -1,0 +1,124 @@
+"""Kafka's own CLI tools of issue 6 against a running broker, run by main class from the
+pinned Kafka jars (confirmed with `jar tf` on 4.1.2):
+
+- `org.apache.kafka.tools.DeleteRecordsCommand` (kafka-delete-records.sh) with an
+  --offset-json-file: its report names the new low watermark, and ListOffsets earliest and an
+  `auto.offset.reset=earliest` consumer start there.
+- `kafka.admin.ConfigCommand` (kafka-configs.sh; still in the core jar in 4.1): --alter
+  --add-config (with the [a,b] bracket syntax), --describe (with DYNAMIC_TOPIC_CONFIG
+  synonyms) and --describe --all, an invalid value refused with Kafka's message,
+  --delete-config; and `shardlog configs describe` reports what ConfigCommand set.
+
+Bounded: every tool run and client call times out.
+
+Usage: KAFKA_CLASSPATH=... python3 kafka_tools_check.py BOOTSTRAP SHARDLOG_BIN
+Prints PASS or exits non-zero.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TIMEOUT_S = 30
+TOOL_TIMEOUT_S = 60
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit(f"FAIL: {what}")
+    print(f"ok   {what}", flush=True)
+
+
+def tool(main_class, *args):
+    """Runs a Kafka tool; returns (exit code, stdout + stderr)."""
+    cmd = ["java", "-Xmx256m", "-cp", os.environ["KAFKA_CLASSPATH"], main_class, *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+    return done.returncode, done.stdout + done.stderr
+
+
+def configs(bs, *args):
+    return tool("kafka.admin.ConfigCommand", "--bootstrap-server", bs, *args)
+
+
+def check_delete_records_command(bs, admin, probe):
+    topic = f"drc-{uuid.uuid4().hex[:8]}"
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(timeout=TIMEOUT_S)
+    producer = Producer({"bootstrap.servers": bs})
+    for i in range(50):
+        producer.produce(topic, value=str(i).encode())
+    check(producer.flush(TIMEOUT_S) == 0, f"produced 50 records to {topic}")
+    spec = {"partitions": [{"topic": topic, "partition": 0, "offset": 25}], "version": 1}
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(spec, f)
+        f.flush()
+        rc, out = tool("org.apache.kafka.tools.DeleteRecordsCommand", "--bootstrap-server", bs,
+                       "--offset-json-file", f.name)
+    check(rc == 0 and f"partition: {topic}-0\tlow_watermark: 25" in out,
+          f"DeleteRecordsCommand: exit {rc}, report {out.strip().splitlines()[-1:]}")
+    marks = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)
+    check(marks == (25, 50), f"ListOffsets after DeleteRecordsCommand: {marks}")
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    first, deadline = None, time.monotonic() + TIMEOUT_S
+    while first is None and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            first = msg.offset()
+    consumer.close()
+    check(first == 25, f"earliest consumer starts at the new low watermark ({first})")
+
+
+def check_config_command(bs, admin, shardlog):
+    topic = f"cc-{uuid.uuid4().hex[:8]}"
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(timeout=TIMEOUT_S)
+    entity = ["--entity-type", "topics", "--entity-name", topic]
+    rc, out = configs(bs, "--alter", *entity, "--add-config",
+                      "retention.ms=86400000,cleanup.policy=[compact,delete]")
+    check(rc == 0 and f"Completed updating config for topic {topic}." in out,
+          f"ConfigCommand --alter --add-config: exit {rc}")
+    rc, out = configs(bs, "--describe", *entity)
+    check(rc == 0 and "  retention.ms=86400000 sensitive=false synonyms="
+          "{DYNAMIC_TOPIC_CONFIG:retention.ms=86400000, DEFAULT_CONFIG:log.retention.hours=168}"
+          in out, "ConfigCommand --describe: retention.ms override with its synonyms")
+    check("cleanup.policy=compact,delete" in out, "ConfigCommand --describe: [a,b] list value")
+    ours = subprocess.run([shardlog, "configs", "--bootstrap-server", bs, "describe",
+                           "--topic", topic], capture_output=True, text=True, timeout=TIMEOUT_S)
+    row = ["retention.ms", "86400000", "DYNAMIC_TOPIC_CONFIG", "false", "false"]
+    check(ours.returncode == 0 and any(l.split() == row for l in ours.stdout.splitlines()),
+          "shardlog configs describe shows what ConfigCommand set")
+    rc, out = configs(bs, "--alter", *entity, "--add-config", "retention.ms=abc")
+    check(rc != 0 and "InvalidConfigurationException: Invalid value abc for configuration "
+          "retention.ms: Not a number of type LONG" in out,
+          "ConfigCommand invalid value: Kafka's InvalidConfigurationException and reason")
+    rc, out = configs(bs, "--alter", *entity, "--delete-config", "retention.ms")
+    check(rc == 0, f"ConfigCommand --delete-config retention.ms: exit {rc}")
+    rc, out = configs(bs, "--describe", "--all", *entity)
+    check(rc == 0 and f"All configs for topic {topic} are:" in out
+          and "  retention.ms=604800000 sensitive=false synonyms={DEFAULT_CONFIG:"
+          "log.retention.hours=168}" in out
+          and "  cleanup.policy=compact,delete sensitive=false" in out,
+          "ConfigCommand --describe --all: retention.ms back to its default")
+
+
+def main(bs, shardlog):
+    admin = AdminClient({"bootstrap.servers": bs})
+    probe = Consumer({"bootstrap.servers": bs, "group.id": "probe", "enable.auto.commit": False})
+    check_delete_records_command(bs, admin, probe)
+    check_config_command(bs, admin, shardlog)
+    probe.close()
+    print("PASS")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or "KAFKA_CLASSPATH" not in os.environ:
+        raise SystemExit("usage: KAFKA_CLASSPATH=... kafka_tools_check.py BOOTSTRAP SHARDLOG_BIN")
+    main(sys.argv[1], sys.argv[2])
