@@ -580,22 +580,44 @@ async fn check_retained(point: &str, broker: &Broker, dir: &Path, model: &Model)
     earliest
 }
 
+/// What makes retention delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Limit {
+    /// `retention.bytes`: the oldest sealed segments beyond three segments' worth.
+    Size,
+    /// `retention.ms`: the crash broker starts once every seeded record is past it, so it
+    /// rolls the active segment too and deletes the whole log.
+    Time,
+}
+
+const RETENTION_MS: u64 = 1_000;
+
 async fn retention_crash(point: &str) {
-    for mode in MODES {
-        retention_crash_in(point, mode).await;
+    for limit in [Limit::Size, Limit::Time] {
+        for mode in MODES {
+            retention_crash_in(point, mode, limit).await;
+        }
     }
 }
 
-async fn retention_crash_in(point: &str, mode: Mode) {
-    eprintln!("case: retention, crash at {point}, {mode:?}");
+async fn retention_crash_in(point: &str, mode: Mode, limit: Limit) {
+    eprintln!("case: retention by {limit:?}, crash at {point}, {mode:?}");
     let dir = tempfile::tempdir().expect("tempdir");
+    let retention_ms = RETENTION_MS.to_string();
+    let bound = match limit {
+        Limit::Size => ("retention.bytes", "24576"),
+        Limit::Time => ("retention.ms", retention_ms.as_str()),
+    };
     let configs = [
         ("cleanup.policy", "delete"),
         ("internal.segment.bytes", SEGMENT_BYTES),
-        ("retention.bytes", "24576"),
+        bound,
         ("file.delete.delay.ms", "100"),
     ];
     let mut model = seed(dir.path(), &configs, workload(0xDE1E7E, 0, false, BATCHES), mode).await;
+    if limit == Limit::Time {
+        tokio::time::sleep(Duration::from_millis(RETENTION_MS + 100)).await;
+    }
     let load = workload(0xFEED, model.len(), false, LOAD_BATCHES);
     let (crashed, in_flight) = crash_at(dir.path(), point, mode, &mut model, load).await;
 
