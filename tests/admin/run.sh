@@ -15,7 +15,8 @@ cd "$REPO"
 cargo build -q --bin shardlog
 DATA="$(mktemp -d)"
 "$BIN" serve --listen "127.0.0.1:$PORT" --admin-listen 127.0.0.1:0 --data-dir "$DATA" \
-  --shards 2 --log-level warn --log-retention-check-interval-ms 500 &
+  --shards 2 --log-level warn --log-retention-check-interval-ms 500 \
+  --log-cleaner-backoff-ms 500 &
 BROKER=$!
 trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null; rm -rf "$DATA"' EXIT
 for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break; sleep 0.1; done
@@ -30,4 +31,6 @@ run "confluent-kafka DeleteRecords + time/size retention" \
   python3 "$HERE/retention_check.py" "127.0.0.1:$PORT" "$DATA"
 run "Kafka DeleteRecordsCommand + ConfigCommand" \
   python3 "$HERE/kafka_tools_check.py" "127.0.0.1:$PORT" "$BIN"
+run "__consumer_offsets compacted by the cleaner" \
+  python3 "$HERE/offsets_compaction_check.py" "127.0.0.1:$PORT" "$DATA"
 exit $status
