@@ -48,6 +48,8 @@ pub const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 60 * 60 * 1000;
 pub const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
 /// Read size of the log cleaner: segments are scanned this many bytes at a time.
 pub const CLEANER_READ_CHUNK_BYTES: usize = 1024 * 1024;
+/// Longest a throttled cleaner sleeps before checking whether the shard is shutting down.
+pub const THROTTLE_ABORT_CHECK_MS: u64 = 100;
 /// Kafka's `log.cleaner.dedupe.buffer.size` default: key-map memory for the whole broker,
 /// split evenly across shards.
 pub const LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT: u64 = 128 * 1024 * 1024;

@@ -52,7 +52,8 @@ async fn clean_with(
     key_map_bytes: usize,
 ) -> CleanOutcome {
     let throttle = Throttler::unlimited();
-    let opts = CleanOptions { key_map_bytes, throttle: &throttle, force, stop_after };
+    let opts =
+        CleanOptions { key_map_bytes, throttle: &throttle, abort: &|| false, force, stop_after };
     log.clean(now_ms, &opts).await.expect("clean")
 }
 

@@ -111,9 +111,11 @@ async fn filthiest(ctx: &ShardCtx) -> Option<Rc<Partition>> {
 
 /// Cleans one log; true if it did work.
 async fn clean_one(ctx: &ShardCtx, partition: &Partition, throttle: &Throttler) -> bool {
+    let abort = || ctx.is_shutting_down();
     let opts = CleanOptions {
         key_map_bytes: ctx.config.cleaner_key_map_bytes_per_shard(),
         throttle,
+        abort: &abort,
         force: false,
         stop_after: None,
     };

@@ -31,7 +31,7 @@ pub mod swap;
 pub mod throttle;
 
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
@@ -44,7 +44,7 @@ use super::checkpoint::{self, CLEANER_CHECKPOINT_FILE};
 use super::error::StorageError;
 use super::log::LogInner;
 use super::segment::{Segment, LOG_SUFFIX};
-use crate::constants::CLEANER_READ_CHUNK_BYTES;
+use crate::constants::{CLEANER_READ_CHUNK_BYTES, THROTTLE_ABORT_CHECK_MS};
 use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
 
@@ -93,6 +93,9 @@ impl CleanStats {
 pub struct CleanOptions<'a> {
     pub key_map_bytes: usize,
     pub throttle: &'a Throttler,
+    /// Polled between batches and during throttle pauses: true abandons the pass before its
+    /// next swap (shutdown), leaving the log as it was (Kafka aborts its cleaner likewise).
+    pub abort: &'a dyn Fn() -> bool,
     /// Clean even if not dirty enough (tests, and due delete horizons).
     pub force: bool,
     /// Stop after this step of the first swap (crash tests simulate the crash then).
@@ -207,9 +210,12 @@ impl<F: FileSystem> LogInner<F> {
         for s in spans.iter().filter(|s| s.end > checkpoint.0) {
             let mut reader = SegmentReader::new(s);
             let mut full = false;
-            while let Some(batch) = self.next_batch(&mut reader, opts.throttle, &mut out).await? {
+            while let Some(batch) = self.next_batch(&mut reader, opts, &mut out).await? {
                 // CPU-bound between reads: let requests on this shard run first.
                 self.fs.yield_if_needed().await;
+                if (opts.abort)() {
+                    return Ok(aborted(out));
+                }
                 let h = BatchHeader::parse(&batch)?;
                 // Control batches hold no keys; a batch below the checkpoint was mapped by
                 // the pass that stopped mid-segment.
@@ -245,6 +251,9 @@ impl<F: FileSystem> LogInner<F> {
             // DeleteRecords or retention may have removed a member meanwhile.
             let Some(cleaned) = self.clean_group(&group, &map, now_ms, opts, &mut out).await?
             else {
+                if (opts.abort)() {
+                    return Ok(aborted(out));
+                }
                 continue;
             };
             latest_horizon = latest_horizon.max(cleaned.latest_horizon_ms);
@@ -254,7 +263,10 @@ impl<F: FileSystem> LogInner<F> {
             if !cleaned.changed && group.len() == 1 {
                 continue;
             }
-            self.pace(opts.throttle, new_size, &mut out).await;
+            self.pace(opts, new_size, &mut out).await;
+            if (opts.abort)() {
+                return Ok(aborted(out));
+            }
             if self.swap_in(&group, &cleaned.batches, opts.stop_after).await? {
                 out.segments_rewritten += group.len() as u64;
             }
@@ -285,11 +297,16 @@ impl<F: FileSystem> LogInner<F> {
         Ok(out)
     }
 
-    /// Accounts `bytes` of cleaner I/O and sleeps as long as the throttle says.
-    async fn pace(&self, throttle: &Throttler, bytes: u64, out: &mut CleanOutcome) {
+    /// Accounts `bytes` of cleaner I/O and sleeps as long as the throttle says, in short
+    /// steps so an abort (shutdown) is noticed within `THROTTLE_ABORT_CHECK_MS`.
+    async fn pace(&self, opts: &CleanOptions<'_>, bytes: u64, out: &mut CleanOutcome) {
         out.io_bytes += bytes;
-        if let Some(pause) = throttle.record(bytes, Instant::now()) {
-            self.fs.sleep(pause).await;
+        let Some(mut pause) = opts.throttle.record(bytes, Instant::now()) else { return };
+        let step = Duration::from_millis(THROTTLE_ABORT_CHECK_MS);
+        while !pause.is_zero() && !(opts.abort)() {
+            let nap = pause.min(step);
+            self.fs.sleep(nap).await;
+            pause -= nap;
         }
     }
 
@@ -298,7 +315,7 @@ impl<F: FileSystem> LogInner<F> {
     async fn next_batch(
         &self,
         reader: &mut SegmentReader,
-        throttle: &Throttler,
+        opts: &CleanOptions<'_>,
         out: &mut CleanOutcome,
     ) -> Result<Option<Bytes>, StorageError> {
         loop {
@@ -341,7 +358,7 @@ impl<F: FileSystem> LogInner<F> {
             }
             reader.pos += chunk.len() as u64;
             reader.buf.extend_from_slice(&chunk);
-            self.pace(throttle, chunk.len() as u64, out).await;
+            self.pace(opts, chunk.len() as u64, out).await;
         }
     }
 
@@ -359,8 +376,11 @@ impl<F: FileSystem> LogInner<F> {
         let retention_ms = self.cfg().delete_retention_ms;
         for span in group {
             let mut reader = SegmentReader::new(span);
-            while let Some(b) = self.next_batch(&mut reader, opts.throttle, out).await? {
+            while let Some(b) = self.next_batch(&mut reader, opts, out).await? {
                 self.fs.yield_if_needed().await;
+                if (opts.abort)() {
+                    return Ok(None);
+                }
                 cleaned.add(&b, map, now_ms, retention_ms)?;
             }
         }
@@ -484,6 +504,13 @@ fn group_by_size(spans: &[Span], cfg: &super::LogConfig) -> Vec<Vec<Span>> {
         }
     }
     groups
+}
+
+/// The outcome of a pass abandoned before its next swap: nothing more changes, the
+/// checkpoint stays where it was.
+fn aborted(out: CleanOutcome) -> CleanOutcome {
+    tracing::info!("cleaner pass abandoned (shutdown)");
+    CleanOutcome { cleaned: false, ..out }
 }
 
 /// Walks one segment's batches a chunk at a time.
