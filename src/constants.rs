@@ -82,6 +82,9 @@ pub const BATCH_CACHE_BYTES_PER_SHARD: usize = 64 * 1024 * 1024;
 pub const FETCH_MAX_WAIT_MS_CAP: i32 = 60_000;
 /// How long shutdown waits for in-flight requests and connections to drain.
 pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 10_000;
+/// How long after SIGTERM the process exits even if shutdown has not finished (drain, then
+/// up to 5 s per shard waiting for logs to be released, then closing them).
+pub const SHUTDOWN_HARD_LIMIT_MS: u64 = 60_000;
 /// How often a shard checks the process-wide shutdown flag set by the signal thread.
 pub const SHUTDOWN_POLL_INTERVAL_MS: u64 = 50;
 /// How long closing a deleted partition waits for in-flight requests to let go of it.

@@ -26,7 +26,7 @@ use crate::config::ServeConfig;
 use crate::constants::{
     BATCH_CACHE_BYTES_PER_SHARD, MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
     NOFILE_MIN, NOFILE_WANTED, PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS,
-    SHUTDOWN_POLL_INTERVAL_MS,
+    SHUTDOWN_HARD_LIMIT_MS, SHUTDOWN_POLL_INTERVAL_MS,
 };
 use crate::types::ShardId;
 
@@ -362,7 +362,9 @@ fn raise_limit(resource: libc::__rlimit_resource_t, wanted: u64) -> u64 {
 }
 
 /// Blocks SIGTERM/SIGINT in every thread (the executors inherit the mask) and waits for
-/// them on a dedicated thread. A second signal exits at once.
+/// them on a dedicated thread. A second signal exits at once; so does a shutdown still
+/// unfinished `SHUTDOWN_HARD_LIMIT_MS` after the first (a stuck disk or a wedged task must
+/// not leave a broker that ignores SIGTERM; recovery handles the unclean exit).
 fn start_signal_thread() -> anyhow::Result<()> {
     // SAFETY: signal-mask manipulation on a zeroed sigset_t.
     let set = unsafe {
@@ -376,15 +378,33 @@ fn start_signal_thread() -> anyhow::Result<()> {
         set
     };
     std::thread::Builder::new().name("signals".into()).spawn(move || loop {
+        if SHUTDOWN_REQUESTED.load(Ordering::SeqCst) {
+            let limit = libc::timespec {
+                tv_sec: (SHUTDOWN_HARD_LIMIT_MS / 1000) as libc::time_t,
+                tv_nsec: ((SHUTDOWN_HARD_LIMIT_MS % 1000) * 1_000_000) as libc::c_long,
+            };
+            // SAFETY: `set` and `limit` are valid; a null siginfo pointer is allowed.
+            let got = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &limit) };
+            if got < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            }
+            if got < 0 {
+                tracing::error!(
+                    limit_ms = SHUTDOWN_HARD_LIMIT_MS,
+                    "shutdown did not finish in time: exiting without a clean shutdown"
+                );
+            } else {
+                tracing::warn!("second signal: exiting without a clean shutdown");
+            }
+            std::process::exit(1);
+        }
         let mut signal: libc::c_int = 0;
         // SAFETY: `set` is a valid, initialized signal set.
         if unsafe { libc::sigwait(&set, &mut signal) } != 0 {
             continue;
         }
-        if SHUTDOWN_REQUESTED.swap(true, Ordering::SeqCst) {
-            tracing::warn!("second signal: exiting without a clean shutdown");
-            std::process::exit(1);
-        }
+        SHUTDOWN_REQUESTED.store(true, Ordering::SeqCst);
         tracing::info!(signal, "shutdown requested: finishing in-flight requests");
     })?;
     Ok(())
