@@ -78,6 +78,25 @@ impl BatchCache {
         found
     }
 
+    /// How far the batches of `log` cached contiguously from `offset` reach: the first
+    /// offset after them and their bytes, looking at most `max_bytes` ahead (not counted as
+    /// lookups).
+    pub(crate) fn cached_run(&self, log: u64, offset: i64, max_bytes: usize) -> (i64, usize) {
+        let st = self.state.borrow();
+        let (mut next, mut bytes) = (offset, 0usize);
+        while bytes < max_bytes {
+            let found = st
+                .entries
+                .range((log, i64::MIN)..=(log, next))
+                .next_back()
+                .filter(|(_, (last, _))| *last >= next);
+            let Some((_, (last, b))) = found else { break };
+            bytes += b.len();
+            next = last + 1;
+        }
+        (next, bytes)
+    }
+
     /// Drops every batch of `log` with a last offset >= `from` (truncation).
     pub(crate) fn invalidate_from(&self, log: u64, from: i64) {
         let mut st = self.state.borrow_mut();

@@ -43,6 +43,7 @@ pub(super) struct LogInner<F: FileSystem> {
     pub append_lock: TicketLock,
     /// Signalled on every writer step, failure and state change waiters care about.
     pub progress: Notify,
+    pub readahead: Rc<super::readahead::Readahead>,
 }
 
 pub(super) struct LogState<F: FileSystem> {
@@ -85,6 +86,13 @@ impl<F: FileSystem> LogState<F> {
 }
 
 impl<F: FileSystem> LogInner<F> {
+    /// Drops the log's cached batches with a last offset >= `from` (and any read-ahead in
+    /// flight), after truncation or cleaning changed what is on disk.
+    pub fn invalidate_cached_from(&self, from: i64) {
+        self.readahead.invalidate();
+        self.cache.invalidate_from(self.log_id, from);
+    }
+
     /// A snapshot of the current configuration.
     pub fn cfg(&self) -> Rc<LogConfig> {
         self.config.borrow().clone()

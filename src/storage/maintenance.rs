@@ -51,7 +51,7 @@ impl<F: FileSystem> LogInner<F> {
         };
         self.delete_segments(doomed).await?;
         self.shrink_segment(seg_base, pos, new_end).await?;
-        self.cache.invalidate_from(self.log_id, new_end.0);
+        self.invalidate_cached_from(new_end.0);
         // The batch holding `offset` may start below the log start (Kafka: the log start
         // never exceeds the log end).
         if new_end < start {
@@ -168,7 +168,7 @@ impl<F: FileSystem> LogInner<F> {
         st.durable = offset;
         st.max_timestamp = None;
         drop(st);
-        self.cache.invalidate_from(self.log_id, i64::MIN);
+        self.invalidate_cached_from(i64::MIN);
         Ok(())
     }
 

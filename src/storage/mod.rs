@@ -24,6 +24,7 @@ pub mod index;
 mod log;
 mod maintenance;
 mod read;
+mod readahead;
 pub mod records;
 mod recovery;
 pub mod retention;

@@ -1,6 +1,7 @@
 //! Reads: whole batches from the batch containing an offset (memory first: unwritten batches,
-//! then the shard's batch cache; then disk via segment lookup, sparse-index binary search and
-//! a forward scan), and `offset_for_timestamp` through the time index.
+//! then the shard's batch cache, which read-ahead fills for catch-up readers; then disk via
+//! segment lookup, sparse-index binary search and a forward scan), and `offset_for_timestamp`
+//! through the time index.
 //!
 //! Runs on the partition's owner shard. Disk reads stop at a segment's `written_bytes`: bytes
 //! past it are either in flight or padding, and are served from memory instead. Every batch
@@ -11,8 +12,9 @@ use bytes::{Bytes, BytesMut};
 use super::batch::{scan_batch, BatchHeader, ScanStep};
 use super::error::StorageError;
 use super::log::LogInner;
+use super::readahead::DiskTail;
 use super::records::first_record_at_or_after;
-use crate::constants::LOG_READ_CHUNK_BYTES_MIN;
+use crate::constants::{LOG_READ_CHUNK_BYTES_MIN, READAHEAD_BYTES_MAX, READAHEAD_MIN_READ_BYTES};
 use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
 
@@ -138,6 +140,24 @@ impl<F: FileSystem> LogInner<F> {
         }
     }
 
+    /// A large read ended at `next`: the reader is catching up. Keep `len` bytes from `next`
+    /// in memory: read what the cache lacks of them while the response is sent.
+    fn read_ahead(&self, next: i64, len: usize) {
+        let (next, cached) = self.cache.cached_run(self.log_id, next, len);
+        if cached >= len / 2 {
+            return;
+        }
+        let len = len - cached;
+        let Some(spot) = self.disk_spot(next) else { return };
+        let tail = DiskTail {
+            file: spot.file,
+            end_pos: spot.position,
+            limit_bytes: spot.limit_bytes,
+            next_offset: next,
+        };
+        self.readahead.start(&*self.fs, &self.cache, self.log_id, tail, len);
+    }
+
     fn corrupt(&self, seg_base: i64, position: u64, reason: &str) -> StorageError {
         StorageError::Corrupt {
             path: self.seg_path(seg_base),
@@ -168,7 +188,11 @@ impl<F: FileSystem> LogInner<F> {
         let mut total = 0usize;
         let mut cur = offset.0;
         while cur < limit {
-            let (last, bytes) = match self.memory_lookup(cur) {
+            let mut cached = self.memory_lookup(cur);
+            if cached.is_none() && self.readahead.wait_if_reading(cur).await {
+                cached = self.memory_lookup(cur);
+            }
+            let (last, bytes) = match cached {
                 Some((_, last, b)) => (last, b),
                 None => match self.disk_read(cur, max_bytes.saturating_sub(total)).await? {
                     Some(found) => found,
@@ -193,6 +217,9 @@ impl<F: FileSystem> LogInner<F> {
             if total >= max_bytes {
                 break;
             }
+        }
+        if total >= READAHEAD_MIN_READ_BYTES && cur < limit {
+            self.read_ahead(cur, max_bytes.saturating_mul(2).min(READAHEAD_BYTES_MAX));
         }
         Ok(match parts.len() {
             0 => Bytes::new(),

@@ -149,6 +149,7 @@ pub(super) async fn open<F: FileSystem>(
         }),
         append_lock: TicketLock::default(),
         progress: Notify::default(),
+        readahead: Rc::default(),
     });
     if segments.is_empty() {
         let base = start_ckpt.unwrap_or(Offset(0)).max(Offset(0));

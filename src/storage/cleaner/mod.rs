@@ -283,7 +283,7 @@ impl<F: FileSystem> LogInner<F> {
             st.latest_delete_horizon_ms = latest_horizon;
         }
         // Cached batches may hold records the cleaner removed.
-        self.cache.invalidate_from(self.log_id, i64::MIN);
+        self.invalidate_cached_from(i64::MIN);
         tracing::info!(
             dir = %self.dir.display(),
             dirty_ratio = out.dirty_ratio,
