@@ -219,7 +219,7 @@ impl<F: FileSystem> LogInner<F> {
             }
         }
         if total >= READAHEAD_MIN_READ_BYTES && cur < limit {
-            self.read_ahead(cur, max_bytes.saturating_mul(2).min(READAHEAD_BYTES_MAX));
+            self.read_ahead(cur, max_bytes.saturating_mul(4).min(READAHEAD_BYTES_MAX));
         }
         Ok(match parts.len() {
             0 => Bytes::new(),
