@@ -8,6 +8,7 @@
 //! version) closes the connection with a logged reason, after writing the responses of
 //! the requests before it; on shutdown no new request is read and in-flight ones finish.
 
+use std::net::IpAddr;
 use std::rc::Rc;
 
 use futures::channel::mpsc;
@@ -20,8 +21,8 @@ use crate::metrics::RequestTimer;
 use crate::protocol::read_frame;
 use crate::shard::{Notify, ShardCtx};
 
-/// Serves a connection until the client leaves, bad input arrives, or shutdown.
-pub async fn run<S>(ctx: Rc<ShardCtx>, stream: S)
+/// Serves a connection from `peer` until the client leaves, bad input arrives, or shutdown.
+pub async fn run<S>(ctx: Rc<ShardCtx>, stream: S, peer: Option<IpAddr>)
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
@@ -31,7 +32,7 @@ where
     let (tx, rx) = mpsc::channel::<(ResponseFuture, RequestTimer)>(CONNECTION_IN_FLIGHT_MAX);
     let closed = Rc::new(Notify::new());
     let writer_task = ctx.spawn(write_loop(writer, rx, closed.clone()));
-    read_loop(&ctx, &mut reader, tx, &closed).await;
+    read_loop(&ctx, &mut reader, tx, &closed, peer).await;
     let _ = writer_task.await;
     ctx.connections.set(ctx.connections.get() - 1);
     crate::metrics::adjust(crate::metrics::Level::ConnectionsActive, -1);
@@ -43,6 +44,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
     reader: &mut R,
     mut tx: mpsc::Sender<(ResponseFuture, RequestTimer)>,
     closed: &Notify,
+    peer: Option<IpAddr>,
 ) {
     let max_bytes = ctx.config.socket_request_max_bytes;
     loop {
@@ -73,7 +75,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
         let api_key = crate::protocol::peek_api(&frame).map_or(-1, |p| p.api_key);
         let mut timer = RequestTimer::start(api_key, frame.len());
         timer.handler_started();
-        match dispatch(ctx, frame).await {
+        match dispatch(ctx, frame, peer).await {
             Ok(fut) => {
                 let fut: ResponseFuture = Box::pin(timer.watch(fut));
                 if tx.send((fut, timer)).await.is_err() {

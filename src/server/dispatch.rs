@@ -6,6 +6,7 @@
 //! shard in the order they were read; the returned future only gathers replies.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 
@@ -63,8 +64,13 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::OffsetDelete, group::offset_delete::VERSIONS),
 ];
 
-/// Starts processing one request frame, or says why the connection must close.
-pub async fn dispatch(ctx: &Rc<ShardCtx>, frame: Bytes) -> Result<ResponseFuture, String> {
+/// Starts processing one request frame from a client at `peer`, or says why the
+/// connection must close.
+pub async fn dispatch(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    peer: Option<IpAddr>,
+) -> Result<ResponseFuture, String> {
     let peek = peek_api(&frame).map_err(|e| e.to_string())?;
     let api =
         ApiKey::try_from(peek.api_key).map_err(|()| format!("unknown api key {}", peek.api_key))?;
@@ -92,7 +98,7 @@ pub async fn dispatch(ctx: &Rc<ShardCtx>, frame: Bytes) -> Result<ResponseFuture
         }
         api if CONTROLLER_APIS.contains(&api) => Ok(controller_api(ctx, api, version, frame)),
         ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version),
-        ApiKey::JoinGroup => group::join_group::start(ctx, frame, version).await,
+        ApiKey::JoinGroup => group::join_group::start(ctx, frame, version, peer).await,
         ApiKey::SyncGroup => group::sync_group::start(ctx, frame, version).await,
         ApiKey::Heartbeat => group::heartbeat::start(ctx, frame, version).await,
         ApiKey::LeaveGroup => group::leave_group::start(ctx, frame, version).await,

@@ -257,14 +257,14 @@ async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener) {
         };
         match accepted {
             Ok(stream) => {
-                let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-                tracing::debug!(shard = %ctx.id, peer, "accepted connection");
+                let peer = stream.peer_addr().ok().map(|a| a.ip());
+                tracing::debug!(shard = %ctx.id, ?peer, "accepted connection");
                 if let Err(err) = stream.set_nodelay(true) {
                     tracing::debug!("TCP_NODELAY failed: {err}");
                 }
                 let ctx2 = ctx.clone();
                 crate::metrics::count(crate::metrics::Count::ConnectionsAccepted, 1);
-                drop(ctx.spawn(crate::server::connection::run(ctx2, stream)));
+                drop(ctx.spawn(crate::server::connection::run(ctx2, stream, peer)));
             }
             Err(err) => {
                 tracing::warn!(shard = %ctx.id, "accept failed: {err}");

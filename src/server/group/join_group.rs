@@ -1,6 +1,7 @@
 //! JoinGroup: forwarded to the group's coordinator shard, which may hold the answer until
 //! the join phase completes (up to the rebalance timeout).
 
+use std::net::IpAddr;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -20,6 +21,7 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    peer: Option<IpAddr>,
 ) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<JoinGroupRequest>(frame, ApiKey::JoinGroup, version)
         .map_err(|e| e.to_string())?;
@@ -29,7 +31,7 @@ pub async fn start(
         member_id: member_id.clone(),
         group_instance_id: opt_str(req.group_instance_id),
         client_id: opt_str(header.client_id).unwrap_or_default(),
-        client_host: client_host(ctx),
+        client_host: client_host(peer),
         session_timeout_ms: req.session_timeout_ms,
         // v0 has no rebalance timeout: Kafka uses the session timeout.
         rebalance_timeout_ms: if version >= 1 {

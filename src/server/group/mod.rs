@@ -20,8 +20,6 @@ pub mod offset_fetch;
 mod route;
 pub mod sync_group;
 
-use std::rc::Rc;
-
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 
@@ -32,7 +30,6 @@ use crate::group::types::{
     CommitRequest, Committed, GroupError, GroupState, GroupSummary, HeartbeatRequest, JoinRequest,
     JoinResponse, LeavingMember, SyncRequest, SyncResponse,
 };
-use crate::shard::ShardCtx;
 
 /// A group operation sent to the group's coordinator shard.
 pub enum GroupCall {
@@ -129,7 +126,7 @@ fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
-/// Host part shown for members (the connection's peer address is not passed to handlers).
-fn client_host(_ctx: &Rc<ShardCtx>) -> String {
-    "/127.0.0.1".to_string()
+/// A member's host as Kafka shows it: `/` and the connection's peer IP.
+fn client_host(peer: Option<std::net::IpAddr>) -> String {
+    peer.map_or_else(|| "/unknown".to_string(), |ip| format!("/{ip}"))
 }
