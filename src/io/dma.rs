@@ -179,13 +179,14 @@ pub(super) async fn probe(dir: &Path) -> io::Result<()> {
     // file would let one shard's create (truncate) race another's read-back.
     let path = dir.join(format!("{PROBE_FILE_NAME}-{}", glommio::executor().id()));
     let len = usize::try_from(DIRECT_IO_ALIGNMENT_BYTES).map_err(io::Error::other)?;
+    // Written with plain std I/O, so the first file glommio opens on this device is a
+    // non-empty one opened for reading: its iopoll probe then reads real data (a write-only
+    // `DmaFile::create` made the probe fail with EBADF and log an ERROR at every start).
     {
-        let file = DmaFile::create(&path).await.map_err(glommio_io)?;
-        let mut buf = file.alloc_dma_buffer(len);
-        buf.as_bytes_mut().fill(0x5a);
-        file.write_at(buf, 0).await.map_err(glommio_io)?;
-        file.fdatasync().await.map_err(glommio_io)?;
-        file.close().await.map_err(glommio_io)?;
+        use std::io::Write;
+        let mut file = std::fs::File::create(&path)?;
+        file.write_all(&vec![0x5a; len])?;
+        file.sync_all()?;
     }
     let file = DmaFile::open(&path).await.map_err(glommio_io)?;
     let read = file.read_at(0, len).await.map_err(glommio_io)?;
