@@ -450,6 +450,15 @@ impl<F: FileSystem> LogInner<F> {
         if stop_after == Some(SwapStep::RenamedToSwap) {
             return Ok(false);
         }
+        // Retention or DeleteRecords (which do not take the append lock) may have deleted
+        // the group during the renames: un-commit the swap (its `.log.swap` first).
+        if !self.group_unchanged(group) {
+            for suffix in SWAP_ORDER.iter().rev() {
+                let _ = self.fs.remove_file(&swapped(suffix)).await;
+            }
+            sync_dir(&*self.fs, &self.dir).await?;
+            return Ok(false);
+        }
         let old = {
             let mut st = self.st.borrow_mut();
             let mut old = Vec::with_capacity(group.len());
