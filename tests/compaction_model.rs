@@ -359,6 +359,48 @@ fn cleaned_segments_are_merged_up_to_segment_bytes() {
 }
 
 #[test]
+fn compact_delete_retention_and_cleaning_interleave_consistently() {
+    for seed in [31, 32] {
+        run_local(async move {
+            let fs = Rc::new(MemFileSystem::new());
+            let log = open(&fs).await;
+            let all = fill(&log, seed, 150).await;
+            let now = T0 + 200_000;
+            let mut last_start = 0;
+            // cleanup.policy=compact,delete, its size limit tightened each round, cleaning
+            // before or after retention.
+            for (round, limit) in [8 * 2048, 2048, 1].into_iter().enumerate() {
+                log.set_config(LogConfig {
+                    delete_retention_enabled: true,
+                    retention_bytes: limit,
+                    ..config()
+                });
+                if round % 2 == 0 {
+                    log.enforce_retention(now).await.expect("retention");
+                    clean_with(&log, now, true, None, 64 << 20).await;
+                } else {
+                    clean_with(&log, now, true, None, 64 << 20).await;
+                    log.enforce_retention(now).await.expect("retention");
+                }
+                let start = log.log_start_offset().0;
+                assert!(start >= last_start);
+                last_start = start;
+                // A full clean of what is left: exactly the latest record of every key that
+                // still has a record at or above the log start.
+                clean_with(&log, now, true, None, 64 << 20).await;
+                let live: Vec<Rec> = all.iter().filter(|r| r.0 >= start).cloned().collect();
+                assert_eq!(
+                    read_all(&log).await,
+                    expected(&live, false),
+                    "seed {seed} round {round}"
+                );
+            }
+            assert!(last_start > 0, "size retention deleted a prefix");
+        });
+    }
+}
+
+#[test]
 fn a_small_key_map_cleans_in_several_passes_to_the_same_result() {
     for seed in [5, 9] {
         run_local(async move {
