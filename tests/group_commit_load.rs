@@ -6,18 +6,17 @@
 //! Run: `cargo test --release --test group_commit_load -- --ignored --nocapture`
 //! (set `SHARDLOG_BOOTSTRAP=host:port` to measure an already running broker).
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use shardlog::protocol::blocking::BlockingConn;
 
 const PORT: u16 = 39_180;
 const GROUPS: usize = 100;
@@ -29,14 +28,12 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-struct Conn(TcpStream, i32);
+/// `BlockingConn` with test-style failures (a broken call panics with its reason).
+struct Conn(BlockingConn);
 
 impl Conn {
     fn open(addr: &str) -> Self {
-        let stream = TcpStream::connect(addr).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
-        stream.set_nodelay(true).expect("nodelay");
-        Self(stream, 0)
+        Self(BlockingConn::open(addr, "commit-load").expect("connect"))
     }
 
     fn call<Req: Encodable, Resp: Decodable>(
@@ -45,25 +42,7 @@ impl Conn {
         version: i16,
         req: &Req,
     ) -> Resp {
-        self.1 += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.1);
-        let mut body = BytesMut::new();
-        header.encode(&mut body, api.request_header_version(version)).expect("header");
-        req.encode(&mut body, version).expect("body");
-        let mut frame = BytesMut::new();
-        frame.put_u32(u32::try_from(body.len()).expect("size"));
-        frame.put_slice(&body);
-        self.0.write_all(&frame).expect("write");
-        let mut size = [0u8; 4];
-        self.0.read_exact(&mut size).expect("read");
-        let mut buf = vec![0u8; u32::from_be_bytes(size) as usize];
-        self.0.read_exact(&mut buf).expect("read");
-        let mut buf = Bytes::from(buf);
-        ResponseHeader::decode(&mut buf, api.response_header_version(version)).expect("header");
-        Resp::decode(&mut buf, version).expect("decode")
+        self.0.call(api, version, req).unwrap_or_else(|e| panic!("{e}"))
     }
 }
 

@@ -5,7 +5,6 @@
 //! epoch and metadata, admin-style commits for an empty group, and lag through
 //! `shardlog::group::cli::describe`. Bounded: every socket read times out after 30 s.
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,6 +23,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
+use shardlog::protocol::blocking::BlockingConn;
 
 const PORT: u16 = 39_150;
 const TOPIC: &str = "gp-topic";
@@ -60,16 +60,12 @@ fn start_broker(port: u16) -> Broker {
     Broker { child, _dir: dir }
 }
 
-struct Conn {
-    stream: TcpStream,
-    correlation_id: i32,
-}
+/// `BlockingConn` with test-style failures (a broken call panics with its reason).
+struct Conn(BlockingConn);
 
 impl Conn {
     fn open(port: u16) -> Self {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
-        Self { stream, correlation_id: 0 }
+        Self(BlockingConn::open(&format!("127.0.0.1:{port}"), "group-test").expect("connect"))
     }
 
     fn call<Req: Encodable, Resp: Decodable>(
@@ -78,27 +74,7 @@ impl Conn {
         version: i16,
         req: &Req,
     ) -> Resp {
-        self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("group-test")));
-        let mut body = BytesMut::new();
-        header.encode(&mut body, api.request_header_version(version)).expect("header");
-        req.encode(&mut body, version).expect("body");
-        let mut frame = BytesMut::new();
-        frame.put_u32(u32::try_from(body.len()).expect("size"));
-        frame.put_slice(&body);
-        self.stream.write_all(&frame).expect("write");
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).expect("read size");
-        let mut buf = vec![0u8; u32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut buf).expect("read body");
-        let mut buf = Bytes::from(buf);
-        let h = ResponseHeader::decode(&mut buf, api.response_header_version(version)).expect("rh");
-        assert_eq!(h.correlation_id, self.correlation_id);
-        Resp::decode(&mut buf, version).expect("decode response")
+        self.0.call(api, version, req).unwrap_or_else(|e| panic!("{e}"))
     }
 }
 

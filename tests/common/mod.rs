@@ -168,16 +168,11 @@ pub fn killed_by_sigkill(status: &ExitStatus) -> bool {
 /// A blocking Kafka-protocol connection (the `kafka-protocol` codec) for what rskafka cannot
 /// send: CreateTopics with configs, and Fetch answers kept as raw batches (rskafka drops
 /// empty batches, which compaction leaves, so a reader could not step over them).
-pub struct Wire {
-    stream: std::net::TcpStream,
-    correlation_id: i32,
-}
+pub struct Wire(shardlog::protocol::blocking::BlockingConn);
 
 impl Wire {
     pub fn connect(addr: &str) -> Wire {
-        let stream = std::net::TcpStream::connect(addr).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
-        Wire { stream, correlation_id: 0 }
+        Wire(shardlog::protocol::blocking::BlockingConn::open(addr, "test-wire").expect("connect"))
     }
 
     /// Sends `body` as `api` v`version` and decodes the answer.
@@ -186,30 +181,7 @@ impl Wire {
         Q: kafka_protocol::protocol::Encodable,
         R: kafka_protocol::protocol::Decodable,
     {
-        use kafka_protocol::messages::{RequestHeader, ResponseHeader};
-        use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-        use std::io::{Read, Write};
-        self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("test-wire")));
-        let mut buf = bytes::BytesMut::new();
-        header.encode(&mut buf, api.request_header_version(version)).expect("encode header");
-        body.encode(&mut buf, version).expect("encode body");
-        let mut frame = u32::try_from(buf.len()).expect("frame size").to_be_bytes().to_vec();
-        frame.extend_from_slice(&buf);
-        self.stream.write_all(&frame).expect("send request");
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).expect("response size");
-        let mut answer = vec![0u8; u32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut answer).expect("response body");
-        let mut answer = bytes::Bytes::from(answer);
-        let header = ResponseHeader::decode(&mut answer, api.response_header_version(version))
-            .expect("response header");
-        assert_eq!(header.correlation_id, self.correlation_id, "answers in order");
-        R::decode(&mut answer, version).expect("response body")
+        self.0.call(api, version, body).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Creates a topic with `configs`; panics with the broker's message if refused.
