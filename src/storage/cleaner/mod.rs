@@ -22,8 +22,8 @@
 //! Invariants: offsets never change (gaps appear); keyless records and control batches are
 //! kept; the last batch of a segment is kept (maybe empty) so the segment's offset range, and
 //! thus recovery's end-of-segment check, is unchanged; a group is swapped only under the
-//! append lock and only if all its segments are still in the log unchanged. Memory: the key map's bound plus
-//! one read chunk plus one cleaned segment.
+//! append lock and only if all its segments are still in the log unchanged. Memory: the key
+//! map's bound plus one read chunk plus one cleaned segment.
 
 mod filter;
 pub mod keymap;
@@ -133,9 +133,17 @@ impl<F: FileSystem> LogInner<F> {
     /// How dirty this log is at `now_ms`; reads the first batch header of dirty segments
     /// loaded from disk once, for `max.compaction.lag.ms`.
     pub async fn clean_stats(&self, now_ms: i64) -> Result<CleanStats, StorageError> {
+        Ok(self.stats_and_spans(now_ms).await?.0)
+    }
+
+    /// The stats, the cleanable segments they were computed over, and the checkpoint.
+    async fn stats_and_spans(
+        &self,
+        now_ms: i64,
+    ) -> Result<(CleanStats, Vec<Span>, Offset), StorageError> {
         let c = self.cfg();
         if !c.compacted {
-            return Ok(CleanStats::default());
+            return Ok((CleanStats::default(), Vec::new(), Offset(0)));
         }
         let spans = self.cleanable(now_ms);
         let (checkpoint, horizon) = {
@@ -160,7 +168,7 @@ impl<F: FileSystem> LogInner<F> {
             && earliest_dirty_ms != i64::MAX
             && earliest_dirty_ms < now_ms.saturating_sub(lag);
         stats.delete_horizon_due = horizon.is_some_and(|h| h <= now_ms) && total > 0;
-        Ok(stats)
+        Ok((stats, spans, checkpoint))
     }
 
     /// The first batch's max timestamp of segment `base` (-1 when unknown or empty).
@@ -191,7 +199,7 @@ impl<F: FileSystem> LogInner<F> {
         if !self.cfg().compacted {
             return Ok(CleanOutcome::default());
         }
-        let stats = self.clean_stats(now_ms).await?;
+        let (stats, spans, checkpoint) = self.stats_and_spans(now_ms).await?;
         let mut out = CleanOutcome { dirty_ratio: stats.dirty_ratio, ..CleanOutcome::default() };
         let wanted = stats.cleanable(self.cfg().min_cleanable_dirty_ratio)
             || stats.delete_horizon_due
@@ -199,11 +207,6 @@ impl<F: FileSystem> LogInner<F> {
         if !wanted {
             return Ok(out);
         }
-        let spans = self.cleanable(now_ms);
-        let checkpoint = {
-            let st = self.st.borrow();
-            st.cleaner_checkpoint.min(st.log_end)
-        };
         let mut map = OffsetMap::with_memory(opts.key_map_bytes);
         let mut end =
             spans.iter().take_while(|s| s.end <= checkpoint.0).last().map_or(0, |s| s.end);
@@ -242,7 +245,7 @@ impl<F: FileSystem> LogInner<F> {
                 break;
             }
             end = s.end;
-            glommio_yield().await;
+            self.fs.yield_if_needed().await;
         }
         out.cleaned = true;
         let mut latest_horizon: Option<i64> = None;
@@ -273,7 +276,7 @@ impl<F: FileSystem> LogInner<F> {
             if opts.stop_after.is_some() {
                 return Ok(out);
             }
-            glommio_yield().await;
+            self.fs.yield_if_needed().await;
         }
         out.clean_end = Offset(end);
         checkpoint::write(&*self.fs, &self.dir, CLEANER_CHECKPOINT_FILE, out.clean_end).await?;
@@ -537,10 +540,6 @@ impl SegmentReader {
 
 fn gone(base: i64) -> StorageError {
     StorageError::corrupt_message(format!("cleaner: segment {base} left the log during a clean"))
-}
-
-async fn glommio_yield() {
-    futures_lite::future::yield_now().await;
 }
 
 /// A segment after cleaning, built batch by batch.
