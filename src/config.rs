@@ -144,9 +144,7 @@ impl ServeConfig {
         usize::try_from(self.log_cleaner_dedupe_buffer_size / u64::from(self.shards))
             .unwrap_or(usize::MAX)
     }
-}
 
-impl ServeConfig {
     /// Merges defaults, the TOML file named by `--config` (if any) and the flags.
     /// `allowed_cores` is the default shard count.
     pub fn resolve(args: &ServeArgs, allowed_cores: u32) -> Result<Self, ConfigError> {

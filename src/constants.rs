@@ -33,7 +33,9 @@ pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// A read that ends with a disk read of at least this many bytes starts a read-ahead of the
 /// next chunk (catch-up consumers; tailing ones are served from the cache).
 pub const READAHEAD_MIN_READ_BYTES: usize = 256 * 1024;
-/// Largest read-ahead per log: four times the reader's request size, capped here.
+/// Read-ahead keeps this many of the reader's requests' worth of data ahead of it.
+pub const READAHEAD_REQUESTS: usize = 4;
+/// Largest read-ahead per log: `READAHEAD_REQUESTS` times the request size, capped here.
 pub const READAHEAD_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Smallest disk read issued by the reader (whole batches are then cut out of it).
 pub const LOG_READ_CHUNK_BYTES_MIN: usize = 64 * 1024;

@@ -135,6 +135,9 @@ async fn clean_one(ctx: &ShardCtx, partition: &Partition, throttle: &Throttler) 
                 dirty_ratio = out.dirty_ratio,
                 bytes_before = out.bytes_before,
                 bytes_after = out.bytes_after,
+                segments = out.segments_rewritten,
+                clean_end = out.clean_end.0,
+                map_full = out.map_full,
                 io_mib_per_s = out.io_bytes as f64 / secs / (1024.0 * 1024.0),
                 "cleaned log"
             );

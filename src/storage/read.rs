@@ -14,7 +14,9 @@ use super::error::StorageError;
 use super::log::LogInner;
 use super::readahead::DiskTail;
 use super::records::first_record_at_or_after;
-use crate::constants::{LOG_READ_CHUNK_BYTES_MIN, READAHEAD_BYTES_MAX, READAHEAD_MIN_READ_BYTES};
+use crate::constants::{
+    LOG_READ_CHUNK_BYTES_MIN, READAHEAD_BYTES_MAX, READAHEAD_MIN_READ_BYTES, READAHEAD_REQUESTS,
+};
 use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
 
@@ -219,7 +221,10 @@ impl<F: FileSystem> LogInner<F> {
             }
         }
         if total >= READAHEAD_MIN_READ_BYTES && cur < limit {
-            self.read_ahead(cur, max_bytes.saturating_mul(4).min(READAHEAD_BYTES_MAX));
+            self.read_ahead(
+                cur,
+                max_bytes.saturating_mul(READAHEAD_REQUESTS).min(READAHEAD_BYTES_MAX),
+            );
         }
         Ok(match parts.len() {
             0 => Bytes::new(),

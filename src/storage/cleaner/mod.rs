@@ -287,16 +287,6 @@ impl<F: FileSystem> LogInner<F> {
         }
         // Cached batches may hold records the cleaner removed.
         self.invalidate_cached_from(i64::MIN);
-        tracing::info!(
-            dir = %self.dir.display(),
-            dirty_ratio = out.dirty_ratio,
-            bytes_before = out.bytes_before,
-            bytes_after = out.bytes_after,
-            segments = out.segments_rewritten,
-            clean_end = end,
-            map_full = out.map_full,
-            "cleaner run"
-        );
         Ok(out)
     }
 
