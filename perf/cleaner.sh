@@ -16,6 +16,7 @@
 # Results: perf/results/cleaner-<date>-<commit>.md.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/tests/interop/env.sh" # confluent-kafka from the interop venv
 cd "$ROOT"
 RECORDS=2500000; RATE=20000; DUR=10; THROTTLES="0 104857600"
 while (($#)); do

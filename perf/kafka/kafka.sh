@@ -106,7 +106,13 @@ pick_controller_port() {
   echo "$p"
 }
 
-random_cluster_id() { head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'; }
+# Kafka's own generator: its ids never start with '-', which `format -t` would read as a flag.
+random_cluster_id() {
+  local id
+  id="$("$JAVA" -Xmx128m -cp "$(classpath)" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)"
+  [[ "$id" =~ ^[A-Za-z0-9_][A-Za-z0-9_-]{21}$ ]] || die "StorageTool random-uuid gave '$id'"
+  echo "$id"
+}
 
 read_pid() { [[ -f "$1/kafka.pid" ]] && cat "$1/kafka.pid" || true; }
 
@@ -167,8 +173,9 @@ start() {
   write_server_properties "$dir" "$port" "$cport" "${sets[@]+"${sets[@]}"}"
   write_server_log4j "$dir/log4j2.properties" "$dir/server.log"
   if [[ ! -f "$dir/data/meta.properties" ]]; then
+    local cluster_id; cluster_id="$(random_cluster_id)"
     "$JAVA" -Xmx256m -cp "$cp" -Dlog4j2.configurationFile="$KAFKA_HOME/tools-log4j2.properties" \
-      kafka.tools.StorageTool format -t "$(random_cluster_id)" -c "$dir/server.properties" \
+      kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$dir/server.properties" \
       >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "storage format failed"; }
   fi
 

@@ -9,6 +9,8 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
+# shellcheck source=tests/interop/env.sh
+source "$REPO/tests/interop/env.sh" # python3 = the interop venv, once installed
 PORT="${1:-19290}"
 BIN="$REPO/target/debug/shardlog"
 cd "$REPO"

@@ -11,6 +11,8 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
+# shellcheck source=tests/interop/env.sh
+source "$REPO/tests/interop/env.sh" # python3 = the interop venv, once installed
 PORT="${1:-39170}"
 BIN="$REPO/target/debug/shardlog"
 cd "$REPO"

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs what the interoperability suite needs, idempotently, on a fresh machine:
 # Debian's kcat, confluent-kafka and kafka-python from PyPI (pinned to the validated
-# versions), and the Maven artifacts of the pinned Apache Kafka (CLI tools, via
-# perf/kafka/kafka.sh fetch) and of the Java client program (an online build that fills
+# versions, in a virtual environment of the suite's own: see env.sh), and the Maven
+# artifacts of the pinned Apache Kafka (CLI tools, via perf/kafka/kafka.sh fetch) and of the Java client program (an online build that fills
 # ~/.m2, so run.sh can build it offline with `mvn -o`); kafkajs with npm (pinned by
 # js/package-lock.json). These are also everything tests/groups/run.sh needs.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 PY_PACKAGES=(confluent-kafka==2.16.1 kafka-python==3.0.12 prometheus-client==0.26.0)
+PIP_VERSION=25.3
+# shellcheck source=tests/interop/env.sh
+source "$HERE/env.sh"
 
 step() { echo "== install: $*"; }
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
@@ -21,8 +24,18 @@ else
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
 fi
 
-step "python clients (pip): ${PY_PACKAGES[*]}"
-if python3 - "${PY_PACKAGES[@]}" <<'PY'
+step "python clients (pip, in $INTEROP_VENV): ${PY_PACKAGES[*]}"
+# A virtual environment of our own: the machine's pip may be old (23.2 lacks some global
+# options), its site-packages may hold other versions, and a distribution Python refuses
+# installs outside a venv (PEP 668). pip inside the venv is brought to a known version first.
+if [[ ! -x "$INTEROP_VENV/bin/python3" ]]; then
+  python3 -m venv "$INTEROP_VENV" || {
+    echo "python3 -m venv failed: install python3-venv (Debian) or a Python with venv" >&2
+    exit 1
+  }
+fi
+VPY="$INTEROP_VENV/bin/python3"
+if "$VPY" - "${PY_PACKAGES[@]}" <<'PY'
 import sys
 from importlib.metadata import version, PackageNotFoundError
 for spec in sys.argv[1:]:
@@ -36,9 +49,9 @@ PY
 then
   echo "already installed"
 else
-  pip_args=(-q --disable-pip-version-check --root-user-action=ignore install "${PY_PACKAGES[@]}")
-  # A distribution Python marked externally-managed (PEP 668) needs the explicit override.
-  python3 -m pip "${pip_args[@]}" || python3 -m pip "${pip_args[@]}" --break-system-packages
+  export PIP_ROOT_USER_ACTION=ignore # an env var, not a flag: every pip version accepts it
+  "$VPY" -m pip install -q --disable-pip-version-check "pip==$PIP_VERSION"
+  "$VPY" -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
 fi
 
 step "Apache Kafka $("$REPO/perf/kafka/kafka.sh" version) jars (Maven)"
@@ -56,4 +69,15 @@ else
   (cd "$HERE/js" && npm ci --no-audit --no-fund --silent)
 fi
 
+step "versions"
+echo "kcat: $(kcat -V 2>&1 | head -n 1)"
+"$VPY" - "${PY_PACKAGES[@]}" <<'PY'
+import sys
+from importlib.metadata import version
+print(f"python: {sys.version.split()[0]} ({sys.prefix}), pip {version('pip')}")
+for spec in sys.argv[1:]:
+    name = spec.split("==")[0]
+    print(f"{name}: {version(name)}")
+PY
+echo "kafkajs: $KAFKAJS_VERSION (node $(node -v))"
 step "done"

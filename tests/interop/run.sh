@@ -14,6 +14,8 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
+# shellcheck source=tests/interop/env.sh
+source "$REPO/tests/interop/env.sh" # python3 = the interop venv, once installed
 KAFKA_SH="$REPO/perf/kafka/kafka.sh"
 # The first free port of this range (INTEROP_PORTS="FIRST LAST" overrides it) is the broker's.
 read -r -a PORT_RANGE <<<"${INTEROP_PORTS:-19150 19199}"
