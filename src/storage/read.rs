@@ -81,6 +81,7 @@ impl<F: FileSystem> LogInner<F> {
             let mut first: Option<(usize, i64)> = None;
             let mut last_end = 0usize;
             let mut last_offset = -1;
+            let mut skip = 0usize;
             loop {
                 match scan_batch(&data[at..]) {
                     ScanStep::Batch(h) => {
@@ -120,6 +121,10 @@ impl<F: FileSystem> LogInner<F> {
                                         "incomplete batch",
                                     ));
                                 }
+                                // A batch wholly below `offset` that is larger than the chunk
+                                // (the sparse index points at or before it): step over it.
+                                // Stopping here answered an empty read for ever (KIP-74).
+                                skip = h.total_size();
                             }
                         }
                         break;
@@ -135,10 +140,10 @@ impl<F: FileSystem> LogInner<F> {
             if let Some((start, _)) = first {
                 return Ok(Some((last_offset, data.slice(start..last_end))));
             }
-            if at == 0 {
+            if at + skip == 0 {
                 return Ok(None);
             }
-            pos += at as u64;
+            pos += (at + skip) as u64;
         }
     }
 

@@ -70,7 +70,7 @@ else
 fi
 
 step "versions"
-echo "kcat: $(kcat -V 2>&1 | head -n 1)"
+echo "kcat: $(kcat -V 2>&1 | grep -m 1 -i "^version" || true)"
 "$VPY" - "${PY_PACKAGES[@]}" <<'PY'
 import sys
 from importlib.metadata import version
