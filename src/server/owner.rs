@@ -15,6 +15,8 @@ use kafka_protocol::error::ResponseError;
 
 use crate::protocol::errors::storage_error_code;
 use crate::shard::{now_ms, OwnedPartition, ShardCtx, ShardReply};
+use crate::storage::error::RecordError;
+use crate::storage::StorageError;
 use crate::types::{Epoch, Offset};
 
 /// One partition's part of a request, sent to its owner shard.
@@ -53,8 +55,36 @@ pub enum PartitionOp {
 /// A partition-level error with the message Kafka clients log.
 pub type OpError = (ResponseError, Option<String>);
 
+/// A refused produce: the partition's error, the message clients log and, for a batch with
+/// rejected records (KIP-467), each one's index in the batch and reason.
+pub struct ProduceError {
+    pub code: ResponseError,
+    pub message: Option<String>,
+    pub record_errors: Vec<RecordError>,
+}
+
+impl From<OpError> for ProduceError {
+    fn from((code, message): OpError) -> Self {
+        ProduceError { code, message, record_errors: Vec::new() }
+    }
+}
+
+impl From<StorageError> for ProduceError {
+    fn from(err: StorageError) -> Self {
+        let record_errors = match &err {
+            StorageError::RecordsRejected { errors, .. } => errors.clone(),
+            _ => Vec::new(),
+        };
+        ProduceError {
+            code: storage_error_code(&err),
+            message: Some(err.to_string()),
+            record_errors,
+        }
+    }
+}
+
 pub enum PartitionResult {
-    Produce(Result<ProduceOk, OpError>),
+    Produce(Result<ProduceOk, ProduceError>),
     Fetch(FetchPart),
     ListOffsets(Result<OffsetAnswer, OpError>),
     EpochEnd(Result<(i32, i64), OpError>),
@@ -165,14 +195,13 @@ async fn produce(
     topic: &str,
     partition: i32,
     records: Option<Bytes>,
-) -> Result<ProduceOk, OpError> {
+) -> Result<ProduceOk, ProduceError> {
     let p = owned(ctx, topic, partition)?;
     check_single_batch(records.as_ref())?;
     let batch = records.unwrap_or_default();
-    let storage = |err| (storage_error_code(&err), Some(err.to_string()));
     let (started, batch_bytes) = (std::time::Instant::now(), batch.len());
-    let info = p.log.append(batch, p.leader_epoch.get(), now_ms()).await.map_err(storage)?;
-    p.log.wait_committed(info.last_offset).await.map_err(storage)?;
+    let info = p.log.append(batch, p.leader_epoch.get(), now_ms()).await?;
+    p.log.wait_committed(info.last_offset).await?;
     crate::metrics::produced(topic, batch_bytes, &info, started);
     p.hw_changed.notify();
     Ok(ProduceOk {

@@ -8,12 +8,14 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::dispatch::{respond, Outcome, ResponseFuture};
-use super::owner::{PartitionOp, PartitionResult};
+use super::owner::{PartitionOp, PartitionResult, ProduceError};
 use super::route::Routed;
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
@@ -101,17 +103,29 @@ fn partition_response(
     // Fields newer than the request's version must keep their defaults.
     let message =
         |m: Option<String>| if version >= 8 { m.map(StrBytes::from_string) } else { None };
-    let failed = |code: ResponseError, msg: Option<String>| {
+    let failed = |err: ProduceError| {
+        // record_errors (v8+, KIP-467): clients fail exactly these records with the error.
+        let record_errors = if version >= 8 { err.record_errors } else { Vec::new() };
         PartitionProduceResponse::default()
             .with_index(index)
-            .with_error_code(code.code())
+            .with_error_code(err.code.code())
             .with_base_offset(-1)
             .with_log_append_time_ms(-1)
             .with_log_start_offset(-1)
-            .with_error_message(message(msg))
+            .with_error_message(message(err.message))
+            .with_record_errors(
+                record_errors
+                    .into_iter()
+                    .map(|e| {
+                        BatchIndexAndErrorMessage::default()
+                            .with_batch_index(e.batch_index)
+                            .with_batch_index_error_message(Some(StrBytes::from_string(e.message)))
+                    })
+                    .collect(),
+            )
     };
     if let Some(code) = early {
-        return failed(code, None);
+        return failed((code, None).into());
     }
     match result {
         Some(PartitionResult::Produce(Ok(ok))) => PartitionProduceResponse::default()
@@ -119,7 +133,7 @@ fn partition_response(
             .with_base_offset(ok.base_offset)
             .with_log_append_time_ms(ok.log_append_time_ms)
             .with_log_start_offset(if version >= 5 { ok.log_start_offset } else { -1 }),
-        Some(PartitionResult::Produce(Err((code, message)))) => failed(code, message),
-        _ => failed(ResponseError::NotLeaderOrFollower, None),
+        Some(PartitionResult::Produce(Err(err))) => failed(err),
+        _ => failed((ResponseError::NotLeaderOrFollower, None).into()),
     }
 }

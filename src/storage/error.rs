@@ -13,6 +13,12 @@ pub enum StorageError {
     /// A well-formed batch that breaks a record rule: INVALID_RECORD (87).
     #[error("invalid record: {reason}")]
     InvalidRecord { reason: String },
+    /// Some records of a well-formed batch break a per-record rule (KIP-467). The whole batch
+    /// is refused; the response names each bad record so that clients fail only those with
+    /// this error and retry or fail the rest with their own: INVALID_TIMESTAMP (32) if any
+    /// record's timestamp is out of range, else INVALID_RECORD (87).
+    #[error("{}", rejected_message(*.invalid_timestamp, .errors))]
+    RecordsRejected { invalid_timestamp: bool, errors: Vec<RecordError> },
     /// MESSAGE_TOO_LARGE (10).
     #[error("batch of {size_bytes} bytes exceeds max.message.bytes {max_bytes}")]
     MessageTooLarge { size_bytes: usize, max_bytes: u32 },
@@ -50,6 +56,8 @@ impl StorageError {
         match self {
             StorageError::CorruptMessage { .. } => 2,
             StorageError::InvalidRecord { .. } => 87,
+            StorageError::RecordsRejected { invalid_timestamp: true, .. } => 32,
+            StorageError::RecordsRejected { invalid_timestamp: false, .. } => 87,
             StorageError::MessageTooLarge { .. } => 10,
             StorageError::InvalidTimestamp { .. } => 32,
             StorageError::OffsetOutOfRange { .. } => 1,
@@ -76,4 +84,30 @@ impl StorageError {
         let path = path.to_path_buf();
         move |source| StorageError::Io { op, path, offset, source }
     }
+}
+
+/// One rejected record of a batch: its index in the batch and why (Kafka's `RecordError`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
+/// Kafka's top-level message for a batch with rejected records (`LogValidator`'s
+/// `processRecordErrors`), which clients log beside the per-record ones.
+fn rejected_message(invalid_timestamp: bool, errors: &[RecordError]) -> String {
+    if invalid_timestamp {
+        return "One or more records have been rejected due to invalid timestamp".to_string();
+    }
+    let shown: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|e| format!("RecordError(batchIndex={}, message='{}')", e.batch_index, e.message))
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only \
+         showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    )
 }

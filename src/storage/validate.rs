@@ -7,7 +7,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::batch::{self, BatchHeader};
-use super::error::StorageError;
+use super::error::{RecordError, StorageError};
 use super::records::for_each_record;
 use super::{LogConfig, TimestampType};
 
@@ -74,6 +74,10 @@ fn check_records(
     let check_ts = config.timestamp_type == TimestampType::CreateTime;
     let min_ms = now_ms.saturating_sub(config.timestamp_before_max_ms);
     let max_ms = now_ms.saturating_add(config.timestamp_after_max_ms);
+    // Per-record rule breaks are collected, not returned at the first: Kafka names every bad
+    // record of the batch (KIP-467), and clients fail exactly those.
+    let mut errors = Vec::new();
+    let mut invalid_timestamp = false;
     for_each_record(h, batch, |i, r| {
         if i64::from(r.offset_delta) != i as i64 {
             return Err(StorageError::invalid_record(format!(
@@ -85,20 +89,30 @@ fn check_records(
         if ts > max.0 {
             max = (ts, r.offset_delta);
         }
-        if check_ts {
-            // -1 is Kafka's NO_TIMESTAMP and is never range-checked.
-            if ts != -1 && (ts < min_ms || ts > max_ms) {
-                return Err(StorageError::InvalidTimestamp { timestamp_ms: ts, min_ms, max_ms });
-            }
-        }
-        if config.compacted && !r.has_key {
-            return Err(StorageError::invalid_record(
-                "compacted topic cannot accept a record without key",
-            ));
+        let batch_index = r.offset_delta;
+        // -1 is Kafka's NO_TIMESTAMP and is never range-checked.
+        if check_ts && ts != -1 && (ts < min_ms || ts > max_ms) {
+            invalid_timestamp = true;
+            errors.push(RecordError {
+                batch_index,
+                message: format!(
+                    "Timestamp {ts} of message with offset {batch_index} is out of range. The \
+                     timestamp should be within [{min_ms}, {max_ms}]"
+                ),
+            });
+        } else if config.compacted && !r.has_key {
+            errors.push(RecordError {
+                batch_index,
+                message: "Compacted topic cannot accept message without key.".to_string(),
+            });
         }
         Ok(())
     })?;
-    Ok(max)
+    if errors.is_empty() {
+        Ok(max)
+    } else {
+        Err(StorageError::RecordsRejected { invalid_timestamp, errors })
+    }
 }
 
 /// Patches the offsets and epoch into a validated batch (and LogAppendTime when configured).
@@ -220,6 +234,33 @@ mod tests {
         ctl[21..23].copy_from_slice(&0x20i16.to_be_bytes());
         batch::recompute_crc(&mut ctl);
         assert_eq!(code(validate(&ctl, &cfg, NOW)), 87);
+    }
+
+    #[test]
+    fn names_each_rejected_record() {
+        let mut mixed = recs(4, true);
+        mixed[1].key = None;
+        mixed[3].key = None;
+        let batch = build_batch(&mixed, Compression::Lz4);
+        let compacted = LogConfig { compacted: true, ..LogConfig::default() };
+        let Err(StorageError::RecordsRejected { invalid_timestamp, errors }) =
+            validate(&batch, &compacted, NOW)
+        else {
+            panic!("expected per-record errors");
+        };
+        assert!(!invalid_timestamp);
+        let indexes: Vec<i32> = errors.iter().map(|e| e.batch_index).collect();
+        assert_eq!(indexes, vec![1, 3]);
+        // One record far in the future: INVALID_TIMESTAMP naming only that record.
+        let mut late = recs(3, true);
+        late[2].timestamp_ms = NOW + 10 * 86_400_000;
+        let batch = build_batch(&late, Compression::None);
+        let err = validate(&batch, &LogConfig::default(), NOW).expect_err("future timestamp");
+        assert_eq!(err.kafka_code(), 32);
+        let StorageError::RecordsRejected { errors, .. } = err else { panic!("per-record") };
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].batch_index, 2);
+        assert!(errors[0].message.contains("out of range"), "{}", errors[0].message);
     }
 
     #[test]

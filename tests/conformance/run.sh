@@ -17,4 +17,14 @@ status=0
 run() { echo "== $1"; shift; if ! timeout 300 "$@"; then echo "FAILED"; status=1; fi; }
 run "KIP-74: large batches, small fetch limits (confluent-kafka, kafka-python)" \
   python3 "$HERE/large_batches.py" "$BIN" "$PORT"
+# The checks below share one broker.
+DATA="$(mktemp -d)"
+"$BIN" serve --listen "127.0.0.1:$((PORT + 1))" --data-dir "$DATA" --shards 2 --log-level warn &
+BROKER=$!
+trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null; rm -rf "$DATA"' EXIT
+for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$((PORT + 1))") 2>/dev/null && break; sleep 0.1; done
+BS="127.0.0.1:$((PORT + 1))"
+run "KIP-467: per-record produce errors (confluent-kafka)" python3 "$HERE/record_errors.py" "$BS"
+run "KIP-467: per-record produce errors (Java producer)" java -Xmx256m \
+  -cp "$("$REPO/perf/kafka/kafka.sh" classpath)" "$HERE/java/RecordErrorsCheck.java" "$BS"
 exit $status
