@@ -10,6 +10,7 @@
 //! - [`io`]: the file trait, the glommio DMA implementation and a fault-injecting
 //!   in-memory implementation.
 //! - [`storage`]: partition logs: segments, sparse indexes, recovery, cache.
+//! - [`sync`]: single-shard `Notify` and FIFO `TicketLock`.
 //! - [`protocol`]: Kafka codec glue, framing, version table, error-code mapping.
 //! - [`server`]: listener, connection pipeline, one handler per Kafka API.
 //! - [`shard`]: glommio executors, partition → shard routing, cross-shard messages.
@@ -36,5 +37,6 @@ pub mod protocol;
 pub mod server;
 pub mod shard;
 pub mod storage;
+pub mod sync;
 pub mod top;
 pub mod types;

@@ -36,7 +36,7 @@ where
     let _ = writer_task.await;
     ctx.connections.set(ctx.connections.get() - 1);
     crate::metrics::adjust(crate::metrics::Level::ConnectionsActive, -1);
-    ctx.connections_changed.notify();
+    ctx.connections_changed.notify_all();
 }
 
 async fn read_loop<R: AsyncRead + Unpin>(
@@ -113,6 +113,6 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             }
         }
     }
-    closed.notify();
+    closed.notify_all();
     let _ = writer.close().await;
 }

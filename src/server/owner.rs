@@ -203,7 +203,7 @@ async fn produce(
     let info = p.log.append(batch, p.leader_epoch.get(), now_ms()).await?;
     p.log.wait_committed(info.last_offset).await?;
     crate::metrics::produced(topic, batch_bytes, &info, started);
-    p.hw_changed.notify();
+    p.hw_changed.notify_all();
     Ok(ProduceOk {
         base_offset: info.base_offset.0,
         log_append_time_ms: info.log_append_time_ms,

@@ -14,10 +14,10 @@ use glommio::channels::channel_mesh::Senders;
 use glommio::TaskQueueHandle;
 
 use super::mesh::{MeshError, MeshMsg, ShardReply, ShardRequest};
-use super::notify::Notify;
 use super::partitions::PartitionTable;
 use super::{Controller, MetadataImage};
 use crate::config::ServeConfig;
+use crate::sync::Notify;
 use crate::types::{Epoch, ShardId};
 
 /// A reply on its way from a shard.
@@ -116,7 +116,7 @@ impl ShardCtx {
 
     pub(crate) fn begin_shutdown(&self) {
         self.shutting_down.set(true);
-        self.shutdown.notify();
+        self.shutdown.notify_all();
     }
 
     /// Spawns request-path work on the latency queue; the task runs to completion even

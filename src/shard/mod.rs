@@ -12,7 +12,7 @@
 pub mod ctx;
 pub mod maintenance;
 pub mod mesh;
-pub mod notify;
+
 pub mod partitions;
 pub mod runtime;
 
@@ -21,9 +21,9 @@ use std::time::Duration;
 
 pub use crate::controller::{Controller, MetadataImage, PartitionImage, TopicImage};
 pub use crate::storage::{AppendInfo, StorageError};
+pub use crate::sync::Notify;
 pub use ctx::{Pending, ShardCtx};
 pub use mesh::{MeshError, ShardReply, ShardRequest};
-pub use notify::Notify;
 pub use partitions::OwnedPartition;
 
 /// The partition log every shard opens: the storage engine on glommio DMA files.

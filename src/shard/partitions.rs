@@ -16,10 +16,10 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::ctx::ShardCtx;
-use super::notify::Notify;
 use super::{Log, MetadataImage, TopicImage};
 use crate::io::dma::DmaFileSystem;
 use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
+use crate::sync::Notify;
 use crate::types::{Epoch, ShardId, TopicPartition};
 
 use crate::constants::PARTITION_CLOSE_WAIT_MS_MAX as CLOSE_WAIT_MS_MAX;
@@ -136,7 +136,7 @@ impl PartitionTable {
     /// Closes a partition that left the image and schedules its directory's removal.
     async fn remove(&self, ctx: &ShardCtx, partition: Rc<OwnedPartition>) {
         // Wake long-polls so they drop their reference.
-        partition.hw_changed.notify();
+        partition.hw_changed.notify_all();
         let tp = partition.tp.clone();
         let topic_id = partition.topic_id;
         if let Some(owned) = wait_sole_owner(partition).await {

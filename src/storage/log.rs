@@ -20,11 +20,11 @@ use super::checkpoint::{self, LEADER_EPOCH_FILE, LOG_START_FILE, RECOVERY_POINT_
 use super::epoch::EpochCache;
 use super::error::StorageError;
 use super::segment::{segment_path, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
-use super::sync::{Notify, TicketLock};
 use super::validate::{assign, validate};
 use super::{AppendInfo, FlushPolicy, LogConfig, TimestampType};
 use crate::constants::LOG_UNWRITTEN_BYTES_MAX;
 use crate::io::{DataFile, FileSystem};
+use crate::sync::{Notify, TicketLock};
 use crate::types::{Epoch, Offset};
 
 /// A partition log. See the module docs of [`crate::storage`].

@@ -29,7 +29,6 @@ pub mod records;
 mod recovery;
 pub mod retention;
 pub mod segment;
-mod sync;
 pub mod validate;
 mod writer;
 

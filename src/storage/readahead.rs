@@ -17,8 +17,8 @@ use std::rc::Rc;
 
 use super::batch::{scan_batch, ScanStep};
 use super::cache::BatchCache;
-use super::sync::Notify;
 use crate::io::{DataFile, FileSystem};
+use crate::sync::Notify;
 
 /// Per-log read-ahead state.
 #[derive(Default)]

@@ -27,9 +27,9 @@ use super::log::{LogInner, LogState};
 use super::segment::{
     parse_log_name, scan_file, segment_path, Segment, INDEX_SUFFIX, TIME_INDEX_SUFFIX,
 };
-use super::sync::{Notify, TicketLock};
 use super::LogConfig;
 use crate::io::{align_down, DataFile, FileSystem};
+use crate::sync::{Notify, TicketLock};
 use crate::types::{Epoch, Offset};
 
 struct Loaded<F: FileSystem> {

@@ -385,7 +385,7 @@ async fn persist(ctx: &Rc<ShardCtx>, records: Vec<Record>) -> Result<(), String>
     }
     for (owned, last) in waits {
         owned.log.wait_committed(last).await.map_err(|e| e.to_string())?;
-        owned.hw_changed.notify();
+        owned.hw_changed.notify_all();
     }
     Ok(())
 }

@@ -1,7 +1,10 @@
-//! Tiny single-threaded synchronisation primitives for one shard: a broadcast [`Notify`] and a
-//! FIFO [`TicketLock`] that keeps appends in call order even when one has to wait.
+//! Tiny single-threaded synchronisation primitives for one shard: a broadcast [`Notify`]
+//! ("something changed": a high watermark advanced, shutdown began, a read-ahead finished)
+//! and a FIFO [`TicketLock`] that keeps appends in call order even when one has to wait.
 //!
-//! Lives on the partition's owner shard; `Cell`/`RefCell` only, never shared across threads.
+//! Lives on one shard; `Cell`/`RefCell` only, never shared across threads (not `Send`).
+//! Invariant: every waiter registered before a [`Notify::notify_all`] is woken by it, and a
+//! waiter never misses a change made after it read the generation it waits on.
 //! A waiter that is dropped before its turn gives its ticket up, so cancellation cannot
 //! deadlock the queue.
 
@@ -19,8 +22,24 @@ pub struct Notify {
 }
 
 impl Notify {
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The current generation; pass it to [`Notify::changed_since`] to wait across awaits.
+    #[must_use]
+    pub fn version(&self) -> u64 {
+        self.generation.get()
+    }
+
+    /// Resolves once the generation differs from `seen`.
+    pub fn changed_since(&self, seen: u64) -> NotifyWait<'_> {
+        NotifyWait { notify: self, generation: seen }
+    }
+
     pub fn notify_all(&self) {
-        self.generation.set(self.generation.get() + 1);
+        self.generation.set(self.generation.get().wrapping_add(1));
         let wakers = std::mem::take(&mut *self.wakers.borrow_mut());
         for w in wakers {
             w.wake();
@@ -45,7 +64,10 @@ impl Future for NotifyWait<'_> {
         if self.notify.generation.get() != self.generation {
             return Poll::Ready(());
         }
-        self.notify.wakers.borrow_mut().push(cx.waker().clone());
+        let mut wakers = self.notify.wakers.borrow_mut();
+        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            wakers.push(cx.waker().clone());
+        }
         Poll::Pending
     }
 }
@@ -96,5 +118,22 @@ impl Drop for TicketGuard<'_> {
         } else {
             self.lock.abandoned.borrow_mut().insert(self.ticket);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiter_resolves_after_notify() {
+        let notify = Notify::new();
+        let seen = notify.version();
+        let mut fut = Box::pin(notify.changed_since(seen));
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        notify.notify_all();
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
     }
 }
