@@ -303,6 +303,58 @@ mod tests {
     }
 
     #[test]
+    fn file_errors_are_one_line_with_the_line_number() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "shards = 1\nshardz = 3\n").expect("write");
+        let args = ServeArgs { config: Some(path), ..ServeArgs::default() };
+        let err = ServeConfig::resolve(&args, 1).expect_err("unknown key").to_string();
+        assert!(!err.contains('\n') && err.contains("line 2") && err.contains("shardz"), "{err}");
+    }
+
+    #[test]
+    fn unit_flags_take_plain_numbers_and_units() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let parse = |argv: &[&str]| {
+            let argv = std::iter::once("serve").chain(argv.iter().copied());
+            Cli::try_parse_from(argv).map(|c| c.serve)
+        };
+        let args = parse(&["--log-cleaner-backoff-ms", "15000", "--spin-before-park-us", "50"])
+            .expect("plain numbers");
+        assert_eq!(args.log_cleaner_backoff_ms, Some(15_000));
+        assert_eq!(args.spin_before_park_us, Some(50));
+        let args = parse(&[
+            "--log-cleaner-backoff-ms",
+            "15s",
+            "--log-retention-check-interval-ms",
+            "5m",
+            "--spin-before-park-us",
+            "1ms",
+            "--socket-request-max-bytes",
+            "100MiB",
+            "--log-cleaner-dedupe-buffer-size",
+            "64MiB",
+            "--log-cleaner-io-max-bytes-per-second",
+            "10MB",
+        ])
+        .expect("units");
+        assert_eq!(args.log_cleaner_backoff_ms, Some(15_000));
+        assert_eq!(args.log_retention_check_interval_ms, Some(300_000));
+        assert_eq!(args.spin_before_park_us, Some(1000));
+        assert_eq!(args.socket_request_max_bytes, Some(100 << 20));
+        assert_eq!(args.log_cleaner_dedupe_buffer_size, Some(64 << 20));
+        assert_eq!(args.log_cleaner_io_max_bytes_per_second, Some(1e7));
+        let err = parse(&["--log-cleaner-backoff-ms", "15x"]).expect_err("bad unit");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("unknown duration unit 'x'"), "{err}");
+    }
+
+    #[test]
     fn advertised_listener_parses_ipv6() {
         assert_eq!(parse_host_port("[::1]:9093").expect("parse"), ("::1".to_string(), 9093));
     }

@@ -5,7 +5,8 @@ use shardlog::cli::{AdminArgs, ClientArgs, Uses};
 use shardlog::config::{ServeArgs, ServeConfig};
 
 /// `--version`: the crate version and the commit it was built from (see build.rs).
-const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SHARDLOG_GIT_COMMIT"), ")");
+const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SHARDLOG_GIT_COMMIT"), ")");
 
 #[derive(Parser, Debug)]
 #[command(name = "shardlog", version = VERSION, about = "A Kafka-compatible streaming broker")]
@@ -58,12 +59,13 @@ impl Command {
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let path = || shardlog::cli::command_path(&Cli::command(), &argv);
-    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|err| {
-        match shardlog::cli::render_clap_error(&err, &path()) {
-            Some((line, status)) => fail(&line, status),
-            None => err.exit(),
-        }
-    });
+    let cli =
+        Cli::try_parse_from(&argv).unwrap_or_else(|err| {
+            match shardlog::cli::render_clap_error(&err, &path()) {
+                Some((line, status)) => fail(&line, status),
+                None => err.exit(),
+            }
+        });
     let (name, uses) = cli.command.uses();
     if let Err(err) = shardlog::cli::check_placement(name, uses, &cli.client, &cli.admin) {
         fail(&format!("{err} (see '{} --help')", path()), 2);

@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::cli::{CommonArgs, ConsumeArgs, E2eArgs, ProduceArgs, StartFrom};
-use crate::cli::UsageError;
 use super::client::{discover, Layout, TopicWanted};
 use super::consumer::{self, ConsumerPlan};
 use super::group::Timeouts;
@@ -19,6 +18,7 @@ use super::producer::{self, ProducerPlan};
 use super::rate::now_ns;
 use super::runtime::{self, plan_lanes, Lane};
 use super::stats::{self, cpu_times_s, spawn_controller, RunClock, Shared, Summary, SummaryInput};
+use crate::cli::UsageError;
 
 /// Runs without `--duration` or `--records` last this long.
 const DEFAULT_DURATION_S: f64 = 10.0;

@@ -74,10 +74,7 @@ fn split(text: &str) -> Result<(f64, &str), String> {
 
 /// A duration in `unit`: a plain number is already in `unit`, a suffixed one is converted.
 pub fn duration_in(text: &str, unit: TimeUnit) -> Result<f64, String> {
-    let forms = format!(
-        "write e.g. 500ms, 10s, 2m or 1h, or a plain number of {}",
-        unit.name()
-    );
+    let forms = format!("write e.g. 500ms, 10s, 2m or 1h, or a plain number of {}", unit.name());
     if let Ok(plain) = text.trim().parse::<f64>() {
         return non_negative(plain, &forms);
     }
