@@ -59,13 +59,13 @@ impl Command {
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let path = || shardlog::cli::command_path(&Cli::command(), &argv);
-    let cli =
-        Cli::try_parse_from(&argv).unwrap_or_else(|err| {
-            match shardlog::cli::render_clap_error(&err, &path()) {
-                Some((line, status)) => fail(&line, status),
-                None => err.exit(),
-            }
-        });
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(err) => match shardlog::cli::render_clap_error(&err, &path()) {
+            Some((line, status)) => fail(&line, status),
+            None => err.exit(),
+        },
+    };
     let (name, uses) = cli.command.uses();
     if let Err(err) = shardlog::cli::check_placement(name, uses, &cli.client, &cli.admin) {
         fail(&format!("{err} (see '{} --help')", path()), 2);
@@ -103,6 +103,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     shardlog::doctor::serve_preflight(&config.data_dir, config.shards)?;
     shardlog::shard::runtime::serve(config)
 }
+
 fn init_logging(level: Option<&str>) {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
@@ -121,4 +122,16 @@ fn init_logging(level: Option<&str>) {
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks over every subcommand (flags defined twice, a global
+    /// flag's short name taken by a subcommand, ...).
+    #[test]
+    fn the_command_tree_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
 }

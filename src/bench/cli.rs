@@ -2,7 +2,8 @@
 //!
 //! Pure data, no I/O: parsed on the main thread before any executor starts. Every
 //! size and count is checked here so that bad input becomes one clear error line
-//! ([`BenchArgs::validate`]) instead of a failure deep inside a shard.
+//! ([`CommonArgs::validate`], [`ProducerArgs::validate`]) instead of a failure deep inside
+//! a shard; a refused value exits with status 2 like a clap usage error.
 
 use std::path::PathBuf;
 
@@ -192,10 +193,7 @@ pub struct PlotArgs {
     pub title: String,
 }
 
-/// A rejected option, reported as one line with exit status 2.
-pub type InvalidArg = UsageError;
-
-fn check(ok: bool, msg: impl FnOnce() -> String) -> Result<(), InvalidArg> {
+fn check(ok: bool, msg: impl FnOnce() -> String) -> Result<(), UsageError> {
     if ok {
         Ok(())
     } else {
@@ -204,7 +202,7 @@ fn check(ok: bool, msg: impl FnOnce() -> String) -> Result<(), InvalidArg> {
 }
 
 impl CommonArgs {
-    pub fn validate(&self) -> Result<(), InvalidArg> {
+    pub fn validate(&self) -> Result<(), UsageError> {
         check(!self.topic.is_empty() && self.topic.len() <= 249, || {
             "--topic must have 1 to 249 characters".into()
         })?;
@@ -233,7 +231,7 @@ impl CommonArgs {
 }
 
 impl ProducerArgs {
-    pub fn validate(&self) -> Result<(), InvalidArg> {
+    pub fn validate(&self) -> Result<(), UsageError> {
         check(self.record_size <= BENCH_RECORD_BYTES_MAX, || {
             format!("--record-size must be <= {BENCH_RECORD_BYTES_MAX}, got {}", self.record_size)
         })?;
