@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::cli::units;
+
 use crate::constants::{
     KAFKA_PORT_DEFAULT, LOG_CLEANER_BACKOFF_MS_DEFAULT, LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT,
     RETENTION_CHECK_INTERVAL_MS_DEFAULT, SOCKET_REQUEST_MAX_BYTES_DEFAULT,
@@ -46,8 +48,8 @@ pub struct ServeArgs {
     /// Reserved: address of the admin HTTP endpoint (/metrics). Not served yet.
     #[arg(long)]
     pub admin_listen: Option<SocketAddr>,
-    /// Microseconds an idle executor spins before parking (0 disables spinning).
-    #[arg(long)]
+    /// Microseconds an idle executor spins before parking (0 disables spinning); `2ms` works.
+    #[arg(long, value_name = "US", value_parser = units::micros::<u64>)]
     pub spin_before_park_us: Option<u64>,
     /// Create unknown topics on Metadata requests (Kafka's auto.create.topics.enable).
     #[arg(long)]
@@ -55,24 +57,24 @@ pub struct ServeArgs {
     /// Partitions of an auto-created topic or of CreateTopics with -1 (num.partitions).
     #[arg(long)]
     pub num_partitions: Option<i32>,
-    /// Largest request frame accepted, bytes (socket.request.max.bytes).
-    #[arg(long)]
+    /// Largest request frame accepted, bytes or `100MiB` (socket.request.max.bytes).
+    #[arg(long, value_name = "SIZE", value_parser = units::bytes::<u32>)]
     pub socket_request_max_bytes: Option<u32>,
     /// How often each shard runs retention over its logs, ms
-    /// (log.retention.check.interval.ms, default 300000).
-    #[arg(long)]
+    /// (log.retention.check.interval.ms, default 300000; `5m` works).
+    #[arg(long, value_name = "MS", value_parser = units::millis::<u64>)]
     pub log_retention_check_interval_ms: Option<u64>,
     /// How long a shard's log cleaner sleeps when no log needs cleaning, ms
-    /// (log.cleaner.backoff.ms, default 15000).
-    #[arg(long)]
+    /// (log.cleaner.backoff.ms, default 15000; `15s` works).
+    #[arg(long, value_name = "MS", value_parser = units::millis::<u64>)]
     pub log_cleaner_backoff_ms: Option<u64>,
     /// Cleaner read+write limit for the whole broker, bytes/s, split evenly across shards
-    /// (log.cleaner.io.max.bytes.per.second, default unlimited).
-    #[arg(long)]
+    /// (log.cleaner.io.max.bytes.per.second, default unlimited; `50MiB` works).
+    #[arg(long, value_name = "BYTES", value_parser = units::bytes_per_second)]
     pub log_cleaner_io_max_bytes_per_second: Option<f64>,
     /// Cleaner key-map memory for the whole broker, bytes, split evenly across shards
-    /// (log.cleaner.dedupe.buffer.size, default 134217728).
-    #[arg(long)]
+    /// (log.cleaner.dedupe.buffer.size, default 134217728; `128MiB` works).
+    #[arg(long, value_name = "SIZE", value_parser = units::bytes::<u64>)]
     pub log_cleaner_dedupe_buffer_size: Option<u64>,
 }
 
@@ -102,8 +104,8 @@ struct FileConfig {
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("bad config file {path}: {source}")]
-    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("bad config file {path}, line {line}: {message}")]
+    Parse { path: PathBuf, line: usize, message: String },
     #[error("invalid setting {name}: {reason}")]
     Invalid { name: &'static str, reason: String },
 }
@@ -240,7 +242,11 @@ fn invalid(name: &'static str, reason: &str) -> ConfigError {
 fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-    toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.to_path_buf(), source })
+    toml::from_str(&text).map_err(|e| {
+        // toml's own Display draws the line with a caret over several lines: keep one.
+        let line = e.span().map_or(1, |span| text[..span.start].matches('\n').count() + 1);
+        ConfigError::Parse { path: path.to_path_buf(), line, message: e.message().to_string() }
+    })
 }
 
 /// Splits `host:port` (IPv6 hosts in brackets, as Kafka listeners write them).
@@ -294,6 +300,58 @@ mod tests {
         assert!(matches!(ServeConfig::resolve(&args, 1), Err(ConfigError::Invalid { .. })));
         let args = ServeArgs { advertised_listener: Some("nohost".into()), ..ServeArgs::default() };
         assert!(ServeConfig::resolve(&args, 1).is_err());
+    }
+
+    #[test]
+    fn file_errors_are_one_line_with_the_line_number() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "shards = 1\nshardz = 3\n").expect("write");
+        let args = ServeArgs { config: Some(path), ..ServeArgs::default() };
+        let err = ServeConfig::resolve(&args, 1).expect_err("unknown key").to_string();
+        assert!(!err.contains('\n') && err.contains("line 2") && err.contains("shardz"), "{err}");
+    }
+
+    #[test]
+    fn unit_flags_take_plain_numbers_and_units() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let parse = |argv: &[&str]| {
+            let argv = std::iter::once("serve").chain(argv.iter().copied());
+            Cli::try_parse_from(argv).map(|c| c.serve)
+        };
+        let args = parse(&["--log-cleaner-backoff-ms", "15000", "--spin-before-park-us", "50"])
+            .expect("plain numbers");
+        assert_eq!(args.log_cleaner_backoff_ms, Some(15_000));
+        assert_eq!(args.spin_before_park_us, Some(50));
+        let args = parse(&[
+            "--log-cleaner-backoff-ms",
+            "15s",
+            "--log-retention-check-interval-ms",
+            "5m",
+            "--spin-before-park-us",
+            "1ms",
+            "--socket-request-max-bytes",
+            "100MiB",
+            "--log-cleaner-dedupe-buffer-size",
+            "64MiB",
+            "--log-cleaner-io-max-bytes-per-second",
+            "10MB",
+        ])
+        .expect("units");
+        assert_eq!(args.log_cleaner_backoff_ms, Some(15_000));
+        assert_eq!(args.log_retention_check_interval_ms, Some(300_000));
+        assert_eq!(args.spin_before_park_us, Some(1000));
+        assert_eq!(args.socket_request_max_bytes, Some(100 << 20));
+        assert_eq!(args.log_cleaner_dedupe_buffer_size, Some(64 << 20));
+        assert_eq!(args.log_cleaner_io_max_bytes_per_second, Some(1e7));
+        let err = parse(&["--log-cleaner-backoff-ms", "15x"]).expect_err("bad unit");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("unknown duration unit 'x'"), "{err}");
     }
 
     #[test]

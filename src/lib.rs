@@ -17,6 +17,8 @@
 //! - [`controller`]: metadata log, topic configs, placement.
 //! - [`group`]: consumer group coordinator, committed offsets, `__consumer_offsets` codec.
 //! - [`bench`]: the `shardlog bench` load generator.
+//! - [`cli`]: what the subcommands share on the command line: address flags, duration and
+//!   size units, one-line errors and exit statuses.
 //! - [`doctor`]: host checks (`shardlog doctor`, and `serve`'s preflight).
 //! - [`crashpoint`]: named SIGKILL points for crash tests of a real broker.
 //! - [`top`]: `shardlog top`, a live per-shard view read from the admin endpoint.
@@ -25,6 +27,7 @@
 #![allow(async_fn_in_trait)]
 
 pub mod bench;
+pub mod cli;
 pub mod config;
 pub mod constants;
 pub mod controller;

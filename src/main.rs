@@ -1,11 +1,23 @@
 //! `shardlog` command line: parse, load the configuration, start. No logic lives here.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use shardlog::cli::{AdminArgs, ClientArgs, Uses};
 use shardlog::config::{ServeArgs, ServeConfig};
 
+/// `--version`: the crate version and the commit it was built from (see build.rs).
+const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SHARDLOG_GIT_COMMIT"), ")");
+
 #[derive(Parser, Debug)]
-#[command(name = "shardlog", version, about = "A Kafka-compatible streaming broker")]
+#[command(name = "shardlog", version = VERSION, about = "A Kafka-compatible streaming broker")]
+// The address flags are defined here only so that they may come before the subcommand;
+// each subcommand that reads one shows it in its own help.
+#[command(mut_arg("bootstrap_server", |a| a.hide(true)), mut_arg("admin", |a| a.hide(true)))]
 struct Cli {
+    #[command(flatten)]
+    client: ClientArgs,
+    #[command(flatten)]
+    admin: AdminArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -26,8 +38,38 @@ enum Command {
     Configs(shardlog::controller::cli::ConfigsArgs),
 }
 
+impl Command {
+    /// The subcommand's name and which address flag it reads.
+    fn uses(&self) -> (&'static str, Uses) {
+        use shardlog::bench::cli::BenchCommand;
+        match self {
+            Command::Serve(_) => ("serve", Uses::Neither),
+            Command::Doctor(_) => ("doctor", Uses::Neither),
+            Command::Top(_) => ("top", Uses::Admin),
+            Command::Bench(b) if matches!(b.command, BenchCommand::Plot(_)) => {
+                ("bench plot", Uses::Neither)
+            }
+            Command::Bench(_) => ("bench", Uses::Bootstrap),
+            Command::Groups(_) => ("groups", Uses::Bootstrap),
+            Command::Configs(_) => ("configs", Uses::Bootstrap),
+        }
+    }
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let argv: Vec<String> = std::env::args().collect();
+    let path = || shardlog::cli::command_path(&Cli::command(), &argv);
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(err) => match shardlog::cli::render_clap_error(&err, &path()) {
+            Some((line, status)) => fail(&line, status),
+            None => err.exit(),
+        },
+    };
+    let (name, uses) = cli.command.uses();
+    if let Err(err) = shardlog::cli::check_placement(name, uses, &cli.client, &cli.admin) {
+        fail(&format!("{err} (see '{} --help')", path()), 2);
+    }
     let result = match cli.command {
         Command::Serve(args) => serve(&args),
         Command::Doctor(args) => shardlog::doctor::run(&args),
@@ -37,14 +79,26 @@ fn main() {
         Command::Configs(args) => shardlog::controller::cli::run(args),
     };
     if let Err(err) = result {
-        eprintln!("shardlog: {err:#}");
-        std::process::exit(1);
+        let status = shardlog::cli::exit_status(&err);
+        let mut line = shardlog::cli::one_line(&err);
+        if status == 2 {
+            line.push_str(&format!(" (see '{} --help')", path()));
+        }
+        fail(&line, status);
     }
+}
+
+/// Prints `shardlog: <line>` on stderr and exits with `status`.
+fn fail(line: &str, status: i32) -> ! {
+    eprintln!("shardlog: {line}");
+    std::process::exit(status);
 }
 
 fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let cores = shardlog::shard::runtime::allowed_cores().len();
-    let config = ServeConfig::resolve(args, u32::try_from(cores).unwrap_or(1))?;
+    // A bad setting (flag or --config file) is a usage error (exit 2), like a bad flag.
+    let config = ServeConfig::resolve(args, u32::try_from(cores).unwrap_or(1))
+        .map_err(|e| shardlog::cli::UsageError(e.to_string()))?;
     init_logging(config.log_level.as_deref());
     shardlog::doctor::serve_preflight(&config.data_dir, config.shards)?;
     shardlog::shard::runtime::serve(config)
@@ -68,4 +122,16 @@ fn init_logging(level: Option<&str>) {
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks over every subcommand (flags defined twice, a global
+    /// flag's short name taken by a subcommand, ...).
+    #[test]
+    fn the_command_tree_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
 }

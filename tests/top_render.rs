@@ -56,6 +56,15 @@ fn plain_frames_show_every_shard_and_the_served_apis() {
     let produce = frame.lines().find(|l| l.starts_with("Produce")).expect("Produce row");
     assert_eq!(produce.split_whitespace().nth(1), Some("3"), "{produce}");
     assert!(frame.contains("ApiVersions") || frame.contains("Metadata"), "{frame}");
+
+    // --admin and a duration with its unit are accepted before the subcommand too.
+    let out = Command::new(BIN)
+        .args(["--admin", &b.admin, "top", "--iterations", "1", "--interval-ms", "1s"])
+        .output()
+        .expect("run top");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text.matches("shardlog top  ").count(), 1, "one frame: {text}");
 }
 
 #[test]

@@ -2,12 +2,14 @@
 //!
 //! Pure data, no I/O: parsed on the main thread before any executor starts. Every
 //! size and count is checked here so that bad input becomes one clear error line
-//! ([`BenchArgs::validate`]) instead of a failure deep inside a shard.
+//! ([`CommonArgs::validate`], [`ProducerArgs::validate`]) instead of a failure deep inside
+//! a shard; a refused value exits with status 2 like a clap usage error.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
+use crate::cli::{units, ClientArgs, UsageError};
 use crate::constants::{
     BENCH_BATCH_BYTES_MAX, BENCH_CONNECTIONS_MAX, BENCH_IN_FLIGHT_MAX, BENCH_RECORD_BYTES_MAX,
 };
@@ -52,9 +54,9 @@ pub enum StartFrom {
 /// Options shared by every mode that talks to a broker.
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// Bootstrap broker address (host:port).
-    #[arg(long, default_value = "127.0.0.1:9092")]
-    pub bootstrap: String,
+    /// The broker (`--bootstrap-server`, `--bootstrap`, `-b`), accepted anywhere on the line.
+    #[command(flatten)]
+    pub client: ClientArgs,
     /// Topic to use.
     #[arg(long, default_value = "shardlog-bench")]
     pub topic: String,
@@ -67,14 +69,14 @@ pub struct CommonArgs {
     /// Topic config used when creating the topic (repeatable), e.g. flush.messages=1.
     #[arg(long = "topic-config", value_name = "KEY=VALUE")]
     pub topic_configs: Vec<String>,
-    /// Stop after this many seconds (after warm-up).
-    #[arg(long)]
+    /// Stop after this long (after warm-up): `10s`, `2m`, `500ms`, or plain seconds.
+    #[arg(long, value_name = "DURATION", value_parser = units::seconds)]
     pub duration: Option<f64>,
     /// Stop after this many records (measured, after warm-up).
     #[arg(long)]
     pub records: Option<u64>,
-    /// Seconds of load before measuring starts; their latencies are discarded.
-    #[arg(long, default_value_t = 0.0)]
+    /// Load before measuring starts (`5s`, or plain seconds); its latencies are discarded.
+    #[arg(long, default_value = "0", value_name = "DURATION", value_parser = units::seconds)]
     pub warmup: f64,
     /// TCP connections per broker (and per executor).
     #[arg(long, default_value_t = 1)]
@@ -99,20 +101,20 @@ pub struct CommonArgs {
 /// Options of the producing side (`produce` and `e2e`).
 #[derive(Args, Debug, Clone)]
 pub struct ProducerArgs {
-    /// Bytes of each record value.
-    #[arg(long, default_value_t = 1024)]
+    /// Bytes of each record value (`1KiB` works).
+    #[arg(long, default_value = "1024", value_name = "SIZE", value_parser = units::bytes::<usize>)]
     pub record_size: usize,
     /// Bytes of each record key (0 = no key).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value = "0", value_name = "SIZE", value_parser = units::bytes::<usize>)]
     pub key_size: usize,
     /// Distinct keys (records are spread over partitions by key); 0 = round robin.
     #[arg(long, default_value_t = 0)]
     pub keys: u64,
-    /// Target bytes of one partition batch (Kafka's batch.size).
-    #[arg(long, default_value_t = 16384)]
+    /// Target bytes of one partition batch (Kafka's batch.size; `16KiB` works).
+    #[arg(long, default_value = "16384", value_name = "SIZE", value_parser = units::bytes::<usize>)]
     pub batch_bytes: usize,
-    /// How long a partial batch may wait for more records (Kafka's linger.ms).
-    #[arg(long, default_value_t = 0.0)]
+    /// How long a partial batch may wait for more records, ms (Kafka's linger.ms).
+    #[arg(long, default_value = "0", value_name = "MS", value_parser = units::millis_f64)]
     pub linger_ms: f64,
     /// Compression codec.
     #[arg(long, value_enum, default_value_t = CompressionArg::None)]
@@ -150,11 +152,11 @@ pub struct ConsumerArgs {
     /// Stop once every partition reaches the high watermark seen at start.
     #[arg(long)]
     pub to_end: bool,
-    /// Fetch max_bytes per request.
-    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    /// Fetch max_bytes per request (`8MiB` works).
+    #[arg(long, default_value = "8MiB", value_name = "SIZE", value_parser = units::bytes::<i32>)]
     pub fetch_max_bytes: i32,
     /// Fetch max_wait_ms.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value = "100", value_name = "MS", value_parser = units::millis::<i32>)]
     pub fetch_max_wait_ms: i32,
 }
 
@@ -173,7 +175,7 @@ pub struct E2eArgs {
     #[command(flatten)]
     pub producer: ProducerArgs,
     /// Fetch max_wait_ms of the consuming side.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value = "100", value_name = "MS", value_parser = units::millis::<i32>)]
     pub fetch_max_wait_ms: i32,
 }
 
@@ -191,21 +193,16 @@ pub struct PlotArgs {
     pub title: String,
 }
 
-/// A rejected option, reported as one line.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid option: {0}")]
-pub struct InvalidArg(pub String);
-
-fn check(ok: bool, msg: impl FnOnce() -> String) -> Result<(), InvalidArg> {
+fn check(ok: bool, msg: impl FnOnce() -> String) -> Result<(), UsageError> {
     if ok {
         Ok(())
     } else {
-        Err(InvalidArg(msg()))
+        Err(UsageError(format!("invalid option: {}", msg())))
     }
 }
 
 impl CommonArgs {
-    pub fn validate(&self) -> Result<(), InvalidArg> {
+    pub fn validate(&self) -> Result<(), UsageError> {
         check(!self.topic.is_empty() && self.topic.len() <= 249, || {
             "--topic must have 1 to 249 characters".into()
         })?;
@@ -234,7 +231,7 @@ impl CommonArgs {
 }
 
 impl ProducerArgs {
-    pub fn validate(&self) -> Result<(), InvalidArg> {
+    pub fn validate(&self) -> Result<(), UsageError> {
         check(self.record_size <= BENCH_RECORD_BYTES_MAX, || {
             format!("--record-size must be <= {BENCH_RECORD_BYTES_MAX}, got {}", self.record_size)
         })?;

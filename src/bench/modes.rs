@@ -18,6 +18,7 @@ use super::producer::{self, ProducerPlan};
 use super::rate::now_ns;
 use super::runtime::{self, plan_lanes, Lane};
 use super::stats::{self, cpu_times_s, spawn_controller, RunClock, Shared, Summary, SummaryInput};
+use crate::cli::UsageError;
 
 /// Runs without `--duration` or `--records` last this long.
 const DEFAULT_DURATION_S: f64 = 10.0;
@@ -31,7 +32,7 @@ const GROUP_SESSION_TIMEOUT_MS: i32 = 10_000;
 const GROUP_REBALANCE_TIMEOUT_MS: i32 = 30_000;
 
 fn discover_topic(common: &CommonArgs) -> anyhow::Result<Layout> {
-    let bootstrap = common.bootstrap.clone();
+    let bootstrap = common.client.bootstrap().to_string();
     let want = TopicWanted {
         topic: common.topic.clone(),
         partitions: common.partitions,
@@ -90,7 +91,7 @@ fn finish(
         &SummaryInput {
             mode,
             label: common.label.as_deref(),
-            bootstrap: &common.bootstrap,
+            bootstrap: common.client.bootstrap(),
             topic: &common.topic,
             rate,
             end_ns: now_ns(),
@@ -187,7 +188,7 @@ fn consume_group(
     let plan = Arc::new(GroupPlan {
         consumer,
         group,
-        bootstrap: a.common.bootstrap.clone(),
+        bootstrap: a.common.client.bootstrap().to_string(),
         leaders: layout.leaders,
         timeouts: Timeouts {
             session_ms: GROUP_SESSION_TIMEOUT_MS,
@@ -197,7 +198,7 @@ fn consume_group(
     let lanes: Vec<Lane> = (0..members)
         .map(|i| Lane {
             executor: i % a.common.cpus,
-            addr: a.common.bootstrap.clone(),
+            addr: a.common.client.bootstrap().to_string(),
             partitions: Vec::new(),
         })
         .collect();
@@ -223,15 +224,14 @@ fn consume_group(
 pub fn e2e(a: E2eArgs) -> anyhow::Result<()> {
     a.common.validate()?;
     a.producer.validate()?;
-    anyhow::ensure!(
-        a.producer.record_size >= super::batch::VALUE_STAMP_BYTES,
-        "e2e needs --record-size >= {} (the value carries its send time)",
-        super::batch::VALUE_STAMP_BYTES
-    );
-    anyhow::ensure!(
-        a.producer.acks != 0 || a.producer.rate.is_some(),
-        "e2e with --acks 0 needs --rate"
-    );
+    if a.producer.record_size < super::batch::VALUE_STAMP_BYTES {
+        let stamp = super::batch::VALUE_STAMP_BYTES;
+        let msg = format!("e2e needs --record-size >= {stamp} (the value carries its send time)");
+        return Err(UsageError(msg).into());
+    }
+    if a.producer.acks == 0 && a.producer.rate.is_none() {
+        return Err(UsageError("e2e with --acks 0 needs --rate".into()).into());
+    }
     runtime::raise_memlock()?;
     let cpu_start = cpu_times_s();
     let layout = discover_topic(&a.common)?;

@@ -24,6 +24,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::cli::{ClientArgs, UsageError};
 use crate::protocol::blocking::BlockingConn;
 
 /// The client id of every request `shardlog configs` sends.
@@ -38,14 +39,16 @@ const RESOURCE_BROKER: i8 = 4;
 /// Kafka's `AlterConfigOp.OpType` codes.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
+/// Kafka's `INVALID_CONFIG` error code: an unknown config name or a value out of range.
+const INVALID_CONFIG: i16 = 40;
 /// Kafka's `ConfigSource` code of a topic override.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 
 #[derive(Args, Debug, Clone)]
 pub struct ConfigsArgs {
-    /// host:port of a broker.
-    #[arg(long, default_value = "127.0.0.1:9092", global = true)]
-    pub bootstrap_server: String,
+    /// The broker (`--bootstrap-server`, `--bootstrap`, `-b`), accepted anywhere on the line.
+    #[command(flatten)]
+    pub client: ClientArgs,
     #[command(subcommand)]
     pub command: ConfigsCommand,
 }
@@ -102,16 +105,19 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match args.command {
         ConfigsCommand::Describe { entity, all } => {
-            let entries = describe(&args.bootstrap_server, &entity)?;
+            let entries = describe(args.client.bootstrap(), &entity)?;
             let (kind, name) = entity.resource()?;
             let is_topic = kind == RESOURCE_TOPIC;
             out.write_all(render(&entries, is_topic, &name, all || !is_topic).as_bytes())?;
         }
         ConfigsCommand::Alter { entity, add_config, delete_config } => {
-            let set = add_config.as_deref().map(parse_add_config).transpose()?.unwrap_or_default();
+            // A malformed entry is a usage error (exit 2), found before any connection.
+            let usage = |e: anyhow::Error| UsageError(e.to_string());
+            let set = add_config.as_deref().map(parse_add_config).transpose().map_err(usage)?;
             let delete =
-                delete_config.as_deref().map(parse_delete_config).transpose()?.unwrap_or_default();
-            alter(&args.bootstrap_server, &entity, &set, &delete)?;
+                delete_config.as_deref().map(parse_delete_config).transpose().map_err(usage)?;
+            let (set, delete) = (set.unwrap_or_default(), delete.unwrap_or_default());
+            alter(args.client.bootstrap(), &entity, &set, &delete)?;
             let (kind, name) = entity.resource()?;
             let what = if kind == RESOURCE_TOPIC { "topic" } else { "broker" };
             writeln!(out, "Completed updating config for {what} {name}.")?;
@@ -172,10 +178,12 @@ pub fn alter(
     delete: &[String],
 ) -> anyhow::Result<()> {
     if set.is_empty() && delete.is_empty() {
-        bail!("nothing to alter: give --add-config and/or --delete-config");
+        let msg = "nothing to alter: give --add-config and/or --delete-config";
+        return Err(UsageError(msg.into()).into());
     }
     if let Some(both) = delete.iter().find(|d| set.iter().any(|(k, _)| k == *d)) {
-        bail!("{both} is both added and deleted: give it to one of --add-config/--delete-config");
+        let msg = "is both added and deleted: give it to one of --add-config/--delete-config";
+        return Err(UsageError(format!("{both} {msg}")).into());
     }
     let configs = set
         .iter()
@@ -192,7 +200,7 @@ pub fn alter(
     let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
         AlterConfigsResource::default()
             .with_resource_type(kind)
-            .with_resource_name(StrBytes::from_string(name))
+            .with_resource_name(StrBytes::from_string(name.clone()))
             .with_configs(configs),
     ]);
     let mut conn = BlockingConn::open(bootstrap, CLIENT_ID)?;
@@ -200,7 +208,15 @@ pub fn alter(
         conn.call(ApiKey::IncrementalAlterConfigs, INCREMENTAL_ALTER_CONFIGS_VERSION, &req)?;
     let result =
         resp.responses.into_iter().next().ok_or_else(|| anyhow!("no resource in the response"))?;
-    check(result.error_code, result.error_message.as_deref())
+    check(result.error_code, result.error_message.as_deref()).map_err(|e| {
+        if result.error_code != INVALID_CONFIG {
+            return e;
+        }
+        // The broker refused a name or value we were given: an argument error (exit 2).
+        let what = if kind == RESOURCE_TOPIC { "--topic" } else { "--broker" };
+        let hint = format!("`shardlog configs describe {what} {name} --all` lists every config");
+        UsageError(format!("{e} ({hint})")).into()
+    })
 }
 
 /// Splits `--add-config` as Kafka's ConfigCommand does: entries separated by commas outside

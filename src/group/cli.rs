@@ -21,6 +21,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
+use crate::cli::ClientArgs;
 use crate::protocol::blocking::BlockingConn;
 
 /// The client id of every request `shardlog groups` sends.
@@ -28,9 +29,9 @@ const CLIENT_ID: &str = "shardlog-groups";
 
 #[derive(Args, Debug, Clone)]
 pub struct GroupsArgs {
-    /// host:port of a broker.
-    #[arg(long, default_value = "127.0.0.1:9092")]
-    pub bootstrap_server: String,
+    /// The broker (`--bootstrap-server`, `--bootstrap`, `-b`), accepted anywhere on the line.
+    #[command(flatten)]
+    pub client: ClientArgs,
     #[command(subcommand)]
     pub command: GroupsCommand,
 }
@@ -51,14 +52,14 @@ pub fn run(args: GroupsArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match args.command {
         GroupsCommand::List => {
-            let groups = list(&args.bootstrap_server)?;
+            let groups = list(args.client.bootstrap())?;
             writeln!(out, "{:<40} {:<22} PROTOCOL-TYPE", "GROUP", "STATE")?;
             for (group, state, protocol_type) in groups {
                 writeln!(out, "{group:<40} {state:<22} {protocol_type}")?;
             }
         }
         GroupsCommand::Describe { group } => {
-            let report = describe(&args.bootstrap_server, &group)?;
+            let report = describe(args.client.bootstrap(), &group)?;
             out.write_all(report.render().as_bytes())?;
         }
     }

@@ -16,6 +16,7 @@ use anyhow::{anyhow, bail, Context as _};
 
 pub use render::{frame, rates, ShardRates};
 
+use crate::cli::{units, AdminArgs};
 use crate::metrics::view::View;
 
 /// Largest admin response `top` accepts.
@@ -24,11 +25,11 @@ const RESPONSE_BYTES_MAX: u64 = 16 * 1024 * 1024;
 /// Flags of `shardlog top`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TopArgs {
-    /// The broker's admin endpoint (its --admin-listen).
-    #[arg(long, default_value = "127.0.0.1:9644")]
-    pub admin: String,
-    /// Milliseconds between refreshes.
-    #[arg(long, default_value_t = 1000)]
+    /// The broker's admin endpoint (`--admin`, its --admin-listen; not the Kafka port).
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    /// Time between refreshes, ms (`2s` works).
+    #[arg(long, default_value = "1000", value_name = "MS", value_parser = units::millis::<u64>)]
     pub interval_ms: u64,
     /// Frames to show before exiting (0: until interrupted).
     #[arg(long, default_value_t = 0)]
@@ -45,8 +46,8 @@ pub fn run(args: &TopArgs) -> anyhow::Result<()> {
     let mut before: Option<View> = None;
     let mut shown = 0u64;
     loop {
-        let now = fetch_view(&args.admin)?;
-        let text = frame(&args.admin, before.as_ref(), &now);
+        let now = fetch_view(args.admin.admin())?;
+        let text = frame(args.admin.admin(), before.as_ref(), &now);
         let mut out = std::io::stdout().lock();
         if tty {
             write!(out, "\x1b[H\x1b[2J{text}")?;
