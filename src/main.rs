@@ -101,7 +101,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         .map_err(|e| shardlog::cli::UsageError(e.to_string()))?;
     init_logging(config.log_level.as_deref());
     shardlog::doctor::serve_preflight(&config.data_dir, config.shards)?;
-    shardlog::shard::runtime::serve(config)
+    shardlog::server::serve(config)
 }
 
 fn init_logging(level: Option<&str>) {

@@ -1,37 +1,14 @@
 //! Helpers for the hook lines in other subsystems' files, so each hook stays one line:
-//! what a cross-shard request is for, what a produce or fetch moved.
+//! what a produce or fetch moved.
 //!
-//! Called on the shard doing the work (the connection's shard for [`api_of`], the
-//! partition's owner for [`produced`]/[`fetched`]). The only part of `metrics` that
-//! knows the server's message types.
+//! Called on the partition's owner shard for [`produced`]/[`fetched`].
 
 use std::time::Instant;
 
 use super::{with, Level, Stage};
-use crate::server::owner::PartitionOp;
-use crate::shard::ShardRequest;
 use crate::storage::AppendInfo;
 
 const PRODUCE: i16 = 0;
-const FETCH: i16 = 1;
-const LIST_OFFSETS: i16 = 2;
-const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
-
-/// The Kafka API a cross-shard request serves, when it serves one (its hop is recorded
-/// under that API); long-poll waits and metadata traffic have none.
-#[must_use]
-pub fn api_of(req: &ShardRequest) -> Option<i16> {
-    match req {
-        ShardRequest::Partitions(ops) => ops.first().map(|op| match op {
-            PartitionOp::Produce { .. } => PRODUCE,
-            PartitionOp::Fetch { .. } => FETCH,
-            PartitionOp::ListOffsets { .. } => LIST_OFFSETS,
-            PartitionOp::EpochEnd { .. } => OFFSET_FOR_LEADER_EPOCH,
-            PartitionOp::DeleteRecords { .. } => 21, // DeleteRecords
-        }),
-        _ => None,
-    }
-}
 
 /// A produce of `bytes` bytes to `topic` was appended (`info`) and committed; the append
 /// started at `started` (its time is the Produce `storage` stage).

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
-use crate::shard::{MetadataImage, ShardCtx, ShardReply, ShardRequest};
+use super::call::{ShardReply, ShardRequest};
+use crate::shard::{MetadataImage, ShardCtx};
 use crate::types::ShardId;
 
 /// The controller shard.

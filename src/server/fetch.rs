@@ -14,12 +14,13 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 
+use super::call::{ShardReply, ShardRequest};
 use super::dispatch::{respond, Outcome, ResponseFuture};
 use super::owner::{FetchPart, PartitionOp, PartitionResult, WaitSpec};
 use super::route::Routed;
 use crate::constants::FETCH_MAX_WAIT_MS_CAP;
 use crate::protocol::decode_request;
-use crate::shard::{ShardCtx, ShardReply, ShardRequest};
+use crate::shard::ShardCtx;
 use crate::types::ShardId;
 
 /// 4 is the Kafka 4 floor (and what librdkafka needs to use v2 batches); 13 needs

@@ -8,6 +8,7 @@
 pub mod admin;
 mod admin_wiring;
 pub mod api_versions;
+pub mod call;
 pub mod connection;
 pub mod control;
 pub mod delete_records;
@@ -21,17 +22,18 @@ pub mod owner;
 pub mod produce;
 pub mod route;
 
-use std::rc::Rc;
+use crate::config::ServeConfig;
+use crate::shard::runtime::App;
 
-use crate::shard::{ShardCtx, ShardReply, ShardRequest};
+/// What the runtime needs of the Kafka server: its cross-shard handler, how the controller
+/// shard publishes the first metadata image, and how a connection is served.
+const APP: App = App {
+    handle: call::handle,
+    publish_image: |ctx, image| Box::pin(async move { control::publish_image(&ctx, image).await }),
+    serve_connection: |ctx, stream, peer| Box::pin(connection::run(ctx, stream, peer)),
+};
 
-/// Executes a request addressed to this shard (from the mesh or from a local caller).
-pub async fn execute(ctx: &Rc<ShardCtx>, req: ShardRequest) -> ShardReply {
-    match req {
-        ShardRequest::Partitions(ops) => owner::run_ops(ctx, ops).await,
-        ShardRequest::WaitForData(spec) => owner::wait_for_data(ctx, spec).await,
-        ShardRequest::Controller(req) => ShardReply::Controller(control::execute(ctx, req).await),
-        ShardRequest::ApplyImage(image) => control::apply_image(ctx, image).await,
-        ShardRequest::Group(call) => ShardReply::Group(group::execute(ctx, call).await),
-    }
+/// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.
+pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
+    crate::shard::runtime::serve(config, APP)
 }

@@ -13,8 +13,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
+use super::call::ShardReply;
 use crate::protocol::errors::storage_error_code;
-use crate::shard::{now_ms, OwnedPartition, ShardCtx, ShardReply};
+use crate::shard::{now_ms, OwnedPartition, ShardCtx};
 use crate::storage::error::RecordError;
 use crate::storage::StorageError;
 use crate::types::{Epoch, Offset};

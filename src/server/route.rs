@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use super::owner::{PartitionOp, PartitionResult};
-use crate::shard::{Pending, ShardCtx, ShardReply, ShardRequest};
+use crate::server::call::{Pending, ShardReply, ShardRequest};
+use crate::shard::ShardCtx;
 use crate::types::ShardId;
 
 /// Partition operations grouped by owner shard, each tagged with its response slot.

@@ -13,15 +13,15 @@ use futures::channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
 use glommio::TaskQueueHandle;
 
-use super::mesh::{MeshError, MeshMsg, ShardReply, ShardRequest};
+use super::mesh::{Handler, MeshError, MeshMsg, Payload};
 use super::partitions::PartitionTable;
 use super::{Controller, MetadataImage};
 use crate::config::ServeConfig;
 use crate::sync::Notify;
 use crate::types::{Epoch, ShardId};
 
-/// A reply on its way from a shard.
-pub type Pending = Pin<Box<dyn Future<Output = Result<ShardReply, MeshError>>>>;
+/// A reply on its way from a shard, still type-erased (`server::call` gives it its type).
+pub type Delivery = Pin<Box<dyn Future<Output = Result<Payload, MeshError>>>>;
 
 pub struct ShardCtx {
     pub id: ShardId,
@@ -30,7 +30,8 @@ pub struct ShardCtx {
     image: RefCell<Arc<MetadataImage>>,
     pub partitions: PartitionTable,
     senders: Senders<MeshMsg>,
-    pending: RefCell<HashMap<u64, oneshot::Sender<ShardReply>>>,
+    handler: Handler,
+    pending: RefCell<HashMap<u64, oneshot::Sender<Payload>>>,
     next_request_id: Cell<u64>,
     /// The controller, on the controller shard (shard 0) only.
     pub controller: Option<RefCell<Controller>>,
@@ -47,6 +48,7 @@ pub struct ShardCtx {
 
 pub(crate) struct CtxParts {
     pub senders: Senders<MeshMsg>,
+    pub handler: Handler,
     pub config: Arc<ServeConfig>,
     pub controller: Option<Controller>,
     pub partitions: PartitionTable,
@@ -65,6 +67,7 @@ impl ShardCtx {
             image: RefCell::new(image),
             partitions: parts.partitions,
             senders: parts.senders,
+            handler: parts.handler,
             pending: RefCell::new(HashMap::new()),
             next_request_id: Cell::new(1),
             controller: parts.controller.map(RefCell::new),
@@ -133,19 +136,28 @@ impl ShardCtx {
         drop(spawn_into(fut, self.background_queue));
     }
 
+    /// The application's handler of requests addressed to this shard.
+    pub(crate) fn handler(&self) -> Handler {
+        self.handler
+    }
+
     /// Sends `req` to `target` (or runs it here if `target` is this shard) and returns the
-    /// reply's future. Awaiting this call only waits for room in the mesh channel, so
-    /// calls issued in order reach the target in order.
-    pub async fn call(self: &Rc<Self>, target: ShardId, req: ShardRequest) -> Pending {
+    /// reply's future; `api` labels the hop's latency. Awaiting this call only waits for
+    /// room in the mesh channel, so calls issued in order reach the target in order.
+    pub async fn send(
+        self: &Rc<Self>,
+        target: ShardId,
+        req: Payload,
+        api: Option<i16>,
+    ) -> Delivery {
         if target == self.id {
             let ctx = self.clone();
-            let task = self.spawn(async move { crate::server::execute(&ctx, req).await });
+            let task = self.spawn(async move { (ctx.handler)(ctx.clone(), req).await });
             let id = self.id;
             return Box::pin(async move { task.await.ok_or(MeshError::Dropped(id)) });
         }
         let id = self.next_request_id.get();
         self.next_request_id.set(id.wrapping_add(1));
-        let api = crate::metrics::hooks::api_of(&req);
         let (tx, rx) = oneshot::channel();
         self.pending.borrow_mut().insert(id, tx);
         let msg = MeshMsg::Request { id, from: self.id, req };
@@ -157,14 +169,14 @@ impl ShardCtx {
         Box::pin(crate::metrics::hop(api, reply))
     }
 
-    pub(crate) async fn send_reply(&self, to: ShardId, id: u64, reply: ShardReply) {
+    pub(crate) async fn send_reply(&self, to: ShardId, id: u64, reply: Payload) {
         let msg = MeshMsg::Reply { id, reply };
         if self.senders.send_to(to.0 as usize, msg).await.is_err() {
             tracing::debug!(shard = %self.id, to = %to, "reply dropped: mesh closed");
         }
     }
 
-    pub(crate) fn deliver_reply(&self, id: u64, reply: ShardReply) {
+    pub(crate) fn deliver_reply(&self, id: u64, reply: Payload) {
         if let Some(tx) = self.pending.borrow_mut().remove(&id) {
             // The waiter may be gone (connection closed): the reply is simply dropped.
             let _ = tx.send(reply);

@@ -1,50 +1,35 @@
 //! Cross-shard messages: a request carries an id and its sender; the reply travels back
 //! on the mesh with the same id and completes the waiting future on the sender shard.
 //!
-//! Every message is `Send` (bytes, decoded requests, `Arc` snapshots). Invariants: a
-//! receiving shard never blocks its receive loop on a send (each request is handled by
-//! its own task, spawned in arrival order, so per-partition order is kept: glommio runs
-//! tasks of a queue first-in first-out); replies to a dropped waiter are discarded.
+//! The runtime carries the application's requests and replies without knowing them: a
+//! [`Payload`] is type-erased, and the application registers the [`Handler`] that runs a
+//! request when the shard starts (`runtime::App`), as Redpanda's sharded services never know
+//! their callers. The server's typed messages and their dispatch are in `server::call`.
+//!
+//! Every message is `Send`. Invariants: a receiving shard never blocks its receive loop on a
+//! send (each request is handled by its own task, spawned in arrival order, so
+//! per-partition order is kept: glommio runs tasks of a queue first-in first-out); replies
+//! to a dropped waiter are discarded.
 
+use std::any::Any;
 use std::rc::Rc;
-use std::sync::Arc;
 
+use futures::future::LocalBoxFuture;
 use glommio::channels::shared_channel::ConnectedReceiver;
 use thiserror::Error;
 
 use super::ctx::ShardCtx;
-use super::MetadataImage;
-use crate::server::control::{ControllerReply, ControllerRequest};
-use crate::server::owner::{PartitionOp, PartitionResult, WaitSpec};
 use crate::types::ShardId;
 
+/// A request or reply body, opaque to the runtime.
+pub type Payload = Box<dyn Any + Send>;
+
+/// Runs a request addressed to this shard and produces its reply; registered at start.
+pub type Handler = fn(Rc<ShardCtx>, Payload) -> LocalBoxFuture<'static, Payload>;
+
 pub enum MeshMsg {
-    Request { id: u64, from: ShardId, req: ShardRequest },
-    Reply { id: u64, reply: ShardReply },
-}
-
-/// Work a shard asks another shard (or itself) to do.
-pub enum ShardRequest {
-    /// Partition-level operations, all owned by the target shard.
-    Partitions(Vec<PartitionOp>),
-    /// Resolve when any listed partition's high watermark passes the given offset, or at
-    /// the deadline.
-    WaitForData(WaitSpec),
-    /// A metadata operation for the controller shard.
-    Controller(ControllerRequest),
-    /// Install a new metadata image and open/close owned partitions to match it.
-    ApplyImage(Arc<MetadataImage>),
-    /// A consumer-group operation for the group's coordinator shard.
-    Group(crate::server::group::GroupCall),
-}
-
-pub enum ShardReply {
-    Partitions(Vec<PartitionResult>),
-    DataReady,
-    Controller(ControllerReply),
-    ImageApplied,
-    Failed(String),
-    Group(crate::server::group::GroupAnswer),
+    Request { id: u64, from: ShardId, req: Payload },
+    Reply { id: u64, reply: Payload },
 }
 
 #[derive(Debug, Error)]
@@ -62,7 +47,7 @@ pub(crate) async fn receive_loop(ctx: Rc<ShardCtx>, rx: ConnectedReceiver<MeshMs
             MeshMsg::Request { id, from, req } => {
                 let ctx = ctx.clone();
                 drop(ctx.clone().spawn(async move {
-                    let reply = crate::server::execute(&ctx, req).await;
+                    let reply = (ctx.handler())(ctx.clone(), req).await;
                     ctx.send_reply(from, id, reply).await;
                 }));
             }

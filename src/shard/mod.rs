@@ -22,8 +22,8 @@ use std::time::Duration;
 pub use crate::controller::{Controller, MetadataImage, PartitionImage, TopicImage};
 pub use crate::storage::{AppendInfo, StorageError};
 pub use crate::sync::Notify;
-pub use ctx::{Pending, ShardCtx};
-pub use mesh::{MeshError, ShardReply, ShardRequest};
+pub use ctx::{Delivery, ShardCtx};
+pub use mesh::{Handler, MeshError, Payload};
 pub use partitions::OwnedPartition;
 
 /// The partition log every shard opens: the storage engine on glommio DMA files.

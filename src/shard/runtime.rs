@@ -14,14 +14,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
+use futures::future::LocalBoxFuture;
 use glommio::channels::channel_mesh::MeshBuilder;
-use glommio::net::TcpListener;
+use glommio::net::{TcpListener, TcpStream};
 use glommio::{CpuSet, Latency, LocalExecutorPoolBuilder, PoolPlacement, Shares};
 
 use super::ctx::{CtxParts, ShardCtx};
-use super::mesh::{receive_loop, MeshMsg};
+use super::mesh::{receive_loop, Handler, MeshMsg};
 use super::partitions::{leftover_deletions, PartitionTable};
-use super::Controller;
+use super::{Controller, MetadataImage};
 use crate::config::ServeConfig;
 use crate::constants::{
     BATCH_CACHE_BYTES_PER_SHARD, MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
@@ -42,8 +43,26 @@ pub fn allowed_cores() -> Vec<usize> {
         .unwrap_or_else(|| vec![0])
 }
 
+/// What the application above the runtime provides: the handler of cross-shard requests,
+/// how the controller shard publishes the first metadata image to every shard, and how an
+/// accepted connection is served. Plain function pointers: `Copy` and `Send`, so every
+/// executor gets the same ones and the runtime names no application module.
+#[derive(Clone, Copy)]
+pub struct App {
+    pub handle: Handler,
+    pub publish_image: PublishImage,
+    pub serve_connection: ServeConnection,
+}
+
+/// Installs an image on every shard; `Err` names the shard that failed.
+pub type PublishImage =
+    fn(Rc<ShardCtx>, Arc<MetadataImage>) -> LocalBoxFuture<'static, Result<(), String>>;
+/// Serves one accepted connection (with its peer's address) until it closes.
+pub type ServeConnection =
+    fn(Rc<ShardCtx>, TcpStream, Option<std::net::IpAddr>) -> LocalBoxFuture<'static, ()>;
+
 /// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.
-pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
+pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
     raise_limits()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
@@ -75,7 +94,7 @@ pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let handles = LocalExecutorPoolBuilder::new(placement(shard_count)?)
         .name("shard")
         .spin_before_park(spin)
-        .on_all_shards(move || async move { shard_main(config, mesh, shared).await })
+        .on_all_shards(move || async move { shard_main(config, mesh, shared, app).await })
         .map_err(|err| anyhow!("cannot start shard executors: {err}"))?;
     let mut failure = None;
     for result in handles.join_all() {
@@ -160,6 +179,7 @@ async fn shard_main(
     config: Arc<ServeConfig>,
     mesh: MeshBuilder<MeshMsg, glommio::channels::channel_mesh::Full>,
     shared: Arc<Shared>,
+    app: App,
 ) -> anyhow::Result<()> {
     let (senders, mut receivers) =
         mesh.join().await.map_err(|err| anyhow!("cannot join the shard mesh: {err}"))?;
@@ -184,6 +204,7 @@ async fn shard_main(
         if me.0 == 0 { shared.controller.lock().ok().and_then(|mut c| c.take()) } else { None };
     let ctx = Rc::new(ShardCtx::new(CtxParts {
         senders,
+        handler: app.handle,
         config: config.clone(),
         controller,
         partitions: PartitionTable::new(config.data_dir.clone(), BATCH_CACHE_BYTES_PER_SHARD),
@@ -194,7 +215,7 @@ async fn shard_main(
         drop(ctx.spawn(receive_loop(ctx.clone(), rx)));
     }
     if me.0 == 0 {
-        if let Err(err) = publish_initial_image(&ctx).await {
+        if let Err(err) = publish_initial_image(&ctx, app).await {
             fatal(&format!("cannot open partitions at start: {err:#}"));
         }
     } else {
@@ -210,14 +231,14 @@ async fn shard_main(
     drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
     ctx.spawn_background(super::maintenance::retention_loop(ctx.clone()));
     ctx.spawn_background(super::maintenance::cleaner_loop(ctx.clone()));
-    accept_loop(&ctx, listener).await;
+    accept_loop(&ctx, listener, app).await;
     drain(&ctx, &shared).await;
     ctx.partitions.close_all().await;
     ctx.close_mesh();
     Ok(())
 }
 
-async fn publish_initial_image(ctx: &Rc<ShardCtx>) -> anyhow::Result<()> {
+async fn publish_initial_image(ctx: &Rc<ShardCtx>, app: App) -> anyhow::Result<()> {
     for path in leftover_deletions(&ctx.config.data_dir) {
         tracing::info!(dir = %path.display(), "removing directory left from a deletion");
         let _ = std::fs::remove_dir_all(&path);
@@ -226,7 +247,7 @@ async fn publish_initial_image(ctx: &Rc<ShardCtx>) -> anyhow::Result<()> {
         Some(controller) => controller.borrow().image(),
         None => bail!("controller shard has no controller"),
     };
-    crate::server::control::publish_image(ctx, image).await.map_err(|err| anyhow!(err))
+    (app.publish_image)(ctx.clone(), image).await.map_err(|err| anyhow!(err))
 }
 
 fn take_listener(shared: &Shared, addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
@@ -239,7 +260,7 @@ fn take_listener(shared: &Shared, addr: std::net::SocketAddr) -> anyhow::Result<
     Ok(unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) })
 }
 
-async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener) {
+async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener, app: App) {
     loop {
         let seen = ctx.shutdown.version();
         if ctx.is_shutting_down() {
@@ -264,7 +285,7 @@ async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener) {
                 }
                 let ctx2 = ctx.clone();
                 crate::metrics::count(crate::metrics::Count::ConnectionsAccepted, 1);
-                drop(ctx.spawn(crate::server::connection::run(ctx2, stream, peer)));
+                drop(ctx.spawn((app.serve_connection)(ctx2, stream, peer)));
             }
             Err(err) => {
                 tracing::warn!(shard = %ctx.id, "accept failed: {err}");

@@ -17,8 +17,9 @@ use super::{GroupAnswer, GroupCall};
 use crate::constants::OFFSETS_TOPIC_PARTITIONS_DEFAULT;
 use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::group::types::GroupError;
+use crate::server::call::{Pending, ShardReply, ShardRequest};
 use crate::server::control::{call_controller, ControllerReply, ControllerRequest};
-use crate::shard::{Pending, ShardCtx, ShardReply, ShardRequest};
+use crate::shard::ShardCtx;
 use crate::types::ShardId;
 
 /// CreateTopics version used for the internal request.
