@@ -67,7 +67,7 @@ impl Broker {
                 kept.push_back(line);
             }
         });
-        let addr = rx.recv_timeout(Duration::from_secs(30)).expect("broker did not start in 30 s");
+        let addr = rx.recv_timeout(Duration::from_secs(90)).expect("broker did not start in 90 s");
         Broker { child: Some(child), addr, data_dir: data_dir.to_path_buf(), log }
     }
 
