@@ -85,11 +85,5 @@ for spec in sys.argv[1:]:
     print(f"{name}: {version(name)}")
 PY
 echo "kafkajs: $KAFKAJS_VERSION (node $(node -v))"
-# The module versions compiled into the binaries (go version -m), not go.mod's wishes.
-for client in franz-go sarama; do
-  go version -m "$INTEROP_CACHE_DIR/go-bin/$client" | awk -v c="$client" '
-    NR == 1 { gov = $2 }
-    $1 == "dep" && $2 ~ /^github.com\/(twmb\/franz-go|IBM\/sarama)/ { mods = mods " " $2 "@" $3 }
-    END { print c ":" mods " (" gov ")" }'
-done
+bash "$HERE/go/build.sh" --versions
 step "done"
