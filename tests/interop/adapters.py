@@ -444,6 +444,28 @@ class KafkajsAdapter(ProgramAdapter):
                                timestamp_type_known=False)
 
 
+# Where tests/interop/go/build.sh puts the Go client programs (env.sh's cache directory).
+GO_BIN_DIR = os.path.join(os.environ.get("KAFKA_CACHE_DIR") or os.path.join(REPO, ".interop-cache"), "go-bin")
+
+
+class GoAdapter(ProgramAdapter):
+    """A Go client program of go/ (franz-go, sarama), built by install.sh and run.sh through
+    go/build.sh; same command line as the other programs."""
+
+    def __init__(self, name: str, timestamp_type_known: bool = True):
+        super().__init__(name, [os.path.join(GO_BIN_DIR, name)])
+        self.timestamp_type_known = timestamp_type_known
+
+    def missing(self):
+        if os.access(self.cmd[0], os.X_OK):
+            return None
+        return f"{self.cmd[0]} not built (run install.sh: go/build.sh)"
+
+    def expectations(self, ctx):
+        return sc.Expectations(ctx.partitions, produce_window_ms=ctx.produce_window_ms,
+                               timestamp_type_known=self.timestamp_type_known)
+
+
 def all_adapters() -> dict[str, Adapter]:
     adapters = [
         KcatAdapter(),
@@ -452,11 +474,16 @@ def all_adapters() -> dict[str, Adapter]:
         JavaAdapter(),
         KafkaCliAdapter(),
         KafkajsAdapter(),
+        GoAdapter("franz-go"),
+        # sarama's ConsumerMessage has no timestamp type.
+        GoAdapter("sarama", timestamp_type_known=False),
+        PythonAdapter("aiokafka", "py_aiokafka.py", "aiokafka"),
     ]
     return {a.name: a for a in adapters}
 
 
-DEFAULT_CLIENTS = ["kcat", "confluent-kafka", "kafka-python", "java-clients", "kafka-cli", "kafkajs"]
+DEFAULT_CLIENTS = ["kcat", "confluent-kafka", "kafka-python", "java-clients", "kafka-cli", "kafkajs",
+                   "franz-go", "sarama", "aiokafka"]
 
 # `--compression mixed`: every codec once, including both snappy framings (librdkafka writes
 # raw snappy, the Java client xerial-framed snappy), without extra Python codec packages
@@ -468,6 +495,9 @@ MIXED_CODECS = {
     "java-clients": "snappy",
     "kafka-cli": "lz4",
     "kafkajs": "gzip",
+    "franz-go": "lz4",
+    "sarama": "zstd",
+    "aiokafka": "gzip",  # its snappy, lz4 and zstd need cramjam, which install.sh does not install
 }
 
 

@@ -4,11 +4,13 @@
 # versions, in a virtual environment of the suite's own: see env.sh), and the Maven
 # artifacts of the pinned Apache Kafka (CLI tools, via perf/kafka/kafka.sh fetch) and of the Java client program (an online build that fills
 # ~/.m2, so run.sh can build it offline with `mvn -o`); kafkajs with npm (pinned by
-# js/package-lock.json). These are also everything tests/groups/run.sh needs.
+# js/package-lock.json); the Go programs of franz-go and sarama (go/build.sh: modules from the
+# Go module proxy, pinned by go/go.mod and go/go.sum, binaries in $INTEROP_CACHE_DIR/go-bin).
+# aiokafka is one of the pip packages. These are also everything tests/groups/run.sh needs.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-PY_PACKAGES=(confluent-kafka==2.16.1 kafka-python==3.0.12 prometheus-client==0.26.0)
+PY_PACKAGES=(confluent-kafka==2.16.1 kafka-python==3.0.12 aiokafka==0.14.0 prometheus-client==0.26.0)
 PIP_VERSION=25.3
 # shellcheck source=tests/interop/env.sh
 source "$HERE/env.sh"
@@ -69,6 +71,9 @@ else
   (cd "$HERE/js" && npm ci --no-audit --no-fund --silent)
 fi
 
+step "Go client programs: franz-go, sarama (go build; modules pinned by go/go.sum)"
+bash "$HERE/go/build.sh"
+
 step "versions"
 echo "kcat: $(kcat -V 2>&1 | grep -m 1 -i "^version" || true)"
 "$VPY" - "${PY_PACKAGES[@]}" <<'PY'
@@ -80,4 +85,5 @@ for spec in sys.argv[1:]:
     print(f"{name}: {version(name)}")
 PY
 echo "kafkajs: $KAFKAJS_VERSION (node $(node -v))"
+bash "$HERE/go/build.sh" --versions
 step "done"

@@ -94,6 +94,11 @@ echo "== interop: building the Java client program (mvn -o)"
 mvn -q -o -B -Dstyle.color=never -f "$HERE/java/pom.xml" compile \
   || echo "== interop: Java build failed (run tests/interop/install.sh); java-clients will fail" >&2
 
+# Offline, like mvn -o: install.sh filled the module cache; this picks up edits of go/.
+echo "== interop: building the Go client programs (go build, offline)"
+bash "$HERE/go/build.sh" --offline \
+  || echo "== interop: Go build failed (run tests/interop/install.sh); franz-go and sarama will fail" >&2
+
 echo "== interop: self-tests of the checks"
 (cd "$HERE" && python3 -m unittest -q test_scenario)
 
