@@ -76,7 +76,46 @@ pub struct ServeArgs {
     /// (log.cleaner.dedupe.buffer.size, default 134217728; `128MiB` works).
     #[arg(long, value_name = "SIZE", value_parser = units::bytes::<u64>)]
     pub log_cleaner_dedupe_buffer_size: Option<u64>,
+    /// Cores the shards are pinned to, e.g. `2` or `0,2-3`: shard i runs on the i-th listed
+    /// core (default: the cores this process may use, so several brokers on one host stack
+    /// on core 0 unless each gets its own). Also the default shard count.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
+    pub cpus: Option<CpuList>,
 }
+
+/// A list of core ids from `--cpus` (`0,2-3`): in order, without duplicates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+/// Parses `0,2-3` (Linux's cpulist syntax, as `taskset -c` takes it).
+pub fn parse_cpu_list(text: &str) -> Result<CpuList, String> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bad = || format!("bad CPU list '{text}': want core ids such as 0,2-3");
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo.trim(), hi.trim()),
+            None => (part, part),
+        };
+        let lo: usize = lo.parse().map_err(|_| bad())?;
+        let hi: usize = hi.parse().map_err(|_| bad())?;
+        if lo > hi || hi - lo >= CPU_LIST_CORES_MAX {
+            return Err(bad());
+        }
+        for cpu in lo..=hi {
+            if cpus.contains(&cpu) {
+                return Err(format!("bad CPU list '{text}': core {cpu} is listed twice"));
+            }
+            cpus.push(cpu);
+        }
+    }
+    if cpus.len() > CPU_LIST_CORES_MAX {
+        return Err(format!("bad CPU list '{text}': more than {CPU_LIST_CORES_MAX} cores"));
+    }
+    Ok(CpuList(cpus))
+}
+
+/// More cores than any host this runs on has; bounds a list like `0-99999999`.
+const CPU_LIST_CORES_MAX: usize = 4096;
 
 /// The same settings as they may appear in the TOML file (snake_case keys).
 #[derive(Deserialize, Debug, Default)]
@@ -97,6 +136,8 @@ struct FileConfig {
     log_cleaner_backoff_ms: Option<u64>,
     log_cleaner_io_max_bytes_per_second: Option<f64>,
     log_cleaner_dedupe_buffer_size: Option<u64>,
+    /// `--cpus` in the same syntax, e.g. `cpus = "0,2-3"`.
+    cpus: Option<String>,
 }
 
 /// Why a configuration could not be built.
@@ -130,6 +171,8 @@ pub struct ServeConfig {
     /// `None`: unlimited.
     pub log_cleaner_io_max_bytes_per_second: Option<f64>,
     pub log_cleaner_dedupe_buffer_size: u64,
+    /// Cores to pin shard i to (`cpus[i % len]`); `None`: the process's allowed cores.
+    pub cpus: Option<Vec<usize>>,
 }
 
 impl ServeConfig {
@@ -163,7 +206,15 @@ impl ServeConfig {
             Some(text) => parse_host_port(&text)?,
             None => (listen.ip().to_string(), listen.port()),
         };
-        let shards = args.shards.or(file.shards).unwrap_or(allowed_cores.max(1));
+        let cpus = match (&args.cpus, &file.cpus) {
+            (Some(list), _) => Some(list.0.clone()),
+            (None, Some(text)) => {
+                Some(parse_cpu_list(text).map_err(|reason| invalid("cpus", &reason))?.0)
+            }
+            (None, None) => None,
+        };
+        let listed = cpus.as_ref().and_then(|c| u32::try_from(c.len()).ok());
+        let shards = args.shards.or(file.shards).or(listed).unwrap_or(allowed_cores.max(1));
         if shards == 0 {
             return Err(invalid("shards", "must be at least 1"));
         }
@@ -231,6 +282,7 @@ impl ServeConfig {
             log_cleaner_backoff_ms,
             log_cleaner_io_max_bytes_per_second,
             log_cleaner_dedupe_buffer_size,
+            cpus,
         })
     }
 }
@@ -263,6 +315,23 @@ fn parse_host_port(text: &str) -> Result<(String, u16), ConfigError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn cpu_lists_parse_like_taskset() {
+        assert_eq!(parse_cpu_list("1"), Ok(CpuList(vec![1])));
+        assert_eq!(parse_cpu_list("0,2-4"), Ok(CpuList(vec![0, 2, 3, 4])));
+        assert_eq!(parse_cpu_list(" 3 , 1 "), Ok(CpuList(vec![3, 1])));
+        for bad in ["", "a", "1-", "3-1", "1,1", "0-99999999", "-1"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad:?} accepted");
+        }
+        // --cpus sets the default shard count; --shards still wins.
+        let args = ServeArgs { cpus: Some(CpuList(vec![0, 1, 2])), ..ServeArgs::default() };
+        let cfg = ServeConfig::resolve(&args, 8).expect("resolve");
+        assert_eq!((cfg.shards, cfg.cpus), (3, Some(vec![0, 1, 2])));
+        let args = ServeArgs { cpus: Some(CpuList(vec![1])), shards: Some(2), ..args };
+        assert_eq!(ServeConfig::resolve(&args, 8).expect("resolve").shards, 2);
+    }
+
     use super::*;
 
     #[test]

@@ -91,7 +91,7 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
     });
     let mesh = MeshBuilder::<MeshMsg, _>::full(shard_count, MESH_CHANNEL_CAPACITY);
     let spin = Duration::from_micros(config.spin_before_park_us);
-    let handles = LocalExecutorPoolBuilder::new(placement(shard_count)?)
+    let handles = LocalExecutorPoolBuilder::new(placement(shard_count, config.cpus.as_deref())?)
         .name("shard")
         .spin_before_park(spin)
         .on_all_shards(move || async move { shard_main(config, mesh, shared, app).await })
@@ -120,16 +120,20 @@ struct Shared {
     drained: AtomicUsize,
 }
 
-/// Shard i runs on allowed core i (wrapping when there are more shards than cores).
-fn placement(shard_count: usize) -> anyhow::Result<PoolPlacement> {
-    let cores = allowed_cores();
+/// Shard i runs on the i-th core of `--cpus` or, without it, on allowed core i (wrapping
+/// when there are more shards than cores).
+fn placement(shard_count: usize, cpus: Option<&[usize]>) -> anyhow::Result<PoolPlacement> {
+    let cores = cpus.map_or_else(allowed_cores, <[usize]>::to_vec);
     let online = CpuSet::online().map_err(|err| anyhow!("cannot read CPU topology: {err}"))?;
-    let sets = (0..shard_count)
-        .map(|i| {
-            let core = cores[i % cores.len()];
-            online.clone().filter(|loc| loc.cpu == core)
-        })
-        .collect();
+    let mut sets = Vec::with_capacity(shard_count);
+    for i in 0..shard_count {
+        let core = cores[i % cores.len()];
+        let set = online.clone().filter(|loc| loc.cpu == core);
+        if set.is_empty() {
+            bail!("--cpus: core {core} is not online on this host (see `nproc`, lscpu)");
+        }
+        sets.push(set);
+    }
     Ok(PoolPlacement::Custom(sets))
 }
 
