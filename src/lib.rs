@@ -13,7 +13,9 @@
 //! - [`sync`]: single-shard `Notify` and FIFO `TicketLock`.
 //! - [`protocol`]: Kafka codec glue, framing, version table, error-code mapping.
 //! - [`server`]: listener, connection pipeline, one handler per Kafka API.
-//! - [`shard`]: glommio executors, partition → shard routing, cross-shard messages.
+//! - [`shard`]: the runtime: glommio executors, routing, the type-erased cross-shard mesh.
+//! - [`partition`]: a partition's state and operations on its owner shard, retention and
+//!   cleaning loops.
 //! - [`controller`]: metadata log, topic configs, placement.
 //! - [`group`]: consumer group coordinator, committed offsets, `__consumer_offsets` codec.
 //! - [`bench`]: the `shardlog bench` load generator.
@@ -36,6 +38,7 @@ pub mod doctor;
 pub mod group;
 pub mod io;
 pub mod metrics;
+pub mod partition;
 pub mod protocol;
 pub mod server;
 pub mod shard;

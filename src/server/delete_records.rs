@@ -17,8 +17,8 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::dispatch::{respond, ResponseFuture};
-use super::owner::{OpError, PartitionOp, PartitionResult};
 use super::route::Routed;
+use crate::partition::ops::{OpError, PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
 use crate::protocol::errors::storage_error_code;
 use crate::shard::ShardCtx;

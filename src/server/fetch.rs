@@ -16,9 +16,9 @@ use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, To
 
 use super::call::{ShardReply, ShardRequest};
 use super::dispatch::{respond, Outcome, ResponseFuture};
-use super::owner::{FetchPart, PartitionOp, PartitionResult, WaitSpec};
 use super::route::Routed;
 use crate::constants::FETCH_MAX_WAIT_MS_CAP;
+use crate::partition::ops::{FetchPart, PartitionOp, PartitionResult, WaitSpec};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
 use crate::types::ShardId;

@@ -12,8 +12,8 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 
 use super::dispatch::{respond, ResponseFuture};
-use super::owner::{PartitionOp, PartitionResult};
 use super::route::Routed;
+use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
 

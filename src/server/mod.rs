@@ -1,6 +1,6 @@
 //! The Kafka-facing server: the per-connection pipeline, one handler per Kafka API, the
-//! owner-shard side of partition work, and the wiring of metadata operations to the
-//! controller shard. Admin handlers themselves live in [`admin`] (controller work).
+//! typed cross-shard messages ([`call`]), and the wiring of metadata operations to the
+//! controller shard (partition work on the owner shard is [`crate::partition`]). Admin handlers themselves live in [`admin`] (controller work).
 //!
 //! Runs on every shard: a connection is served entirely by the shard that accepted it;
 //! partition work runs on each partition's owner shard.
@@ -18,7 +18,6 @@ pub mod group;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
-pub mod owner;
 pub mod produce;
 pub mod route;
 

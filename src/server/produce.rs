@@ -15,8 +15,8 @@ use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::dispatch::{respond, Outcome, ResponseFuture};
-use super::owner::{PartitionOp, PartitionResult, ProduceError};
 use super::route::Routed;
+use crate::partition::ops::{PartitionOp, PartitionResult, ProduceError};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
 

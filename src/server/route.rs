@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use super::owner::{PartitionOp, PartitionResult};
+use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::server::call::{Pending, ShardReply, ShardRequest};
 use crate::shard::ShardCtx;
 use crate::types::ShardId;

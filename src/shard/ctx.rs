@@ -14,9 +14,9 @@ use glommio::channels::channel_mesh::Senders;
 use glommio::TaskQueueHandle;
 
 use super::mesh::{Handler, MeshError, MeshMsg, Payload};
-use super::partitions::PartitionTable;
 use super::{Controller, MetadataImage};
 use crate::config::ServeConfig;
+use crate::partition::PartitionTable;
 use crate::sync::Notify;
 use crate::types::{Epoch, ShardId};
 

@@ -1,8 +1,9 @@
 //! The shard runtime: one glommio executor per core, pinned, each with a latency-class
 //! queue for requests and a low-share queue for background work; the SO_REUSEPORT
-//! listener of each shard; the bounded cross-shard mesh with request/reply messages;
-//! partition → owner-shard routing from the metadata image each shard caches; the table
-//! of partition logs a shard owns, opened and closed as the image changes.
+//! listener of each shard; the bounded cross-shard mesh with type-erased request/reply
+//! messages run by the handler the application registers (`runtime::App`); partition →
+//! owner-shard routing from the metadata image each shard caches. It knows no Kafka API:
+//! the server and the partition layer sit above it.
 //!
 //! Lives on every shard. Invariants: nothing here is shared between threads except the
 //! mesh channels and immutable `Arc` snapshots (config, metadata image); a partition's
@@ -10,21 +11,19 @@
 //! so the server and protocol code stay runtime-agnostic.
 
 pub mod ctx;
-pub mod maintenance;
 pub mod mesh;
 
-pub mod partitions;
 pub mod runtime;
 
 use std::future::Future;
 use std::time::Duration;
 
 pub use crate::controller::{Controller, MetadataImage, PartitionImage, TopicImage};
+pub use crate::partition::OwnedPartition;
 pub use crate::storage::{AppendInfo, StorageError};
 pub use crate::sync::Notify;
 pub use ctx::{Delivery, ShardCtx};
 pub use mesh::{Handler, MeshError, Payload};
-pub use partitions::OwnedPartition;
 
 /// The partition log every shard opens: the storage engine on glommio DMA files.
 pub type Log = crate::storage::DmaPartitionLog;
@@ -32,6 +31,17 @@ pub type Log = crate::storage::DmaPartitionLog;
 /// Sleeps on the current shard's timer.
 pub async fn sleep(duration: Duration) {
     glommio::timer::sleep(duration).await;
+}
+
+/// Lets higher-priority work on this shard run if the current task used its time slice.
+pub async fn yield_if_needed() {
+    glommio::executor().yield_if_needed().await;
+}
+
+/// Runs a blocking call (a large directory removal) on the executor's thread pool, off the
+/// reactor thread.
+pub async fn spawn_blocking<R: Send + 'static>(call: impl FnOnce() -> R + Send + 'static) -> R {
+    glommio::executor().spawn_blocking(call).await
 }
 
 /// Runs `fut` with a deadline; `None` if the deadline passed first.

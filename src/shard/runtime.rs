@@ -21,7 +21,6 @@ use glommio::{CpuSet, Latency, LocalExecutorPoolBuilder, PoolPlacement, Shares};
 
 use super::ctx::{CtxParts, ShardCtx};
 use super::mesh::{receive_loop, Handler, MeshMsg};
-use super::partitions::{leftover_deletions, PartitionTable};
 use super::{Controller, MetadataImage};
 use crate::config::ServeConfig;
 use crate::constants::{
@@ -29,6 +28,7 @@ use crate::constants::{
     NOFILE_MIN, NOFILE_WANTED, PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS,
     SHUTDOWN_HARD_LIMIT_MS, SHUTDOWN_POLL_INTERVAL_MS,
 };
+use crate::partition::table::{leftover_deletions, PartitionTable};
 use crate::types::ShardId;
 
 /// Set by the signal thread on SIGTERM/SIGINT; every shard polls it.
@@ -233,8 +233,8 @@ async fn shard_main(
         tracing::info!(listen = %config.listen, shards = config.shards, "shardlog listening on {}", config.listen);
     }
     drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
-    ctx.spawn_background(super::maintenance::retention_loop(ctx.clone()));
-    ctx.spawn_background(super::maintenance::cleaner_loop(ctx.clone()));
+    ctx.spawn_background(crate::partition::maintenance::retention_loop(ctx.clone()));
+    ctx.spawn_background(crate::partition::maintenance::cleaner_loop(ctx.clone()));
     accept_loop(&ctx, listener, app).await;
     drain(&ctx, &shared).await;
     ctx.partitions.close_all().await;

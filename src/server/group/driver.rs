@@ -459,8 +459,8 @@ async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
 /// groups this shard coordinates to the metrics endpoint (ListOffsets -1 on each
 /// partition's owner shard).
 async fn publish_lag(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
+    use crate::partition::ops::{PartitionOp, PartitionResult};
     use crate::server::call::{ShardReply, ShardRequest};
-    use crate::server::owner::{PartitionOp, PartitionResult};
     let committed: Vec<(String, String, i32, i64)> = {
         let c = s.coordinator.borrow();
         let ids: Vec<String> = c.group_ids().cloned().collect();

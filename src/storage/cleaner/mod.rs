@@ -2,7 +2,7 @@
 //! record per key in the sealed segments, as Kafka's `LogCleaner` does.
 //!
 //! Runs on the log's owner shard, driven by the shard's cleaner loop
-//! (`shard::maintenance::cleaner_loop`), which asks every compacted log for its
+//! (`partition::maintenance::cleaner_loop`), which asks every compacted log for its
 //! [`CleanStats`] and cleans the dirtiest. The cleanable range is the prefix of finalized
 //! sealed segments wholly below the committed offset and the recovery point, stopping at the
 //! first segment holding a record newer than `min.compaction.lag.ms`. The dirty section runs

@@ -13,8 +13,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
-use super::call::ShardReply;
 use crate::protocol::errors::storage_error_code;
+use crate::server::call::ShardReply;
 use crate::shard::{now_ms, OwnedPartition, ShardCtx};
 use crate::storage::error::RecordError;
 use crate::storage::StorageError;
@@ -150,7 +150,7 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
             ))
         }
         PartitionOp::DeleteRecords { topic, partition, offset } => PartitionResult::DeleteRecords(
-            super::delete_records::on_owner(ctx, &topic, partition, offset).await,
+            crate::server::delete_records::on_owner(ctx, &topic, partition, offset).await,
         ),
     }
 }

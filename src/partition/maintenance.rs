@@ -10,10 +10,9 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::ctx::ShardCtx;
-use super::partitions::OwnedPartition as Partition;
-use super::{now_ms, sleep};
+use super::OwnedPartition as Partition;
 use crate::metrics::{self, Count, Level};
+use crate::shard::{now_ms, sleep, ShardCtx};
 use crate::storage::cleaner::throttle::Throttler;
 use crate::storage::CleanOptions;
 
@@ -50,7 +49,7 @@ pub async fn retention_pass(ctx: &ShardCtx) {
             Ok(_) => {}
             Err(err) => tracing::warn!(partition = %partition.tp, "retention failed: {err}"),
         }
-        glommio::executor().yield_if_needed().await;
+        crate::shard::yield_if_needed().await;
     }
 }
 
@@ -70,7 +69,7 @@ pub async fn cleaner_loop(ctx: Rc<ShardCtx>) {
         if !cleaned {
             sleep(backoff).await;
         }
-        glommio::executor().yield_if_needed().await;
+        crate::shard::yield_if_needed().await;
     }
 }
 
@@ -103,7 +102,7 @@ async fn filthiest(ctx: &ShardCtx) -> Option<Rc<Partition>> {
             }
             Err(err) => tracing::warn!(partition = %partition.tp, "cleaner check failed: {err}"),
         }
-        glommio::executor().yield_if_needed().await;
+        crate::shard::yield_if_needed().await;
     }
     metrics::set(Level::CleanerMaxDirtyPercent, (max_dirty * 100.0).round() as i64);
     best.map(|(_, p)| p).or(horizon_due)

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::ctx::ShardCtx;
-use super::{Log, MetadataImage, TopicImage};
 use crate::io::dma::DmaFileSystem;
+use crate::shard::ShardCtx;
+use crate::shard::{Log, MetadataImage, TopicImage};
 use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
 use crate::sync::Notify;
 use crate::types::{Epoch, ShardId, TopicPartition};
@@ -152,7 +152,7 @@ impl PartitionTable {
             Ok(()) => {
                 ctx.spawn_background(async move {
                     let removal = move || std::fs::remove_dir_all(&target);
-                    if let Err(err) = glommio::executor().spawn_blocking(removal).await {
+                    if let Err(err) = crate::shard::spawn_blocking(removal).await {
                         tracing::warn!("background removal failed: {err}");
                     }
                 });
@@ -248,7 +248,7 @@ async fn wait_sole_owner(mut partition: Rc<OwnedPartition>) -> Option<OwnedParti
             Ok(owned) => return Some(owned),
             Err(shared) if waited_ms < CLOSE_WAIT_MS_MAX => {
                 partition = shared;
-                super::sleep(Duration::from_millis(1)).await;
+                crate::shard::sleep(Duration::from_millis(1)).await;
                 waited_ms += 1;
             }
             Err(_) => return None,
