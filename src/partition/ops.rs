@@ -14,7 +14,6 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
 use crate::protocol::errors::storage_error_code;
-use crate::server::call::ShardReply;
 use crate::shard::{now_ms, OwnedPartition, ShardCtx};
 use crate::storage::error::RecordError;
 use crate::storage::StorageError;
@@ -119,10 +118,10 @@ pub struct WaitSpec {
 }
 
 /// Runs the operations of one request on this (their owner) shard.
-pub async fn run_ops(ctx: &Rc<ShardCtx>, ops: Vec<PartitionOp>) -> ShardReply {
+pub async fn run_ops(ctx: &Rc<ShardCtx>, ops: Vec<PartitionOp>) -> Vec<PartitionResult> {
     // join_all polls in order, so the appends start in the request's order.
     let futures = ops.into_iter().map(|op| run_op(ctx, op));
-    ShardReply::Partitions(futures::future::join_all(futures).await)
+    futures::future::join_all(futures).await
 }
 
 async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
@@ -149,9 +148,9 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
                 current_leader_epoch,
             ))
         }
-        PartitionOp::DeleteRecords { topic, partition, offset } => PartitionResult::DeleteRecords(
-            crate::server::delete_records::on_owner(ctx, &topic, partition, offset).await,
-        ),
+        PartitionOp::DeleteRecords { topic, partition, offset } => {
+            PartitionResult::DeleteRecords(delete_records(ctx, &topic, partition, offset).await)
+        }
     }
 }
 
@@ -288,18 +287,20 @@ fn epoch_end(
 
 /// Resolves when any listed partition has committed data beyond the wanted offset, the
 /// wait expires, a listed partition goes away, or the shard shuts down.
-pub async fn wait_for_data(ctx: &ShardCtx, spec: WaitSpec) -> ShardReply {
+/// Returns once a listed partition has data past its offset, one is gone, shutdown begins,
+/// or the wait's deadline passes.
+pub async fn wait_for_data(ctx: &ShardCtx, spec: WaitSpec) {
     let mut parts = Vec::with_capacity(spec.partitions.len());
     for (topic, partition, offset) in &spec.partitions {
-        let Some(p) = ctx.partitions.get(topic, *partition) else { return ShardReply::DataReady };
+        let Some(p) = ctx.partitions.get(topic, *partition) else { return };
         if p.log.committed_offset().0 > *offset {
-            return ShardReply::DataReady;
+            return;
         }
         let seen = p.hw_changed.version();
         parts.push((p, seen));
     }
     if parts.is_empty() || ctx.is_shutting_down() {
-        return ShardReply::DataReady;
+        return;
     }
     let shutdown_seen = ctx.shutdown.version();
     let mut waits: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>> =
@@ -307,7 +308,35 @@ pub async fn wait_for_data(ctx: &ShardCtx, spec: WaitSpec) -> ShardReply {
     waits.push(Box::pin(ctx.shutdown.changed_since(shutdown_seen)));
     let any = futures::future::select_all(waits);
     crate::shard::with_timeout(Duration::from_millis(spec.max_wait_ms), any).await;
-    ShardReply::DataReady
+}
+
+/// Kafka's "delete up to the high watermark" sentinel.
+const HIGH_WATERMARK: i64 = -1;
+
+/// Advances the partition's log start to `offset` (-1: the high watermark) and returns the
+/// low watermark. Kafka's rules: an offset above the high watermark or below -1 is
+/// OFFSET_OUT_OF_RANGE; one at or below the current log start changes nothing.
+async fn delete_records(
+    ctx: &ShardCtx,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<i64, OpError> {
+    let p =
+        ctx.partitions.get(topic, partition).ok_or((ResponseError::NotLeaderOrFollower, None))?;
+    let hw = p.log.committed_offset();
+    let target = if offset == HIGH_WATERMARK { hw } else { Offset(offset) };
+    if target.0 < 0 || target > hw {
+        let why = format!("offset {offset} is outside [-1, high watermark {hw}]");
+        return Err((ResponseError::OffsetOutOfRange, Some(why)));
+    }
+    p.log
+        .advance_log_start(target)
+        .await
+        .map_err(|err| (storage_error_code(&err), Some(err.to_string())))?;
+    let low = p.log.log_start_offset();
+    tracing::info!(partition = %p.tp, log_start = low.0, "DeleteRecords advanced the log start");
+    Ok(low.0)
 }
 
 #[cfg(test)]

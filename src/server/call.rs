@@ -15,7 +15,7 @@ use futures::future::LocalBoxFuture;
 
 use super::control::{ControllerReply, ControllerRequest};
 use super::group::{GroupAnswer, GroupCall};
-use crate::partition::ops::{PartitionOp, PartitionResult, WaitSpec};
+use crate::partition::ops::{self, PartitionOp, PartitionResult, WaitSpec};
 use crate::shard::{MeshError, MetadataImage, Payload, ShardCtx};
 use crate::types::ShardId;
 
@@ -78,8 +78,11 @@ fn reply_of(payload: Payload) -> ShardReply {
 /// Executes a request addressed to this shard (from the mesh or from a local caller).
 pub async fn execute(ctx: &Rc<ShardCtx>, req: ShardRequest) -> ShardReply {
     match req {
-        ShardRequest::Partitions(ops) => crate::partition::ops::run_ops(ctx, ops).await,
-        ShardRequest::WaitForData(spec) => crate::partition::ops::wait_for_data(ctx, spec).await,
+        ShardRequest::Partitions(ops) => ShardReply::Partitions(ops::run_ops(ctx, ops).await),
+        ShardRequest::WaitForData(spec) => {
+            ops::wait_for_data(ctx, spec).await;
+            ShardReply::DataReady
+        }
         ShardRequest::Controller(req) => {
             ShardReply::Controller(super::control::execute(ctx, req).await)
         }

@@ -4,8 +4,8 @@
 //! before the call answers, so it survives a crash; whole segments below it leave through
 //! retention's `.deleted` path. ListOffsets earliest and Fetch honour it.
 //!
-//! The request is split by owner shard on the connection's shard; [`on_owner`] runs on the
-//! partition's owner shard.
+//! The request is split by owner shard on the connection's shard;
+//! `partition::ops::delete_records` runs on the partition's owner shard.
 
 use std::rc::Rc;
 
@@ -18,17 +18,12 @@ use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsRespon
 
 use super::dispatch::{respond, ResponseFuture};
 use super::route::Routed;
-use crate::partition::ops::{OpError, PartitionOp, PartitionResult};
+use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
-use crate::protocol::errors::storage_error_code;
 use crate::shard::ShardCtx;
-use crate::types::Offset;
 
 /// Every version Kafka 4.x defines (v2 is flexible).
 pub const VERSIONS: (i16, i16) = (0, 2);
-
-/// Kafka's "delete up to the high watermark" sentinel.
-const HIGH_WATERMARK: i64 = -1;
 
 pub async fn start(
     ctx: &Rc<ShardCtx>,
@@ -77,30 +72,4 @@ pub async fn start(
         }
         respond(ApiKey::DeleteRecords, version, correlation_id, &response)
     }))
-}
-
-/// Advances the partition's log start to `offset` (-1: the high watermark) and returns the
-/// low watermark. Kafka's rules: an offset above the high watermark or below -1 is
-/// OFFSET_OUT_OF_RANGE; one at or below the current log start changes nothing.
-pub async fn on_owner(
-    ctx: &ShardCtx,
-    topic: &str,
-    partition: i32,
-    offset: i64,
-) -> Result<i64, OpError> {
-    let p =
-        ctx.partitions.get(topic, partition).ok_or((ResponseError::NotLeaderOrFollower, None))?;
-    let hw = p.log.committed_offset();
-    let target = if offset == HIGH_WATERMARK { hw } else { Offset(offset) };
-    if target.0 < 0 || target > hw {
-        let why = format!("offset {offset} is outside [-1, high watermark {hw}]");
-        return Err((ResponseError::OffsetOutOfRange, Some(why)));
-    }
-    p.log
-        .advance_log_start(target)
-        .await
-        .map_err(|err| (storage_error_code(&err), Some(err.to_string())))?;
-    let low = p.log.log_start_offset();
-    tracing::info!(partition = %p.tp, log_start = low.0, "DeleteRecords advanced the log start");
-    Ok(low.0)
 }
