@@ -2,7 +2,10 @@
 //! acks 1 and -1 answer once the batch is durable per the flush policy (single node:
 //! the two are the same), acks 0 gets no response — and a failure closes the
 //! connection, as Kafka does. v0–2 are advertised (old clients need to see them) but
-//! refused by closing: their message formats are gone since Kafka 4.0.
+//! refused by closing: their message formats are gone since Kafka 4.0. From v13 topics
+//! are named by topic id (KIP-516): an unknown id gets UNKNOWN_TOPIC_ID. v12 differs
+//! from v11 only for transaction V2 producers (KIP-890), which need the
+//! `transaction.version` feature this broker does not finalize.
 
 use std::rc::Rc;
 
@@ -20,11 +23,13 @@ use super::route::Routed;
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
 
-/// Advertised from 0 (librdkafka needs it for compression), served from 3; 13 needs
-/// topic ids.
-pub const VERSIONS: (i16, i16) = (0, 11);
+/// Advertised from 0 (librdkafka needs it for compression), served from 3; 13 (topic
+/// ids) is Kafka 4.1's maximum.
+pub const VERSIONS: (i16, i16) = (0, 13);
 /// The first version actually served.
 pub const SERVED_MIN_VERSION: i16 = 3;
+/// The first version naming topics by id instead of by name (KIP-516).
+pub const TOPIC_ID_VERSION: i16 = 13;
 
 struct Slot {
     topic: usize,
@@ -47,12 +52,24 @@ pub async fn start(
     let mut slots = Vec::new();
     let mut routed = Routed::default();
     let mut topics = Vec::with_capacity(req.topic_data.len());
+    let image = ctx.image();
     for (t, topic) in req.topic_data.into_iter().enumerate() {
-        let name = topic.name.0.to_string();
+        let (name, unknown_id) = if version >= TOPIC_ID_VERSION {
+            match image.topic_by_id(&topic.topic_id) {
+                Some(known) => (known.name.clone(), false),
+                None => (String::new(), true),
+            }
+        } else {
+            (topic.name.0.to_string(), false)
+        };
         for p in topic.partition_data {
-            let owner = ctx.owner_of(&name, p.index);
-            let early =
-                acks_error.or(owner.is_none().then_some(ResponseError::UnknownTopicOrPartition));
+            let owner = if unknown_id { None } else { ctx.owner_of(&name, p.index) };
+            let unknown = if unknown_id {
+                ResponseError::UnknownTopicId
+            } else {
+                ResponseError::UnknownTopicOrPartition
+            };
+            let early = acks_error.or(owner.is_none().then_some(unknown));
             if let (None, Some((shard, _))) = (early, owner) {
                 let op = PartitionOp::Produce {
                     topic: name.clone(),
@@ -63,16 +80,23 @@ pub async fn start(
             }
             slots.push(Slot { topic: t, partition: p.index, early });
         }
-        topics.push(topic.name);
+        topics.push((topic.name, topic.topic_id));
     }
     let in_flight = routed.send(ctx).await;
     let correlation_id = header.correlation_id;
     Ok(Box::pin(async move {
         let results = in_flight.gather(slots.len()).await;
         let mut response = ProduceResponse::default();
+        // The name before v13, the id from v13: the other keeps its default.
         response.responses = topics
             .into_iter()
-            .map(|name| TopicProduceResponse::default().with_name(name))
+            .map(|(name, id)| {
+                if version >= TOPIC_ID_VERSION {
+                    TopicProduceResponse::default().with_topic_id(id)
+                } else {
+                    TopicProduceResponse::default().with_name(name)
+                }
+            })
             .collect();
         let mut first_error = None;
         for (slot, result) in slots.into_iter().zip(results) {
