@@ -1,7 +1,8 @@
 //! Kafka 4.1's version maxima against the real binary, through raw requests: ApiVersions
 //! advertises them; Metadata answers with topic ids and by id; Produce v13 and Fetch
 //! v13–v18 name topics by id (an unknown id gets UNKNOWN_TOPIC_ID); ListOffsets v10
-//! answers every offset spec including latest tiered (-5); OffsetCommit/OffsetFetch v9.
+//! answers every offset spec including latest tiered (-5); OffsetCommit/OffsetFetch v9;
+//! DescribeGroups v6 (GROUP_ID_NOT_FOUND); ApiVersions v4.
 
 mod common;
 
@@ -18,11 +19,11 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, ListOffsetsRequest,
-    ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse,
-    TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, DescribeGroupsRequest,
+    DescribeGroupsResponse, FetchRequest, FetchResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, GroupId, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
@@ -114,6 +115,10 @@ fn api_versions_advertise_kafka_4_1_maxima() {
     assert_eq!(range(ApiKey::Metadata), (0, 13));
     assert_eq!(range(ApiKey::OffsetCommit), (2, 9));
     assert_eq!(range(ApiKey::OffsetFetch), (1, 9));
+    assert_eq!(range(ApiKey::DescribeGroups), (0, 6));
+    assert_eq!(range(ApiKey::ApiVersions), (0, 4));
+    let v4: ApiVersionsResponse = wire.call(ApiKey::ApiVersions, 4, &ApiVersionsRequest::default());
+    assert_eq!((v4.error_code, v4.api_keys.len()), (0, resp.api_keys.len()), "v4 is served");
 }
 
 #[test]
@@ -328,4 +333,18 @@ fn offset_commit_and_fetch_v9() {
         assert_eq!(rows, vec![(0, 10, 0), (1, 11, 0)]);
     }
     assert!(resp.groups[2].topics.is_empty(), "a group without commits has none");
+
+    // DescribeGroups: the standalone group exists (Empty); an unknown one is Dead, with
+    // GROUP_ID_NOT_FOUND from v6 (KIP-1043) and no error before.
+    let req = DescribeGroupsRequest::default().with_groups(vec![
+        GroupId(StrBytes::from_static_str("g9")),
+        GroupId(StrBytes::from_static_str("never")),
+    ]);
+    let resp: DescribeGroupsResponse = wire.call(ApiKey::DescribeGroups, 6, &req);
+    let g = &resp.groups;
+    assert_eq!((g[0].error_code, g[0].group_state.as_str()), (0, "Empty"));
+    assert_eq!((g[1].error_code, g[1].group_state.as_str()), (69, "Dead"));
+    assert_eq!(g[1].error_message.as_deref(), Some("Group never not found."));
+    let resp: DescribeGroupsResponse = wire.call(ApiKey::DescribeGroups, 5, &req);
+    assert_eq!((resp.groups[1].error_code, resp.groups[1].group_state.as_str()), (0, "Dead"));
 }

@@ -321,6 +321,104 @@ mod tests {
         }
     }
 
+    fn leaders() -> Leaders {
+        use crate::controller::{MetadataImage, PartitionImage, TopicImage};
+        use crate::types::{Epoch, NodeId};
+        let id = Uuid::new_v4();
+        let topic = TopicImage {
+            name: "t".into(),
+            topic_id: id,
+            internal: false,
+            configs: BTreeMap::new(),
+            config: Default::default(),
+            partitions: vec![PartitionImage {
+                index: 0,
+                owner_shard: ShardId(0),
+                leader: NodeId(1),
+                leader_epoch: Epoch(7),
+                replicas: vec![NodeId(1)],
+                isr: vec![NodeId(1)],
+            }],
+        };
+        let image = MetadataImage {
+            version: 1,
+            cluster_id: "c".into(),
+            node_id: NodeId(1),
+            controller_id: NodeId(1),
+            shard_count: 1,
+            topics: [("t".to_string(), std::sync::Arc::new(topic))].into_iter().collect(),
+            topic_ids: [(id, "t".to_string())].into_iter().collect(),
+            broker_defaults: Default::default(),
+        };
+        Leaders { image: std::sync::Arc::new(image), node: (1, "h".into(), 9092) }
+    }
+
+    fn plan(version: i16, partitions: &[i32]) -> Plan {
+        Plan {
+            version,
+            correlation_id: 1,
+            topics: vec![TopicKey {
+                name: TopicName(StrBytes::from_static_str("t")),
+                id: Uuid::nil(),
+            }],
+            wanted: partitions
+                .iter()
+                .map(|&partition| Wanted {
+                    topic: 0,
+                    name: "t".into(),
+                    partition,
+                    fetch_offset: 0,
+                    max_bytes: 100,
+                    current_leader_epoch: -1,
+                    owner: Some(ShardId(0)),
+                    unknown_id: false,
+                })
+                .collect(),
+            min_bytes: 0,
+            max_bytes: 100,
+            max_wait: Duration::ZERO,
+            session_error: None,
+        }
+    }
+
+    fn failed(error: ResponseError) -> FetchPart {
+        FetchPart { error: Some(error), ..part(0) }
+    }
+
+    /// KIP-951: from v16 a leader error names the current leader and its endpoint, once
+    /// per node; other errors, and older versions, leave both at their defaults.
+    #[test]
+    fn leader_errors_carry_the_current_leader_from_v16() {
+        let parts = || {
+            vec![
+                failed(ResponseError::FencedLeaderEpoch),
+                failed(ResponseError::NotLeaderOrFollower),
+                failed(ResponseError::UnknownLeaderEpoch),
+            ]
+        };
+        let r = build_response(plan(16, &[0, 0, 0]), parts(), &leaders());
+        let current: Vec<(i32, i32)> = r.responses[0]
+            .partitions
+            .iter()
+            .map(|p| (p.current_leader.leader_id.0, p.current_leader.leader_epoch))
+            .collect();
+        assert_eq!(current, vec![(1, 7), (1, 7), (-1, -1)]);
+        assert_eq!(r.node_endpoints.len(), 1);
+        assert_eq!((r.node_endpoints[0].node_id.0, r.node_endpoints[0].port), (1, 9092));
+        assert_eq!(r.responses[0].topic_id, Uuid::nil(), "v13+ answers by id");
+        assert!(r.responses[0].topic.0.is_empty());
+
+        let r = build_response(
+            plan(15, &[0]),
+            vec![failed(ResponseError::FencedLeaderEpoch)],
+            &leaders(),
+        );
+        assert_eq!(r.responses[0].partitions[0].current_leader.leader_id.0, -1);
+        assert!(r.node_endpoints.is_empty());
+        let r = build_response(plan(12, &[0]), vec![part(1)], &leaders());
+        assert_eq!(r.responses[0].topic.0.as_str(), "t", "v12 answers by name");
+    }
+
     #[test]
     fn first_non_empty_partition_is_kept_whole() {
         let mut parts = vec![part(0), part(100), part(30), part(50)];
