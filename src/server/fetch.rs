@@ -308,6 +308,39 @@ fn build_response(plan: Plan, parts: Vec<FetchPart>, leaders: &Leaders) -> Fetch
     response
 }
 
+/// An image of one topic "t" (partition 0 led by node 1 at epoch 7), for unit tests.
+#[cfg(test)]
+pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
+    use crate::controller::{MetadataImage, PartitionImage, TopicImage};
+    use crate::types::{Epoch, NodeId};
+    let id = Uuid::new_v4();
+    let topic = TopicImage {
+        name: "t".into(),
+        topic_id: id,
+        internal: false,
+        configs: BTreeMap::new(),
+        config: Default::default(),
+        partitions: vec![PartitionImage {
+            index: 0,
+            owner_shard: ShardId(0),
+            leader: NodeId(1),
+            leader_epoch: Epoch(7),
+            replicas: vec![NodeId(1)],
+            isr: vec![NodeId(1)],
+        }],
+    };
+    MetadataImage {
+        version: 1,
+        cluster_id: "c".into(),
+        node_id: NodeId(1),
+        controller_id: NodeId(1),
+        shard_count: 1,
+        topics: [("t".to_string(), std::sync::Arc::new(topic))].into_iter().collect(),
+        topic_ids: [(id, "t".to_string())].into_iter().collect(),
+        broker_defaults: Default::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,35 +355,7 @@ mod tests {
     }
 
     fn leaders() -> Leaders {
-        use crate::controller::{MetadataImage, PartitionImage, TopicImage};
-        use crate::types::{Epoch, NodeId};
-        let id = Uuid::new_v4();
-        let topic = TopicImage {
-            name: "t".into(),
-            topic_id: id,
-            internal: false,
-            configs: BTreeMap::new(),
-            config: Default::default(),
-            partitions: vec![PartitionImage {
-                index: 0,
-                owner_shard: ShardId(0),
-                leader: NodeId(1),
-                leader_epoch: Epoch(7),
-                replicas: vec![NodeId(1)],
-                isr: vec![NodeId(1)],
-            }],
-        };
-        let image = MetadataImage {
-            version: 1,
-            cluster_id: "c".into(),
-            node_id: NodeId(1),
-            controller_id: NodeId(1),
-            shard_count: 1,
-            topics: [("t".to_string(), std::sync::Arc::new(topic))].into_iter().collect(),
-            topic_ids: [(id, "t".to_string())].into_iter().collect(),
-            broker_defaults: Default::default(),
-        };
-        Leaders { image: std::sync::Arc::new(image), node: (1, "h".into(), 9092) }
+        Leaders { image: std::sync::Arc::new(one_partition_image()), node: (1, "h".into(), 9092) }
     }
 
     fn plan(version: i16, partitions: &[i32]) -> Plan {
