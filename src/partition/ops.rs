@@ -258,6 +258,8 @@ async fn list_offsets(
         // -2 earliest, -4 earliest local (no tiering: the same).
         -2 | -4 => answer(-1, p.log.log_start_offset().0),
         -1 => answer(-1, p.log.committed_offset().0),
+        // -5 latest tiered: without remote storage Kafka answers offset -1, epoch -1.
+        -5 => none,
         -3 => match p.log.max_timestamp() {
             Some((ts, offset)) => answer(ts, offset.0),
             None => none,

@@ -11,7 +11,9 @@ use super::dispatch::{respond as encode, Outcome, API_TABLE};
 use crate::protocol::decode_request;
 use crate::protocol::header::ApiPeek;
 
-pub const VERSIONS: (i16, i16) = (0, 3);
+/// v4 (Kafka 4.1's maximum) only lets SupportedFeatures carry a MinVersion of 0; this
+/// broker lists no features, so v4 answers as v3 does.
+pub const VERSIONS: (i16, i16) = (0, 4);
 
 pub fn respond_table(version: i16, correlation_id: i32, error: Option<ResponseError>) -> Outcome {
     let api_keys = API_TABLE

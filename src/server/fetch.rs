@@ -4,6 +4,12 @@
 //! response except for the first non-empty partition, which always gets at least one
 //! whole batch (KIP-74). No fetch sessions: the answer carries session id 0, which tells
 //! clients to keep sending full requests.
+//!
+//! From v13 topics are named by topic id (KIP-516), resolved through this shard's image;
+//! an unknown id gets UNKNOWN_TOPIC_ID. From v16, a partition failing with
+//! NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its current leader and the
+//! leader's endpoint (KIP-951). The follower-only fields (replica state v15, directory id
+//! v17, the replica's high watermark v18) are read and ignored: there are no followers.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -11,8 +17,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 
 use super::call::{ShardReply, ShardRequest};
 use super::dispatch::{respond, Outcome, ResponseFuture};
@@ -23,9 +33,13 @@ use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
 use crate::types::ShardId;
 
-/// 4 is the Kafka 4 floor (and what librdkafka needs to use v2 batches); 13 needs
-/// topic ids.
-pub const VERSIONS: (i16, i16) = (4, 12);
+/// 4 is the Kafka 4 floor (and what librdkafka needs to use v2 batches); 18 is Kafka
+/// 4.1's maximum (13+ name topics by id).
+pub const VERSIONS: (i16, i16) = (4, 18);
+/// The first version naming topics by id instead of by name (KIP-516).
+pub const TOPIC_ID_VERSION: i16 = 13;
+/// The first version carrying the current leader and node endpoints on leader errors.
+const CURRENT_LEADER_VERSION: i16 = 16;
 
 struct Wanted {
     topic: usize,
@@ -35,12 +49,20 @@ struct Wanted {
     max_bytes: usize,
     current_leader_epoch: i32,
     owner: Option<ShardId>,
+    /// v13+: the request's topic id matches no topic.
+    unknown_id: bool,
+}
+
+/// A requested topic as the response names it: by name before v13, by id from v13.
+struct TopicKey {
+    name: TopicName,
+    id: Uuid,
 }
 
 struct Plan {
     version: i16,
     correlation_id: i32,
-    topics: Vec<TopicName>,
+    topics: Vec<TopicKey>,
     wanted: Vec<Wanted>,
     min_bytes: usize,
     max_bytes: usize,
@@ -58,20 +80,33 @@ pub async fn start(
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
     let mut wanted = Vec::new();
     let mut topics = Vec::with_capacity(req.topics.len());
+    let image = ctx.image();
     for (t, topic) in req.topics.into_iter().enumerate() {
-        let name = topic.topic.0.to_string();
+        let (name, unknown_id) = if version >= TOPIC_ID_VERSION {
+            match image.topic_by_id(&topic.topic_id) {
+                Some(known) => (known.name.clone(), false),
+                None => (String::new(), true),
+            }
+        } else {
+            (topic.topic.0.to_string(), false)
+        };
         for p in topic.partitions {
             wanted.push(Wanted {
                 topic: t,
-                owner: ctx.owner_of(&name, p.partition).map(|(shard, _)| shard),
+                owner: if unknown_id {
+                    None
+                } else {
+                    ctx.owner_of(&name, p.partition).map(|(shard, _)| shard)
+                },
                 name: name.clone(),
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0).min(max_bytes),
                 current_leader_epoch: p.current_leader_epoch,
+                unknown_id,
             });
         }
-        topics.push(topic.topic);
+        topics.push(TopicKey { name: topic.topic, id: topic.topic_id });
     }
     let plan = Plan {
         version,
@@ -103,7 +138,13 @@ async fn run(ctx: &Rc<ShardCtx>, plan: Plan) -> Outcome {
         parts = read_all(ctx, &plan).await;
     }
     trim_to_max_bytes(&mut parts, plan.max_bytes);
-    respond(ApiKey::Fetch, plan.version, plan.correlation_id, &build_response(plan, parts))
+    let leaders = Leaders::of(ctx);
+    respond(
+        ApiKey::Fetch,
+        plan.version,
+        plan.correlation_id,
+        &build_response(plan, parts, &leaders),
+    )
 }
 
 async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
@@ -127,7 +168,9 @@ async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
         .map(|(w, result)| match result {
             Some(PartitionResult::Fetch(part)) => part,
             _ => FetchPart {
-                error: Some(if w.owner.is_none() {
+                error: Some(if w.unknown_id {
+                    ResponseError::UnknownTopicId
+                } else if w.owner.is_none() {
                     ResponseError::UnknownTopicOrPartition
                 } else {
                     ResponseError::NotLeaderOrFollower
@@ -180,20 +223,63 @@ fn trim_to_max_bytes(parts: &mut [FetchPart], max_bytes: usize) {
     }
 }
 
-fn build_response(plan: Plan, parts: Vec<FetchPart>) -> FetchResponse {
+/// What KIP-951 needs to point a client at a partition's leader: read from the image
+/// when the response is built.
+struct Leaders {
+    image: std::sync::Arc<crate::controller::MetadataImage>,
+    /// This broker's advertised endpoint (the only node a leader can be here).
+    node: (i32, String, i32),
+}
+
+impl Leaders {
+    fn of(ctx: &ShardCtx) -> Self {
+        let c = &ctx.config;
+        Self {
+            image: ctx.image(),
+            node: (c.node_id.0, c.advertised_host.clone(), i32::from(c.advertised_port)),
+        }
+    }
+
+    /// The current leader and epoch of a partition, if the image knows it.
+    fn leader(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
+        self.image.partition(topic, partition).map(|p| (p.leader.0, p.leader_epoch.0))
+    }
+
+    /// The endpoint of `node`, if it is this broker.
+    fn endpoint(&self, node: i32) -> Option<NodeEndpoint> {
+        let (id, host, port) = &self.node;
+        (node == *id).then(|| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(*id))
+                .with_host(StrBytes::from_string(host.clone()))
+                .with_port(*port)
+                .with_rack(None)
+        })
+    }
+}
+
+fn build_response(plan: Plan, parts: Vec<FetchPart>, leaders: &Leaders) -> FetchResponse {
     let mut response = FetchResponse::default()
         .with_session_id(0)
         .with_error_code(plan.session_error.map_or(0, |e| e.code()));
     if plan.session_error.is_some() {
         return response;
     }
+    // Fields outside the request's version must keep their defaults (the codec refuses
+    // to encode them otherwise): the name before v13, the id from v13.
     response.responses = plan
         .topics
         .into_iter()
-        .map(|topic| FetchableTopicResponse::default().with_topic(topic))
+        .map(|topic| {
+            if plan.version >= TOPIC_ID_VERSION {
+                FetchableTopicResponse::default().with_topic_id(topic.id)
+            } else {
+                FetchableTopicResponse::default().with_topic(topic.name)
+            }
+        })
         .collect();
     for (w, part) in plan.wanted.iter().zip(parts) {
-        let data = PartitionData::default()
+        let mut data = PartitionData::default()
             .with_partition_index(w.partition)
             .with_error_code(part.error.map_or(0, |e| e.code()))
             .with_high_watermark(part.high_watermark)
@@ -201,9 +287,59 @@ fn build_response(plan: Plan, parts: Vec<FetchPart>) -> FetchResponse {
             .with_log_start_offset(if plan.version >= 5 { part.log_start_offset } else { -1 })
             .with_preferred_read_replica(BrokerId(-1))
             .with_records(Some(part.records));
+        let leader_error = matches!(
+            part.error,
+            Some(ResponseError::NotLeaderOrFollower | ResponseError::FencedLeaderEpoch)
+        );
+        if plan.version >= CURRENT_LEADER_VERSION && leader_error {
+            if let Some((leader, epoch)) = leaders.leader(&w.name, w.partition) {
+                data = data.with_current_leader(
+                    LeaderIdAndEpoch::default()
+                        .with_leader_id(BrokerId(leader))
+                        .with_leader_epoch(epoch),
+                );
+                let listed = response.node_endpoints.iter().any(|n| n.node_id.0 == leader);
+                if let (false, Some(endpoint)) = (listed, leaders.endpoint(leader)) {
+                    response.node_endpoints.push(endpoint);
+                }
+            }
+        }
         response.responses[w.topic].partitions.push(data);
     }
     response
+}
+
+/// An image of one topic "t" (partition 0 led by node 1 at epoch 7), for unit tests.
+#[cfg(test)]
+pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
+    use crate::controller::{MetadataImage, PartitionImage, TopicImage};
+    use crate::types::{Epoch, NodeId};
+    let id = Uuid::new_v4();
+    let topic = TopicImage {
+        name: "t".into(),
+        topic_id: id,
+        internal: false,
+        configs: BTreeMap::new(),
+        config: Default::default(),
+        partitions: vec![PartitionImage {
+            index: 0,
+            owner_shard: ShardId(0),
+            leader: NodeId(1),
+            leader_epoch: Epoch(7),
+            replicas: vec![NodeId(1)],
+            isr: vec![NodeId(1)],
+        }],
+    };
+    MetadataImage {
+        version: 1,
+        cluster_id: "c".into(),
+        node_id: NodeId(1),
+        controller_id: NodeId(1),
+        shard_count: 1,
+        topics: [("t".to_string(), std::sync::Arc::new(topic))].into_iter().collect(),
+        topic_ids: [(id, "t".to_string())].into_iter().collect(),
+        broker_defaults: Default::default(),
+    }
 }
 
 #[cfg(test)]
@@ -217,6 +353,76 @@ mod tests {
             log_start_offset: 0,
             records: Bytes::from(vec![0u8; len]),
         }
+    }
+
+    fn leaders() -> Leaders {
+        Leaders { image: std::sync::Arc::new(one_partition_image()), node: (1, "h".into(), 9092) }
+    }
+
+    fn plan(version: i16, partitions: &[i32]) -> Plan {
+        Plan {
+            version,
+            correlation_id: 1,
+            topics: vec![TopicKey {
+                name: TopicName(StrBytes::from_static_str("t")),
+                id: Uuid::nil(),
+            }],
+            wanted: partitions
+                .iter()
+                .map(|&partition| Wanted {
+                    topic: 0,
+                    name: "t".into(),
+                    partition,
+                    fetch_offset: 0,
+                    max_bytes: 100,
+                    current_leader_epoch: -1,
+                    owner: Some(ShardId(0)),
+                    unknown_id: false,
+                })
+                .collect(),
+            min_bytes: 0,
+            max_bytes: 100,
+            max_wait: Duration::ZERO,
+            session_error: None,
+        }
+    }
+
+    fn failed(error: ResponseError) -> FetchPart {
+        FetchPart { error: Some(error), ..part(0) }
+    }
+
+    /// KIP-951: from v16 a leader error names the current leader and its endpoint, once
+    /// per node; other errors, and older versions, leave both at their defaults.
+    #[test]
+    fn leader_errors_carry_the_current_leader_from_v16() {
+        let parts = || {
+            vec![
+                failed(ResponseError::FencedLeaderEpoch),
+                failed(ResponseError::NotLeaderOrFollower),
+                failed(ResponseError::UnknownLeaderEpoch),
+            ]
+        };
+        let r = build_response(plan(16, &[0, 0, 0]), parts(), &leaders());
+        let current: Vec<(i32, i32)> = r.responses[0]
+            .partitions
+            .iter()
+            .map(|p| (p.current_leader.leader_id.0, p.current_leader.leader_epoch))
+            .collect();
+        assert_eq!(current, vec![(1, 7), (1, 7), (-1, -1)]);
+        assert_eq!(r.node_endpoints.len(), 1);
+        assert_eq!((r.node_endpoints[0].node_id.0, r.node_endpoints[0].port), (1, 9092));
+        assert_eq!(r.responses[0].topic_id, Uuid::nil(), "v13+ answers by id");
+        assert!(r.responses[0].topic.0.is_empty());
+
+        let r = build_response(
+            plan(15, &[0]),
+            vec![failed(ResponseError::FencedLeaderEpoch)],
+            &leaders(),
+        );
+        assert_eq!(r.responses[0].partitions[0].current_leader.leader_id.0, -1);
+        assert!(r.node_endpoints.is_empty());
+        let r = build_response(plan(12, &[0]), vec![part(1)], &leaders());
+        assert_eq!(r.responses[0].topic.0.as_str(), "t", "v12 answers by name");
     }
 
     #[test]

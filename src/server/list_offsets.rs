@@ -1,6 +1,8 @@
 //! ListOffsets: earliest (-2), latest (-1, the high watermark), max timestamp (-3),
-//! earliest local (-4, the same as earliest without tiered storage) and by timestamp,
-//! each answered by the partition's owner shard with the leader epoch.
+//! earliest local (-4, v8: the same as earliest without tiered storage), latest tiered
+//! (-5, v9: offset -1, as Kafka answers with remote storage disabled) and by timestamp,
+//! each answered by the partition's owner shard with the leader epoch. v10's timeout_ms
+//! bounds waits for remote storage, which never happen here: every answer is immediate.
 
 use std::rc::Rc;
 
@@ -17,9 +19,9 @@ use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
 
-/// 1 is the Kafka 4 floor; 7 adds max timestamp (-3); 8 (tiered-storage offsets) and
-/// later are not served.
-pub const VERSIONS: (i16, i16) = (1, 7);
+/// 1 is the Kafka 4 floor; 7 adds max timestamp (-3), 8 earliest local (-4), 9 latest
+/// tiered (-5), 10 timeout_ms (Kafka 4.1's maximum).
+pub const VERSIONS: (i16, i16) = (1, 10);
 
 pub async fn start(
     ctx: &Rc<ShardCtx>,

@@ -2,32 +2,44 @@
 //! acks 1 and -1 answer once the batch is durable per the flush policy (single node:
 //! the two are the same), acks 0 gets no response — and a failure closes the
 //! connection, as Kafka does. v0–2 are advertised (old clients need to see them) but
-//! refused by closing: their message formats are gone since Kafka 4.0.
+//! refused by closing: their message formats are gone since Kafka 4.0. From v13 topics
+//! are named by topic id (KIP-516): an unknown id gets UNKNOWN_TOPIC_ID. v12 differs
+//! from v11 only for transaction V2 producers (KIP-890), which need the
+//! `transaction.version` feature this broker does not finalize. From v10 a
+//! NOT_LEADER_OR_FOLLOWER partition names its current leader and endpoint (KIP-951).
 
 use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
-use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, BrokerId, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::dispatch::{respond, Outcome, ResponseFuture};
 use super::route::Routed;
+use crate::controller::MetadataImage;
 use crate::partition::ops::{PartitionOp, PartitionResult, ProduceError};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
 
-/// Advertised from 0 (librdkafka needs it for compression), served from 3; 13 needs
-/// topic ids.
-pub const VERSIONS: (i16, i16) = (0, 11);
+/// Advertised from 0 (librdkafka needs it for compression), served from 3; 13 (topic
+/// ids) is Kafka 4.1's maximum.
+pub const VERSIONS: (i16, i16) = (0, 13);
 /// The first version actually served.
 pub const SERVED_MIN_VERSION: i16 = 3;
+/// The first version naming topics by id instead of by name (KIP-516).
+pub const TOPIC_ID_VERSION: i16 = 13;
+
+/// The first version carrying the current leader and node endpoints on leader errors.
+const CURRENT_LEADER_VERSION: i16 = 10;
 
 struct Slot {
     topic: usize,
+    name: String,
     partition: i32,
     early: Option<ResponseError>,
 }
@@ -47,12 +59,24 @@ pub async fn start(
     let mut slots = Vec::new();
     let mut routed = Routed::default();
     let mut topics = Vec::with_capacity(req.topic_data.len());
+    let image = ctx.image();
     for (t, topic) in req.topic_data.into_iter().enumerate() {
-        let name = topic.name.0.to_string();
+        let (name, unknown_id) = if version >= TOPIC_ID_VERSION {
+            match image.topic_by_id(&topic.topic_id) {
+                Some(known) => (known.name.clone(), false),
+                None => (String::new(), true),
+            }
+        } else {
+            (topic.name.0.to_string(), false)
+        };
         for p in topic.partition_data {
-            let owner = ctx.owner_of(&name, p.index);
-            let early =
-                acks_error.or(owner.is_none().then_some(ResponseError::UnknownTopicOrPartition));
+            let owner = if unknown_id { None } else { ctx.owner_of(&name, p.index) };
+            let unknown = if unknown_id {
+                ResponseError::UnknownTopicId
+            } else {
+                ResponseError::UnknownTopicOrPartition
+            };
+            let early = acks_error.or(owner.is_none().then_some(unknown));
             if let (None, Some((shard, _))) = (early, owner) {
                 let op = PartitionOp::Produce {
                     topic: name.clone(),
@@ -61,22 +85,38 @@ pub async fn start(
                 };
                 routed.push(shard, slots.len(), op);
             }
-            slots.push(Slot { topic: t, partition: p.index, early });
+            slots.push(Slot { topic: t, name: name.clone(), partition: p.index, early });
         }
-        topics.push(topic.name);
+        topics.push((topic.name, topic.topic_id));
     }
     let in_flight = routed.send(ctx).await;
     let correlation_id = header.correlation_id;
+    let ctx = ctx.clone();
     Ok(Box::pin(async move {
         let results = in_flight.gather(slots.len()).await;
         let mut response = ProduceResponse::default();
+        // The name before v13, the id from v13: the other keeps its default.
         response.responses = topics
             .into_iter()
-            .map(|name| TopicProduceResponse::default().with_name(name))
+            .map(|(name, id)| {
+                if version >= TOPIC_ID_VERSION {
+                    TopicProduceResponse::default().with_topic_id(id)
+                } else {
+                    TopicProduceResponse::default().with_name(name)
+                }
+            })
             .collect();
         let mut first_error = None;
         for (slot, result) in slots.into_iter().zip(results) {
-            let part = partition_response(slot.partition, slot.early, result, version);
+            let mut part = partition_response(slot.partition, slot.early, result, version);
+            if version >= CURRENT_LEADER_VERSION
+                && part.error_code == ResponseError::NotLeaderOrFollower.code()
+            {
+                let c = &ctx.config;
+                let me = (c.node_id.0, c.advertised_host.as_str(), i32::from(c.advertised_port));
+                let endpoints = &mut response.node_endpoints;
+                point_at_leader(&ctx.image(), me, &slot.name, &mut part, endpoints);
+            }
             if part.error_code != 0 && first_error.is_none() {
                 first_error = Some((slot.partition, part.error_code));
             }
@@ -92,6 +132,31 @@ pub async fn start(
         }
         respond(ApiKey::Produce, version, correlation_id, &response)
     }))
+}
+
+/// KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader and
+/// epoch from the image, and the leader's endpoint once per response, so the client can
+/// retry without a metadata round trip.
+fn point_at_leader(
+    image: &MetadataImage,
+    (node_id, host, port): (i32, &str, i32),
+    topic: &str,
+    part: &mut PartitionProduceResponse,
+    endpoints: &mut Vec<NodeEndpoint>,
+) {
+    let Some(p) = image.partition(topic, part.index) else { return };
+    part.current_leader = LeaderIdAndEpoch::default()
+        .with_leader_id(BrokerId(p.leader.0))
+        .with_leader_epoch(p.leader_epoch.0);
+    if p.leader.0 == node_id && !endpoints.iter().any(|n| n.node_id.0 == node_id) {
+        endpoints.push(
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(node_id))
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port)
+                .with_rack(None),
+        );
+    }
 }
 
 fn partition_response(
@@ -135,5 +200,30 @@ fn partition_response(
             .with_log_start_offset(if version >= 5 { ok.log_start_offset } else { -1 }),
         Some(PartitionResult::Produce(Err(err))) => failed(err),
         _ => failed((ResponseError::NotLeaderOrFollower, None).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_leader_names_the_current_leader_once() {
+        let image = super::super::fetch::one_partition_image();
+        let mut endpoints = Vec::new();
+        let mut parts: Vec<PartitionProduceResponse> = [0, 0, 5]
+            .into_iter()
+            .map(|i| PartitionProduceResponse::default().with_index(i))
+            .collect();
+        for part in &mut parts {
+            point_at_leader(&image, (1, "h", 9092), "t", part, &mut endpoints);
+        }
+        let leaders: Vec<(i32, i32)> = parts
+            .iter()
+            .map(|p| (p.current_leader.leader_id.0, p.current_leader.leader_epoch))
+            .collect();
+        assert_eq!(leaders, vec![(1, 7), (1, 7), (-1, -1)], "unknown partition: no hint");
+        assert_eq!(endpoints.len(), 1);
+        assert_eq!((endpoints[0].node_id.0, endpoints[0].host.as_str()), (1, "h"));
     }
 }

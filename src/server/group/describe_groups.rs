@@ -1,5 +1,6 @@
 //! DescribeGroups: each group described by its coordinator shard. An unknown group is
-//! reported as Dead without error (Kafka's answer up to v5).
+//! reported as Dead without error up to v5, and from v6 (KIP-1043) as Dead with
+//! GROUP_ID_NOT_FOUND and Kafka's message.
 
 use std::rc::Rc;
 
@@ -9,13 +10,15 @@ use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResp
 
 use super::{call_group, error_code, str_bytes, GroupAnswer, GroupCall};
 use crate::constants::GROUP_REQUEST_GROUPS_MAX;
-use crate::group::types::GroupError;
+use crate::group::types::{GroupError, GroupState};
 use crate::protocol::decode_request;
 use crate::server::dispatch::{respond, ResponseFuture};
 use crate::shard::ShardCtx;
 
-/// v0–v5; v6 (GROUP_ID_NOT_FOUND for unknown groups, error messages) is not served.
-pub const VERSIONS: (i16, i16) = (0, 5);
+/// v0–v6 (Kafka 4.1's maximum).
+pub const VERSIONS: (i16, i16) = (0, 6);
+/// The first version answering an unknown group with GROUP_ID_NOT_FOUND.
+const NOT_FOUND_VERSION: i16 = 6;
 
 pub async fn start(
     ctx: &Rc<ShardCtx>,
@@ -45,6 +48,14 @@ pub async fn start(
             let entry = match summary {
                 Err(e) => {
                     DescribedGroup::default().with_group_id(id).with_error_code(error_code(Some(e)))
+                }
+                // A group the coordinator does not hold is described as Dead.
+                Ok(s) if version >= NOT_FOUND_VERSION && s.state == GroupState::Dead => {
+                    DescribedGroup::default()
+                        .with_group_id(id.clone())
+                        .with_group_state(str_bytes(s.state.name()))
+                        .with_error_code(error_code(Some(GroupError::GroupIdNotFound)))
+                        .with_error_message(Some(str_bytes(&format!("Group {} not found.", id.0))))
                 }
                 Ok(s) => DescribedGroup::default()
                     .with_group_id(id)
