@@ -126,7 +126,7 @@ pub enum ConfigError {
     UnknownSetting(String),
     #[error("invalid setting {name}: {reason}")]
     Invalid { name: &'static str, reason: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Setting(#[from] crate::controller::configs::ConfigError),
 }
 

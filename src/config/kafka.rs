@@ -71,6 +71,8 @@ impl clap::Args for KafkaArgs {
                     .long(*flag)
                     .value_name(value_name(kind))
                     .action(ArgAction::Set)
+                    // -1 means "unlimited" for many Kafka settings.
+                    .allow_negative_numbers(true)
                     .help(help),
             );
         }

@@ -275,9 +275,12 @@ fn every_setting_is_a_flag() {
         "PLAINTEXT://127.0.0.1:0",
         "--auto-create-topics",
         "false",
+        "--log-retention-hours",
+        "-1",
     ])
     .expect("parse");
     assert_eq!(cli.serve.kafka.values["group.min.session.timeout.ms"], "3000");
+    assert_eq!(cli.serve.kafka.values["log.retention.hours"], "-1");
     let cfg = ServeConfig::resolve(&cli.serve, 1).expect("resolve");
     assert_eq!(cfg.group.min_session_timeout_ms, 3000);
     assert!(!cfg.auto_create_topics);

@@ -24,7 +24,8 @@ pub struct BrokerOnlyConfig {
     pub doc: &'static str,
     /// Whether Kafka lets this setting change at runtime (IncrementalAlterConfigs on a
     /// BROKER resource). Shardlog serves every broker setting read-only for now; this marks
-    /// which ones a dynamic-config implementation should open up.
+    /// which ones a dynamic-config implementation should open up. (The broker synonyms of
+    /// topic configs, `log.*` and the like, are all dynamic in Kafka.)
     pub kafka_dynamic: bool,
 }
 
