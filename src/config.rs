@@ -1,33 +1,51 @@
 //! Typed configuration of `shardlog serve`: defaults < TOML file (`--config`) < flags.
 //!
+//! Every behaviour Kafka makes a broker setting is one here, under Kafka's name: a TOML key
+//! (the dotted name, quoted or bare) and a flag (dots as dashes), e.g.
+//! `"group.min.session.timeout.ms" = 3000` or `--group-min-session-timeout-ms 3000`. Names,
+//! types, defaults and validators live in the broker-config registry
+//! (`controller::configs::BROKER_ONLY_CONFIGS` and the topic configs' broker synonyms), the
+//! same table DescribeConfigs reads, so the three cannot drift apart. Shardlog's own
+//! settings without a Kafka name (`data_dir`, `shards`, ...) keep snake_case keys.
+//!
 //! Built once on the main thread before any shard starts, then cloned into every shard
 //! (it is plain data, `Send + Sync`). Invariants after [`ServeConfig::resolve`]: the
-//! shard count is at least 1, the advertised listener has a host and a port, and the
-//! request size limit is positive.
+//! shard count is at least 1, the advertised listener has a host and a port, every Kafka
+//! setting passed its registry validator, and the group session-timeout bounds are ordered.
 
-use std::net::SocketAddr;
+mod kafka;
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use thiserror::Error;
 
+pub use kafka::{flag_name, KafkaArgs};
+use kafka::{parse_listener, render_listener, Settings};
+
 use crate::cli::units;
 
 use crate::constants::{
-    KAFKA_PORT_DEFAULT, LOG_CLEANER_BACKOFF_MS_DEFAULT, LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT,
-    RETENTION_CHECK_INTERVAL_MS_DEFAULT, SOCKET_REQUEST_MAX_BYTES_DEFAULT,
+    GROUP_MEMBER_METADATA_BYTES_MAX, GROUP_METADATA_RECORD_BYTES_MAX, KAFKA_PORT_DEFAULT,
     SPIN_BEFORE_PARK_US_DEFAULT,
 };
+use crate::controller::configs::BrokerDefaults;
+use crate::group::GroupConfig;
 use crate::types::NodeId;
 
 /// Flags of `shardlog serve`. Every field is optional so that an absent flag leaves the
-/// TOML value (or the default) in place.
+/// TOML value (or the default) in place. Kafka broker settings are flags too, by Kafka's
+/// name with dots as dashes ([`KafkaArgs`]).
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct ServeArgs {
-    /// Address to listen on for Kafka clients (default 127.0.0.1:9092).
+    /// Address to listen on for Kafka clients (default 127.0.0.1:9092; Kafka's `listeners`,
+    /// also `--listeners PLAINTEXT://host:port`).
     #[arg(long)]
     pub listen: Option<SocketAddr>,
-    /// host:port clients are told to connect to (default: the listen address).
+    /// host:port clients are told to connect to (default: the listen address; Kafka's
+    /// `advertised.listeners`, also `--advertised-listeners PLAINTEXT://host:port`).
     #[arg(long)]
     pub advertised_listener: Option<String>,
     /// Data directory (default ./shardlog-data).
@@ -45,42 +63,39 @@ pub struct ServeArgs {
     /// Log filter (tracing env-filter syntax); RUST_LOG is used when absent.
     #[arg(long)]
     pub log_level: Option<String>,
-    /// Reserved: address of the admin HTTP endpoint (/metrics). Not served yet.
+    /// Address of the admin HTTP endpoint (/metrics).
     #[arg(long)]
     pub admin_listen: Option<SocketAddr>,
     /// Microseconds an idle executor spins before parking (0 disables spinning); `2ms` works.
     #[arg(long, value_name = "US", value_parser = units::micros::<u64>)]
     pub spin_before_park_us: Option<u64>,
-    /// Create unknown topics on Metadata requests (Kafka's auto.create.topics.enable).
-    #[arg(long)]
-    pub auto_create_topics: Option<bool>,
-    /// Partitions of an auto-created topic or of CreateTopics with -1 (num.partitions).
-    #[arg(long)]
-    pub num_partitions: Option<i32>,
-    /// Largest request frame accepted, bytes or `100MiB` (socket.request.max.bytes).
-    #[arg(long, value_name = "SIZE", value_parser = units::bytes::<u32>)]
-    pub socket_request_max_bytes: Option<u32>,
-    /// How often each shard runs retention over its logs, ms
-    /// (log.retention.check.interval.ms, default 300000; `5m` works).
-    #[arg(long, value_name = "MS", value_parser = units::millis::<u64>)]
-    pub log_retention_check_interval_ms: Option<u64>,
-    /// How long a shard's log cleaner sleeps when no log needs cleaning, ms
-    /// (log.cleaner.backoff.ms, default 15000; `15s` works).
-    #[arg(long, value_name = "MS", value_parser = units::millis::<u64>)]
-    pub log_cleaner_backoff_ms: Option<u64>,
-    /// Cleaner read+write limit for the whole broker, bytes/s, split evenly across shards
-    /// (log.cleaner.io.max.bytes.per.second, default unlimited; `50MiB` works).
-    #[arg(long, value_name = "BYTES", value_parser = units::bytes_per_second)]
-    pub log_cleaner_io_max_bytes_per_second: Option<f64>,
-    /// Cleaner key-map memory for the whole broker, bytes, split evenly across shards
-    /// (log.cleaner.dedupe.buffer.size, default 134217728; `128MiB` works).
-    #[arg(long, value_name = "SIZE", value_parser = units::bytes::<u64>)]
-    pub log_cleaner_dedupe_buffer_size: Option<u64>,
     /// Cores the shards are pinned to, e.g. `2` or `0,2-3`: shard i runs on the i-th listed
     /// core (default: the cores this process may use, so several brokers on one host stack
     /// on core 0 unless each gets its own). Also the default shard count.
     #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
     pub cpus: Option<CpuList>,
+    /// Create unknown topics on Metadata requests (alias of --auto-create-topics-enable).
+    #[arg(long)]
+    pub auto_create_topics: Option<bool>,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+}
+
+/// Shardlog's own settings in the TOML file (snake_case keys; no Kafka name exists).
+/// Every other key is a Kafka broker setting by its dotted name.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    advertised_listener: Option<String>,
+    data_dir: Option<PathBuf>,
+    shards: Option<u32>,
+    node_id: Option<i32>,
+    log_level: Option<String>,
+    admin_listen: Option<SocketAddr>,
+    spin_before_park_us: Option<u64>,
+    /// `--cpus` in the same syntax, e.g. `cpus = "0,2-3"`.
+    cpus: Option<String>,
 }
 
 /// A list of core ids from `--cpus` (`0,2-3`): in order, without duplicates.
@@ -117,38 +132,47 @@ pub fn parse_cpu_list(text: &str) -> Result<CpuList, String> {
 /// More cores than any host this runs on has; bounds a list like `0-99999999`.
 const CPU_LIST_CORES_MAX: usize = 4096;
 
-/// The same settings as they may appear in the TOML file (snake_case keys).
-#[derive(Deserialize, Debug, Default)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    listen: Option<SocketAddr>,
-    advertised_listener: Option<String>,
-    data_dir: Option<PathBuf>,
-    shards: Option<u32>,
-    node_id: Option<i32>,
-    log_level: Option<String>,
-    admin_listen: Option<SocketAddr>,
-    spin_before_park_us: Option<u64>,
-    auto_create_topics: Option<bool>,
-    num_partitions: Option<i32>,
-    socket_request_max_bytes: Option<u32>,
-    log_retention_check_interval_ms: Option<u64>,
-    log_cleaner_backoff_ms: Option<u64>,
-    log_cleaner_io_max_bytes_per_second: Option<f64>,
-    log_cleaner_dedupe_buffer_size: Option<u64>,
-    /// `--cpus` in the same syntax, e.g. `cpus = "0,2-3"`.
-    cpus: Option<String>,
-}
+const FILE_KEYS: &[&str] = &[
+    "listen",
+    "advertised_listener",
+    "data_dir",
+    "shards",
+    "node_id",
+    "log_level",
+    "admin_listen",
+    "spin_before_park_us",
+    "cpus",
+];
+
+/// Snake-case file keys of earlier versions, still read as the Kafka setting they name.
+const FILE_ALIASES: &[(&str, &str)] = &[
+    ("auto_create_topics", "auto.create.topics.enable"),
+    ("num_partitions", "num.partitions"),
+    ("socket_request_max_bytes", "socket.request.max.bytes"),
+    ("log_retention_check_interval_ms", "log.retention.check.interval.ms"),
+    ("log_cleaner_backoff_ms", "log.cleaner.backoff.ms"),
+    ("log_cleaner_io_max_bytes_per_second", "log.cleaner.io.max.bytes.per.second"),
+    ("log_cleaner_dedupe_buffer_size", "log.cleaner.dedupe.buffer.size"),
+];
 
 /// Why a configuration could not be built.
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("bad config file {path}, line {line}: {message}")]
-    Parse { path: PathBuf, line: usize, message: String },
+    /// One line (toml's own text draws the line with a caret over several lines).
+    #[error("bad config file {path}{}: {message}", line.map_or(String::new(), |l| format!(", line {l}")))]
+    Parse { path: PathBuf, line: Option<usize>, message: String },
+    #[error(
+        "unknown setting {0:?}: the config file takes Shardlog's own keys ({keys}) and Kafka \
+         broker settings by Kafka's dotted name (`shardlog serve --help` lists them)",
+        keys = FILE_KEYS.join(", ")
+    )]
+    UnknownSetting(String),
     #[error("invalid setting {name}: {reason}")]
     Invalid { name: &'static str, reason: String },
+    #[error(transparent)]
+    Setting(#[from] crate::controller::configs::ConfigError),
 }
 
 /// The resolved configuration every shard receives.
@@ -171,6 +195,21 @@ pub struct ServeConfig {
     /// `None`: unlimited.
     pub log_cleaner_io_max_bytes_per_second: Option<f64>,
     pub log_cleaner_dedupe_buffer_size: u64,
+    /// `group.*`, `offsets.retention.minutes`, `offset.metadata.max.bytes`.
+    pub group: GroupConfig,
+    pub offsets_retention_check_interval_ms: u64,
+    /// Partitions `__consumer_offsets` is created with (not changed afterwards).
+    pub offsets_topic_num_partitions: i32,
+    pub offsets_topic_segment_bytes: i32,
+    /// `connections.max.idle.ms`; `None` (a negative setting): never closed for idleness.
+    pub connections_max_idle_ms: Option<u64>,
+    /// Stored for replication (single node: every partition has one replica).
+    pub min_insync_replicas: i32,
+    /// Stored for replication; topics created with -1 get it.
+    pub default_replication_factor: i16,
+    /// Every Kafka broker setting set explicitly (file or flag), validated and normalized,
+    /// by Kafka name: DescribeConfigs shows these as STATIC_BROKER_CONFIG.
+    pub broker_settings: BTreeMap<String, String>,
     /// Cores to pin shard i to (`cpus[i % len]`); `None`: the process's allowed cores.
     pub cpus: Option<Vec<usize>>,
 }
@@ -190,22 +229,72 @@ impl ServeConfig {
             .unwrap_or(usize::MAX)
     }
 
+    /// The broker-level settings as the controller and DescribeConfigs see them. Listeners
+    /// set explicitly are shown as bound (a `:0` port replaced by the real one).
+    #[must_use]
+    pub fn broker_defaults(&self) -> BrokerDefaults {
+        let mut settings = self.broker_settings.clone();
+        if let Some(v) = settings.get_mut("listeners") {
+            *v = render_listener(&self.listen.ip().to_string(), self.listen.port());
+        }
+        if let Some(v) = settings.get_mut("advertised.listeners") {
+            *v = render_listener(&self.advertised_host, self.advertised_port);
+        }
+        let s = Settings(&settings);
+        BrokerDefaults {
+            num_partitions: self.num_partitions,
+            default_replication_factor: self.default_replication_factor,
+            auto_create_topics_enable: self.auto_create_topics,
+            delete_topic_enable: s.boolean("delete.topic.enable"),
+            settings,
+        }
+    }
+
     /// Merges defaults, the TOML file named by `--config` (if any) and the flags.
     /// `allowed_cores` is the default shard count.
     pub fn resolve(args: &ServeArgs, allowed_cores: u32) -> Result<Self, ConfigError> {
-        let file = match &args.config {
+        let (file, file_settings) = match &args.config {
             Some(path) => read_file(path)?,
-            None => FileConfig::default(),
+            None => (FileConfig::default(), BTreeMap::new()),
         };
-        let listen = args
-            .listen
-            .or(file.listen)
-            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], KAFKA_PORT_DEFAULT)));
-        let advertised = args.advertised_listener.clone().or(file.advertised_listener);
-        let (advertised_host, advertised_port) = match advertised {
-            Some(text) => parse_host_port(&text)?,
+        let mut flag_settings = args.kafka.values.clone();
+        if let Some(enable) = args.auto_create_topics {
+            once(&mut flag_settings, "auto.create.topics.enable", enable.to_string())?;
+        }
+        let mut raw = file_settings;
+        // Listeners: a flag (either spelling) beats the file (either spelling).
+        let listen_flag =
+            pick(args.listen.map(Ok), flag_settings.remove("listeners"), "listeners")?;
+        let listen_file = pick(file.listen.map(Ok), raw.remove("listeners"), "listeners")?;
+        let listen_set = listen_flag.is_some() || listen_file.is_some();
+        let listen = match listen_flag.or(listen_file) {
+            Some(addr) => addr?,
+            None => SocketAddr::from(([127, 0, 0, 1], KAFKA_PORT_DEFAULT)),
+        };
+        let adv_flag = pick_text(
+            args.advertised_listener.clone(),
+            flag_settings.remove("advertised.listeners"),
+        )?;
+        let adv_file = pick_text(file.advertised_listener, raw.remove("advertised.listeners"))?;
+        let advertised_set = adv_flag.is_some() || adv_file.is_some();
+        let (advertised_host, advertised_port) = match adv_flag.or(adv_file) {
+            Some(text) => parse_advertised(&text)?,
             None => (listen.ip().to_string(), listen.port()),
         };
+        raw.extend(flag_settings);
+        let mut broker = BrokerDefaults::from_settings(raw)?;
+        if listen_set {
+            broker.settings.insert(
+                "listeners".into(),
+                render_listener(&listen.ip().to_string(), listen.port()),
+            );
+        }
+        if advertised_set {
+            broker.settings.insert(
+                "advertised.listeners".into(),
+                render_listener(&advertised_host, advertised_port),
+            );
+        }
         let cpus = match (&args.cpus, &file.cpus) {
             (Some(list), _) => Some(list.0.clone()),
             (None, Some(text)) => {
@@ -218,46 +307,9 @@ impl ServeConfig {
         if shards == 0 {
             return Err(invalid("shards", "must be at least 1"));
         }
-        let socket_request_max_bytes = args
-            .socket_request_max_bytes
-            .or(file.socket_request_max_bytes)
-            .unwrap_or(SOCKET_REQUEST_MAX_BYTES_DEFAULT);
-        if socket_request_max_bytes < 64 {
-            return Err(invalid("socket_request_max_bytes", "must be at least 64 bytes"));
-        }
-        let num_partitions = args.num_partitions.or(file.num_partitions).unwrap_or(1);
-        if num_partitions < 1 {
-            return Err(invalid("num_partitions", "must be at least 1"));
-        }
-        let log_retention_check_interval_ms = args
-            .log_retention_check_interval_ms
-            .or(file.log_retention_check_interval_ms)
-            .unwrap_or(RETENTION_CHECK_INTERVAL_MS_DEFAULT);
-        if log_retention_check_interval_ms == 0 {
-            return Err(invalid("log_retention_check_interval_ms", "must be at least 1 ms"));
-        }
-        let log_cleaner_backoff_ms = args
-            .log_cleaner_backoff_ms
-            .or(file.log_cleaner_backoff_ms)
-            .unwrap_or(LOG_CLEANER_BACKOFF_MS_DEFAULT);
-        if log_cleaner_backoff_ms == 0 {
-            return Err(invalid("log_cleaner_backoff_ms", "must be at least 1 ms"));
-        }
-        let log_cleaner_io_max_bytes_per_second =
-            args.log_cleaner_io_max_bytes_per_second.or(file.log_cleaner_io_max_bytes_per_second);
-        if log_cleaner_io_max_bytes_per_second.is_some_and(|r| r.is_nan() || r <= 0.0) {
-            return Err(invalid(
-                "log_cleaner_io_max_bytes_per_second",
-                "must be a positive number of bytes per second",
-            ));
-        }
-        let log_cleaner_dedupe_buffer_size = args
-            .log_cleaner_dedupe_buffer_size
-            .or(file.log_cleaner_dedupe_buffer_size)
-            .unwrap_or(LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT);
-        if log_cleaner_dedupe_buffer_size < 1024 * 1024 {
-            return Err(invalid("log_cleaner_dedupe_buffer_size", "must be at least 1 MiB"));
-        }
+        let s = Settings(&broker.settings);
+        let group = group_config(&s)?;
+        let cleaner_io = s.double("log.cleaner.io.max.bytes.per.second");
         Ok(Self {
             listen,
             advertised_host,
@@ -275,156 +327,142 @@ impl ServeConfig {
                 .spin_before_park_us
                 .or(file.spin_before_park_us)
                 .unwrap_or(SPIN_BEFORE_PARK_US_DEFAULT),
-            auto_create_topics: args.auto_create_topics.or(file.auto_create_topics).unwrap_or(true),
-            num_partitions,
-            socket_request_max_bytes,
-            log_retention_check_interval_ms,
-            log_cleaner_backoff_ms,
-            log_cleaner_io_max_bytes_per_second,
-            log_cleaner_dedupe_buffer_size,
+            auto_create_topics: s.boolean("auto.create.topics.enable"),
+            num_partitions: s.int("num.partitions"),
+            socket_request_max_bytes: u32::try_from(s.int("socket.request.max.bytes"))
+                .unwrap_or(u32::MAX),
+            log_retention_check_interval_ms: s
+                .long("log.retention.check.interval.ms")
+                .unsigned_abs(),
+            log_cleaner_backoff_ms: s.long("log.cleaner.backoff.ms").unsigned_abs(),
+            // Kafka's default, Double.MAX_VALUE, means unlimited.
+            log_cleaner_io_max_bytes_per_second: (cleaner_io < f64::MAX).then_some(cleaner_io),
+            log_cleaner_dedupe_buffer_size: s.long("log.cleaner.dedupe.buffer.size").unsigned_abs(),
+            group,
+            offsets_retention_check_interval_ms: s
+                .long("offsets.retention.check.interval.ms")
+                .unsigned_abs(),
+            offsets_topic_num_partitions: s.int("offsets.topic.num.partitions"),
+            offsets_topic_segment_bytes: s.int("offsets.topic.segment.bytes"),
+            connections_max_idle_ms: u64::try_from(s.long("connections.max.idle.ms")).ok(),
+            min_insync_replicas: s.int("min.insync.replicas"),
+            default_replication_factor: broker.default_replication_factor,
+            broker_settings: broker.settings.clone(),
             cpus,
         })
     }
+}
+
+/// The group coordinator's settings; checks `group.min.session.timeout.ms` ≤ max.
+fn group_config(s: &Settings<'_>) -> Result<GroupConfig, ConfigError> {
+    let min = s.int("group.min.session.timeout.ms");
+    let max = s.int("group.max.session.timeout.ms");
+    if min > max {
+        return Err(invalid(
+            "group.min.session.timeout.ms",
+            &format!("{min} is above group.max.session.timeout.ms ({max})"),
+        ));
+    }
+    Ok(GroupConfig {
+        min_session_timeout_ms: min,
+        max_session_timeout_ms: max,
+        initial_rebalance_delay_ms: s.long("group.initial.rebalance.delay.ms"),
+        group_max_size: usize::try_from(s.long("group.max.size")).unwrap_or(usize::MAX),
+        offset_metadata_bytes_max: usize::try_from(s.long("offset.metadata.max.bytes"))
+            .unwrap_or(0),
+        offsets_retention_ms: s.long("offsets.retention.minutes").saturating_mul(60_000),
+        member_metadata_bytes_max: GROUP_MEMBER_METADATA_BYTES_MAX,
+        group_metadata_bytes_max: GROUP_METADATA_RECORD_BYTES_MAX,
+    })
+}
+
+/// Inserts a setting given once; the same setting under two spellings is an error.
+fn once(map: &mut BTreeMap<String, String>, name: &str, value: String) -> Result<(), ConfigError> {
+    if map.insert(name.to_string(), value).is_some() {
+        return Err(ConfigError::Invalid {
+            name: "flags",
+            reason: format!("{name} is given under two names; give it once"),
+        });
+    }
+    Ok(())
+}
+
+/// The listen address from Shardlog's spelling or Kafka's `listeners` (not both).
+fn pick(
+    own: Option<Result<SocketAddr, ConfigError>>,
+    kafka: Option<String>,
+    name: &'static str,
+) -> Result<Option<Result<SocketAddr, ConfigError>>, ConfigError> {
+    match (own, kafka) {
+        (Some(_), Some(_)) => Err(invalid(name, "given as both listen and listeners; give one")),
+        (Some(addr), None) => Ok(Some(addr)),
+        (None, Some(text)) => Ok(Some(listener_addr(&text))),
+        (None, None) => Ok(None),
+    }
+}
+
+fn pick_text(own: Option<String>, kafka: Option<String>) -> Result<Option<String>, ConfigError> {
+    match (own, kafka) {
+        (Some(_), Some(_)) => Err(invalid(
+            "advertised.listeners",
+            "given as both advertised_listener and advertised.listeners; give one",
+        )),
+        (own, kafka) => Ok(own.or(kafka)),
+    }
+}
+
+/// `PLAINTEXT://host:port` → a bindable address (an empty host is every interface).
+fn listener_addr(text: &str) -> Result<SocketAddr, ConfigError> {
+    let (host, port) = parse_listener("listeners", text)?;
+    let host = if host.is_empty() { "0.0.0.0".to_string() } else { host };
+    (host.as_str(), port).to_socket_addrs().ok().and_then(|mut a| a.next()).ok_or_else(|| {
+        invalid("listeners", &format!("cannot resolve {host}:{port} to an address to bind"))
+    })
+}
+
+/// The advertised listener: `host:port` or `PLAINTEXT://host:port`, with a host.
+fn parse_advertised(text: &str) -> Result<(String, u16), ConfigError> {
+    let (host, port) = parse_listener("advertised.listeners", text)?;
+    if host.is_empty() || port == 0 {
+        return Err(invalid(
+            "advertised.listeners",
+            &format!("expected host:port with a host and a port, got {text:?}"),
+        ));
+    }
+    Ok((host, port))
 }
 
 fn invalid(name: &'static str, reason: &str) -> ConfigError {
     ConfigError::Invalid { name, reason: reason.to_string() }
 }
 
-fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+/// Reads the TOML file: Shardlog's own keys, and Kafka broker settings by dotted name.
+fn read_file(path: &Path) -> Result<(FileConfig, BTreeMap<String, String>), ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-    toml::from_str(&text).map_err(|e| {
-        // toml's own Display draws the line with a caret over several lines: keep one.
-        let line = e.span().map_or(1, |span| text[..span.start].matches('\n').count() + 1);
-        ConfigError::Parse { path: path.to_path_buf(), line, message: e.message().to_string() }
-    })
-}
-
-/// Splits `host:port` (IPv6 hosts in brackets, as Kafka listeners write them).
-fn parse_host_port(text: &str) -> Result<(String, u16), ConfigError> {
-    let bad = || invalid("advertised_listener", &format!("expected host:port, got {text:?}"));
-    let (host, port) = text.rsplit_once(':').ok_or_else(bad)?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port: u16 = port.parse().map_err(|_| bad())?;
-    if host.is_empty() || port == 0 {
-        return Err(bad());
+    let parse = |e: toml::de::Error| ConfigError::Parse {
+        path: path.to_path_buf(),
+        line: e.span().map(|span| text[..span.start].matches('\n').count() + 1),
+        message: e.message().to_string(),
+    };
+    let table: toml::Table = toml::from_str(&text).map_err(parse)?;
+    let (mut own, mut kafka_keys, mut aliased) =
+        (toml::Table::new(), toml::Table::new(), toml::Table::new());
+    for (key, value) in table {
+        if FILE_KEYS.contains(&key.as_str()) {
+            own.insert(key, value);
+        } else if let Some((_, name)) = FILE_ALIASES.iter().find(|(alias, _)| *alias == key) {
+            aliased.insert((*name).to_string(), value);
+        } else {
+            kafka_keys.insert(key, value);
+        }
     }
-    Ok((host.to_string(), port))
+    let file: FileConfig = toml::Value::Table(own).try_into().map_err(parse)?;
+    let mut settings = BTreeMap::new();
+    kafka::flatten("", kafka_keys, &mut settings)?;
+    kafka::flatten("", aliased, &mut settings)?;
+    Ok((file, settings))
 }
 
 #[cfg(test)]
-mod tests {
-
-    #[test]
-    fn cpu_lists_parse_like_taskset() {
-        assert_eq!(parse_cpu_list("1"), Ok(CpuList(vec![1])));
-        assert_eq!(parse_cpu_list("0,2-4"), Ok(CpuList(vec![0, 2, 3, 4])));
-        assert_eq!(parse_cpu_list(" 3 , 1 "), Ok(CpuList(vec![3, 1])));
-        for bad in ["", "a", "1-", "3-1", "1,1", "0-99999999", "-1"] {
-            assert!(parse_cpu_list(bad).is_err(), "{bad:?} accepted");
-        }
-        // --cpus sets the default shard count; --shards still wins.
-        let args = ServeArgs { cpus: Some(CpuList(vec![0, 1, 2])), ..ServeArgs::default() };
-        let cfg = ServeConfig::resolve(&args, 8).expect("resolve");
-        assert_eq!((cfg.shards, cfg.cpus), (3, Some(vec![0, 1, 2])));
-        let args = ServeArgs { cpus: Some(CpuList(vec![1])), shards: Some(2), ..args };
-        assert_eq!(ServeConfig::resolve(&args, 8).expect("resolve").shards, 2);
-    }
-
-    use super::*;
-
-    #[test]
-    fn defaults_without_flags() {
-        let cfg = ServeConfig::resolve(&ServeArgs::default(), 2).expect("defaults resolve");
-        assert_eq!(cfg.listen, "127.0.0.1:9092".parse().expect("addr"));
-        assert_eq!(cfg.advertised_host, "127.0.0.1");
-        assert_eq!(cfg.advertised_port, 9092);
-        assert_eq!(cfg.data_dir, PathBuf::from("shardlog-data"));
-        assert_eq!(cfg.shards, 2);
-        assert!(cfg.auto_create_topics);
-    }
-
-    #[test]
-    fn flags_override_file_which_overrides_defaults() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("shardlog.toml");
-        std::fs::write(&path, "shards = 3\nnode_id = 7\nlisten = \"127.0.0.1:19092\"\n")
-            .expect("write");
-        let args = ServeArgs { config: Some(path), shards: Some(1), ..ServeArgs::default() };
-        let cfg = ServeConfig::resolve(&args, 2).expect("resolve");
-        assert_eq!(cfg.shards, 1);
-        assert_eq!(cfg.node_id, NodeId(7));
-        assert_eq!(cfg.advertised_port, 19092);
-    }
-
-    #[test]
-    fn unknown_file_keys_and_bad_values_are_rejected() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("bad.toml");
-        std::fs::write(&path, "shardz = 3\n").expect("write");
-        let args = ServeArgs { config: Some(path), ..ServeArgs::default() };
-        assert!(matches!(ServeConfig::resolve(&args, 1), Err(ConfigError::Parse { .. })));
-        let args = ServeArgs { shards: Some(0), ..ServeArgs::default() };
-        assert!(matches!(ServeConfig::resolve(&args, 1), Err(ConfigError::Invalid { .. })));
-        let args = ServeArgs { advertised_listener: Some("nohost".into()), ..ServeArgs::default() };
-        assert!(ServeConfig::resolve(&args, 1).is_err());
-    }
-
-    #[test]
-    fn file_errors_are_one_line_with_the_line_number() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("bad.toml");
-        std::fs::write(&path, "shards = 1\nshardz = 3\n").expect("write");
-        let args = ServeArgs { config: Some(path), ..ServeArgs::default() };
-        let err = ServeConfig::resolve(&args, 1).expect_err("unknown key").to_string();
-        assert!(!err.contains('\n') && err.contains("line 2") && err.contains("shardz"), "{err}");
-    }
-
-    #[test]
-    fn unit_flags_take_plain_numbers_and_units() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            serve: ServeArgs,
-        }
-        let parse = |argv: &[&str]| {
-            let argv = std::iter::once("serve").chain(argv.iter().copied());
-            Cli::try_parse_from(argv).map(|c| c.serve)
-        };
-        let args = parse(&["--log-cleaner-backoff-ms", "15000", "--spin-before-park-us", "50"])
-            .expect("plain numbers");
-        assert_eq!(args.log_cleaner_backoff_ms, Some(15_000));
-        assert_eq!(args.spin_before_park_us, Some(50));
-        let args = parse(&[
-            "--log-cleaner-backoff-ms",
-            "15s",
-            "--log-retention-check-interval-ms",
-            "5m",
-            "--spin-before-park-us",
-            "1ms",
-            "--socket-request-max-bytes",
-            "100MiB",
-            "--log-cleaner-dedupe-buffer-size",
-            "64MiB",
-            "--log-cleaner-io-max-bytes-per-second",
-            "10MB",
-        ])
-        .expect("units");
-        assert_eq!(args.log_cleaner_backoff_ms, Some(15_000));
-        assert_eq!(args.log_retention_check_interval_ms, Some(300_000));
-        assert_eq!(args.spin_before_park_us, Some(1000));
-        assert_eq!(args.socket_request_max_bytes, Some(100 << 20));
-        assert_eq!(args.log_cleaner_dedupe_buffer_size, Some(64 << 20));
-        assert_eq!(args.log_cleaner_io_max_bytes_per_second, Some(1e7));
-        let err = parse(&["--log-cleaner-backoff-ms", "15x"]).expect_err("bad unit");
-        assert_eq!(err.exit_code(), 2);
-        assert!(err.to_string().contains("unknown duration unit 'x'"), "{err}");
-    }
-
-    #[test]
-    fn advertised_listener_parses_ipv6() {
-        assert_eq!(parse_host_port("[::1]:9093").expect("parse"), ("::1".to_string(), 9093));
-    }
-}
+mod tests;

@@ -67,6 +67,9 @@ pub const LOG_CLEANER_BACKOFF_MS_DEFAULT: u64 = 15_000;
 // ---------------------------------------------------------------- server
 /// Kafka's `socket.request.max.bytes` default: 100 MiB.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
+/// Kafka's `connections.max.idle.ms` default: a connection with no request and no
+/// response for 10 minutes is closed.
+pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: u64 = 600_000;
 /// Default Kafka listener port.
 pub const KAFKA_PORT_DEFAULT: u16 = 9092;
 /// Requests a connection may have decoded but not yet answered (pipelining depth). Kafka
@@ -105,6 +108,12 @@ pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 50;
 /// INVALID_PARTITIONS): each partition costs an open log with three file descriptors per
 /// segment, so an unbounded count would exhaust RLIMIT_NOFILE on one request.
 pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
+/// Kafka's `num.partitions` default: partitions of an auto-created topic.
+pub const NUM_PARTITIONS_DEFAULT: i32 = 1;
+/// Kafka's `default.replication.factor` default.
+pub const DEFAULT_REPLICATION_FACTOR_DEFAULT: i16 = 1;
+/// Kafka's `min.insync.replicas` default.
+pub const MIN_INSYNC_REPLICAS_DEFAULT: i32 = 1;
 /// Kafka's topic name limit (249 characters: the partition directory name must fit in 255).
 pub const TOPIC_NAME_CHARS_MAX: usize = 249;
 /// Producer ids reserved per metadata-log write; a restart skips the unused rest of a block.
@@ -126,8 +135,12 @@ pub const GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT: i64 = 3_000;
 pub const GROUP_MAX_SIZE_DEFAULT: usize = 10_000;
 /// Kafka's `offset.metadata.max.bytes` default.
 pub const OFFSET_METADATA_BYTES_MAX_DEFAULT: usize = 4096;
-/// Kafka's `offsets.retention.minutes` default (7 days), in ms.
-pub const OFFSETS_RETENTION_MS_DEFAULT: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's `offsets.retention.minutes` default (7 days).
+pub const OFFSETS_RETENTION_MINUTES_DEFAULT: i64 = 7 * 24 * 60;
+/// The same, in ms (the unit the coordinator works in).
+pub const OFFSETS_RETENTION_MS_DEFAULT: i64 = OFFSETS_RETENTION_MINUTES_DEFAULT * 60 * 1000;
+/// Kafka's `offsets.topic.segment.bytes` default (100 MiB): small segments compact sooner.
+pub const OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT: i32 = 100 * 1024 * 1024;
 /// Kafka's `offsets.retention.check.interval.ms` default.
 pub const OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 600_000;
 /// Largest protocol metadata one member may send in JoinGroup; past it the group record
@@ -139,6 +152,12 @@ pub const GROUP_METADATA_RECORD_BYTES_MAX: usize = MAX_MESSAGE_BYTES_DEFAULT as 
 pub const GROUP_LAG_PUBLISH_INTERVAL_MS: i64 = 5_000;
 /// Most (group, partition) lag gauges one shard publishes per interval.
 pub const GROUP_LAG_PARTITIONS_MAX: usize = 10_000;
+/// Longest a group request waits for another request's replay of an offsets partition
+/// before answering COORDINATOR_LOAD_IN_PROGRESS (the client retries the same broker).
+pub const GROUP_LOAD_WAIT_MS_MAX: u64 = 5_000;
+/// Longest the first FindCoordinator waits for `__consumer_offsets` to be created and
+/// opened on every shard before answering COORDINATOR_NOT_AVAILABLE (the client retries).
+pub const OFFSETS_TOPIC_READY_WAIT_MS_MAX: u64 = 10_000;
 /// Groups one DescribeGroups/DeleteGroups/OffsetFetch request may name.
 pub const GROUP_REQUEST_GROUPS_MAX: usize = 10_000;
 

@@ -19,6 +19,10 @@ pub enum GroupError {
     CoordinatorNotAvailable,
     #[error("not the coordinator")]
     NotCoordinator,
+    /// The group's `__consumer_offsets` partition is assigned to this shard but still
+    /// opening or replaying: retry the same coordinator (no new FindCoordinator needed).
+    #[error("coordinator load in progress")]
+    CoordinatorLoadInProgress,
     #[error("invalid group id")]
     InvalidGroupId,
     #[error("unknown member id")]

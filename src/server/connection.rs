@@ -7,9 +7,13 @@
 //! request order; bad input (malformed or oversize frame, unknown API, unsupported
 //! version) closes the connection with a logged reason, after writing the responses of
 //! the requests before it; on shutdown no new request is read and in-flight ones finish.
+//! A connection with no request read, no response written and nothing in flight for
+//! `connections.max.idle.ms` is closed, as Kafka's socket server does.
 
+use std::cell::Cell;
 use std::net::IpAddr;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use futures::channel::mpsc;
 use futures::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -31,8 +35,9 @@ where
     let (mut reader, writer) = stream.split();
     let (tx, rx) = mpsc::channel::<(ResponseFuture, RequestTimer)>(CONNECTION_IN_FLIGHT_MAX);
     let closed = Rc::new(Notify::new());
-    let writer_task = ctx.spawn(write_loop(writer, rx, closed.clone()));
-    read_loop(&ctx, &mut reader, tx, &closed, peer).await;
+    let activity = Rc::new(Activity::new());
+    let writer_task = ctx.spawn(write_loop(writer, rx, closed.clone(), activity.clone()));
+    read_loop(&ctx, &mut reader, tx, &closed, peer, &activity).await;
     let _ = writer_task.await;
     ctx.connections.set(ctx.connections.get() - 1);
     crate::metrics::adjust(crate::metrics::Level::ConnectionsActive, -1);
@@ -45,8 +50,10 @@ async fn read_loop<R: AsyncRead + Unpin>(
     mut tx: mpsc::Sender<(ResponseFuture, RequestTimer)>,
     closed: &Notify,
     peer: Option<IpAddr>,
+    activity: &Activity,
 ) {
     let max_bytes = ctx.config.socket_request_max_bytes;
+    let idle_limit = ctx.config.connections_max_idle_ms.map(Duration::from_millis);
     loop {
         if ctx.is_shutting_down() || closed.version() != 0 {
             return;
@@ -59,8 +66,14 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 ctx.shutdown.changed_since(shutdown_seen),
                 closed.changed_since(closed_seen),
             );
-            match futures::future::select(read, stop).await {
+            let idle = activity.idle_for(idle_limit);
+            futures::pin_mut!(idle);
+            match futures::future::select(read, futures::future::select(stop, idle)).await {
                 futures::future::Either::Left((frame, _)) => frame,
+                futures::future::Either::Right((futures::future::Either::Right(_), _)) => {
+                    tracing::debug!(shard = %ctx.id, ?peer, "closing idle connection");
+                    return;
+                }
                 futures::future::Either::Right(_) => return,
             }
         };
@@ -72,6 +85,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return;
             }
         };
+        activity.request_started();
         let api_key = crate::protocol::peek_api(&frame).map_or(-1, |p| p.api_key);
         let mut timer = RequestTimer::start(api_key, frame.len());
         timer.handler_started();
@@ -94,9 +108,11 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut rx: mpsc::Receiver<(ResponseFuture, RequestTimer)>,
     closed: Rc<Notify>,
+    activity: Rc<Activity>,
 ) {
     while let Some((fut, mut timer)) = rx.next().await {
         let outcome = fut.await;
+        activity.request_finished();
         let send = timer.writer_took();
         match outcome {
             Outcome::Respond(frame) => {
@@ -115,4 +131,43 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
     closed.notify_all();
     let _ = writer.close().await;
+}
+
+/// When the connection last read a request or finished one, and how many are in flight:
+/// what `connections.max.idle.ms` measures (a long-poll Fetch or a parked JoinGroup in
+/// flight is not idleness).
+struct Activity {
+    last: Cell<Instant>,
+    in_flight: Cell<usize>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self { last: Cell::new(Instant::now()), in_flight: Cell::new(0) }
+    }
+
+    fn request_started(&self) {
+        self.last.set(Instant::now());
+        self.in_flight.set(self.in_flight.get() + 1);
+    }
+
+    fn request_finished(&self) {
+        self.last.set(Instant::now());
+        self.in_flight.set(self.in_flight.get().saturating_sub(1));
+    }
+
+    /// Completes once the connection has been idle for `limit` (never when `None`).
+    async fn idle_for(&self, limit: Option<Duration>) {
+        let Some(limit) = limit else { return futures::future::pending().await };
+        loop {
+            let idle = self.last.get().elapsed();
+            if self.in_flight.get() == 0 && idle >= limit {
+                return;
+            }
+            // Asleep until the earliest moment the limit could be reached; while requests
+            // are in flight the clock restarts when the last of them finishes.
+            let wait = if self.in_flight.get() > 0 { limit } else { limit.saturating_sub(idle) };
+            crate::shard::sleep(wait.max(Duration::from_millis(1))).await;
+        }
+    }
 }

@@ -335,11 +335,7 @@ fn fatal(message: &str) -> ! {
 }
 
 fn broker_defaults(config: &ServeConfig) -> crate::controller::BrokerDefaults {
-    crate::controller::BrokerDefaults {
-        num_partitions: config.num_partitions,
-        auto_create_topics_enable: config.auto_create_topics,
-        ..Default::default()
-    }
+    config.broker_defaults()
 }
 
 /// Raises RLIMIT_MEMLOCK and RLIMIT_NOFILE, or explains how to.

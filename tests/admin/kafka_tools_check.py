@@ -7,7 +7,10 @@ pinned Kafka jars (confirmed with `jar tf` on 4.1.2):
 - `kafka.admin.ConfigCommand` (kafka-configs.sh; still in the core jar in 4.1): --alter
   --add-config (with the [a,b] bracket syntax), --describe (with DYNAMIC_TOPIC_CONFIG
   synonyms) and --describe --all, an invalid value refused with Kafka's message,
-  --delete-config; and `shardlog configs describe` reports what ConfigCommand set.
+  --delete-config; and `shardlog configs describe` reports what ConfigCommand set; and
+  `--describe --entity-type brokers --entity-name <id> --all` (issue 12): every Kafka broker
+  setting Shardlog serves is listed, a set one (run.sh's log.retention.check.interval.ms)
+  as STATIC_BROKER_CONFIG and an untouched one as DEFAULT_CONFIG.
 
 Bounded: every tool run and client call times out.
 
@@ -109,11 +112,41 @@ def check_config_command(bs, admin, shardlog):
           "ConfigCommand --describe --all: retention.ms back to its default")
 
 
+# Kafka broker settings issue 12 requires to be settable and described.
+BROKER_SETTINGS = [
+    "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+    "group.initial.rebalance.delay.ms", "group.max.size", "offsets.retention.minutes",
+    "offsets.topic.num.partitions", "message.max.bytes", "log.segment.bytes", "log.retention.ms",
+    "log.retention.hours", "log.retention.bytes", "log.cleanup.policy", "log.roll.ms",
+    "log.index.interval.bytes", "log.flush.interval.messages", "log.flush.interval.ms",
+    "listeners", "advertised.listeners", "connections.max.idle.ms", "min.insync.replicas",
+    "default.replication.factor", "num.partitions", "socket.request.max.bytes",
+]
+
+
+def check_broker_config_command(bs, admin):
+    node = str(admin.describe_cluster().result(timeout=TIMEOUT_S).nodes[0].id)
+    rc, out = configs(bs, "--describe", "--entity-type", "brokers", "--entity-name", node, "--all")
+    check(rc == 0 and f"All configs for broker {node} are:" in out,
+          f"ConfigCommand --describe --entity-type brokers --entity-name {node} --all: exit {rc}")
+    listed = {line.split("=", 1)[0].strip() for line in out.splitlines() if line.startswith("  ")}
+    missing = [name for name in BROKER_SETTINGS if name not in listed]
+    check(not missing, f"ConfigCommand lists every Kafka broker setting (missing: {missing})")
+    check("  log.retention.check.interval.ms=500 sensitive=false synonyms={STATIC_BROKER_CONFIG:"
+          "log.retention.check.interval.ms=500, DEFAULT_CONFIG:"
+          "log.retention.check.interval.ms=300000}" in out,
+          "a setting given to serve is STATIC_BROKER_CONFIG, with its default as a synonym")
+    check("  group.min.session.timeout.ms=6000 sensitive=false synonyms={DEFAULT_CONFIG:"
+          "group.min.session.timeout.ms=6000}" in out,
+          "an untouched setting is DEFAULT_CONFIG with Kafka's default")
+
+
 def main(bs, shardlog):
     admin = AdminClient({"bootstrap.servers": bs})
     probe = Consumer({"bootstrap.servers": bs, "group.id": "probe", "enable.auto.commit": False})
     check_delete_records_command(bs, admin, probe)
     check_config_command(bs, admin, shardlog)
+    check_broker_config_command(bs, admin)
     probe.close()
     print("PASS")
 

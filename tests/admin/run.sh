@@ -16,9 +16,10 @@ BIN="$REPO/target/debug/shardlog"
 cd "$REPO"
 cargo build -q --bin shardlog
 DATA="$(mktemp -d)"
+# --node-id 1: ConfigCommand's broker check describes "--entity-name 1", as Kafka's docs do.
 "$BIN" serve --listen "127.0.0.1:$PORT" --admin-listen 127.0.0.1:0 --data-dir "$DATA" \
   --shards 2 --log-level warn --log-retention-check-interval-ms 500 \
-  --log-cleaner-backoff-ms 500 &
+  --log-cleaner-backoff-ms 500 --node-id 1 &
 BROKER=$!
 trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null; rm -rf "$DATA"' EXIT
 for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break; sleep 0.1; done

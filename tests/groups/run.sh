@@ -2,9 +2,11 @@
 # Real-client consumer-group tests against a freshly started broker on 127.0.0.1:
 # confluent-kafka (three consumers), kafka-python + Kafka's ConsumerGroupCommand (lag,
 # reset, delete), Java kafka-clients (cooperative-sticky, static membership), and the
-# kafkajs (producer + group consumers), and the restart test (SIGTERM/SIGKILL; starts
-# its own broker). Every test is bounded.
-# Usage: tests/groups/run.sh [PORT]   (default 39170; restart test uses PORT+1)
+# kafkajs (producer + group consumers), the restart test (SIGTERM/SIGKILL; starts its own
+# broker) and the fresh-broker coordinator test (issue 12; starts its own broker). Every
+# test is bounded.
+# Usage: tests/groups/run.sh [PORT]   (default 39170; restart test uses PORT+1, the
+# fresh-broker test PORT+2)
 # Prerequisites (all from tests/interop/install.sh): confluent-kafka and kafka-python (pip),
 # the pinned Kafka jars (perf/kafka/kafka.sh fetch: Java classpath and ConsumerGroupCommand),
 # kafkajs (npm ci in tests/interop/js). A missing one fails its test; nothing is skipped.
@@ -39,4 +41,5 @@ else
   status=1
 fi
 run "restart (SIGTERM, SIGKILL)" python3 "$HERE/restart.py" "$BIN" "$((PORT + 1))"
+run "fresh broker: no NOT_COORDINATOR" python3 "$HERE/fresh_coordinator.py" "$BIN" "$((PORT + 2))"
 exit $status

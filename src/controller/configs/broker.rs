@@ -17,51 +17,237 @@ use super::{
 pub struct BrokerOnlyConfig {
     pub name: &'static str,
     pub kind: ConfigType,
+    /// Shardlog's default as DescribeConfigs prints it; Kafka's unless the doc says why
+    /// not. Each matches its typed constant in `constants.rs` (checked by a test).
     pub default: Option<&'static str>,
     pub validator: Validator,
     pub doc: &'static str,
+    /// Whether Kafka lets this setting change at runtime (IncrementalAlterConfigs on a
+    /// BROKER resource). Shardlog serves every broker setting read-only for now; this marks
+    /// which ones a dynamic-config implementation should open up. (The broker synonyms of
+    /// topic configs, `log.*` and the like, are all dynamic in Kafka.)
+    pub kafka_dynamic: bool,
 }
 
-/// Broker-only configs Shardlog knows, sorted by name.
+const fn only(
+    name: &'static str,
+    kind: ConfigType,
+    default: Option<&'static str>,
+    validator: Validator,
+    kafka_dynamic: bool,
+    doc: &'static str,
+) -> BrokerOnlyConfig {
+    BrokerOnlyConfig { name, kind, default, validator, doc, kafka_dynamic }
+}
+
+use ConfigType::{Boolean as B, Double as D, Int as I, Long as L, String as S};
+use Validator::{AtLeast, None as Any};
+
+/// Broker-only configs Shardlog knows, sorted by name (a test checks the order).
 pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
-    BrokerOnlyConfig {
-        name: "auto.create.topics.enable",
-        kind: ConfigType::Boolean,
-        default: Some("true"),
-        validator: Validator::None,
-        doc: "Enable auto creation of topic on the server.",
-    },
-    BrokerOnlyConfig {
-        name: "default.replication.factor",
-        kind: ConfigType::Int,
-        default: Some("1"),
-        validator: Validator::AtLeast(1),
-        doc: "The replication factor for automatically created topics, and for topics created \
-              with -1 as the replication factor",
-    },
-    BrokerOnlyConfig {
-        name: "delete.topic.enable",
-        kind: ConfigType::Boolean,
-        default: Some("true"),
-        validator: Validator::None,
-        doc: "When set to false, deleting topics through the admin API has no effect.",
-    },
-    BrokerOnlyConfig {
-        name: "log.retention.check.interval.ms",
-        kind: ConfigType::Long,
-        default: Some("300000"),
-        validator: Validator::AtLeast(1),
-        doc: "The frequency in milliseconds that the log cleaner checks whether any log is \
-              eligible for deletion",
-    },
-    BrokerOnlyConfig {
-        name: "num.partitions",
-        kind: ConfigType::Int,
-        default: Some("1"),
-        validator: Validator::AtLeast(1),
-        doc: "The default number of log partitions per topic",
-    },
+    only(
+        "advertised.listeners",
+        S,
+        None,
+        Any,
+        true,
+        "Listeners to publish to clients, as PLAINTEXT://host:port (alias of \
+         --advertised-listener); null means the listeners value.",
+    ),
+    only(
+        "auto.create.topics.enable",
+        B,
+        Some("true"),
+        Any,
+        false,
+        "Enable auto creation of topic on the server.",
+    ),
+    only(
+        "connections.max.idle.ms",
+        L,
+        Some("600000"),
+        Any,
+        false,
+        "Idle connections timeout: the server closes a connection that has had no request \
+         and no response for this many milliseconds. Negative disables the timeout.",
+    ),
+    only(
+        "default.replication.factor",
+        I,
+        Some("1"),
+        AtLeast(1),
+        false,
+        "The replication factor for automatically created topics, and for topics created \
+         with -1 as the replication factor",
+    ),
+    only(
+        "delete.topic.enable",
+        B,
+        Some("true"),
+        Any,
+        false,
+        "When set to false, deleting topics through the admin API has no effect.",
+    ),
+    only(
+        "group.initial.rebalance.delay.ms",
+        I,
+        Some("3000"),
+        AtLeast(0),
+        false,
+        "The amount of time the group coordinator will wait for more consumers to join a new \
+         group before performing the first rebalance. A longer delay means potentially fewer \
+         rebalances, but increases the time until processing begins.",
+    ),
+    only(
+        "group.max.session.timeout.ms",
+        I,
+        Some("1800000"),
+        AtLeast(1),
+        false,
+        "The maximum allowed session timeout for registered consumers. Longer timeouts give \
+         consumers more time to process messages in between heartbeats at the cost of a longer \
+         time to detect failures.",
+    ),
+    only(
+        "group.max.size",
+        I,
+        Some("10000"),
+        AtLeast(1),
+        false,
+        "The maximum number of consumers that a single consumer group can accommodate. \
+         Shardlog's default is 10000 (Kafka's is unbounded) so one group cannot take \
+         unbounded coordinator memory.",
+    ),
+    only(
+        "group.min.session.timeout.ms",
+        I,
+        Some("6000"),
+        AtLeast(1),
+        false,
+        "The minimum allowed session timeout for registered consumers. Shorter timeouts result \
+         in quicker failure detection at the cost of more frequent consumer heartbeating, \
+         which can overwhelm broker resources.",
+    ),
+    only(
+        "listeners",
+        S,
+        Some("PLAINTEXT://127.0.0.1:9092"),
+        Any,
+        false,
+        "The address the socket server listens on, as PLAINTEXT://host:port (alias of \
+         --listen). Only one PLAINTEXT listener is served.",
+    ),
+    only(
+        "log.cleaner.backoff.ms",
+        L,
+        Some("15000"),
+        AtLeast(1),
+        true,
+        "The amount of time to sleep when there are no logs to clean",
+    ),
+    only(
+        "log.cleaner.dedupe.buffer.size",
+        L,
+        Some("134217728"),
+        AtLeast(1024 * 1024),
+        true,
+        "The total memory used for log deduplication across all cleaner threads (here: split \
+         evenly across shards)",
+    ),
+    only(
+        "log.cleaner.io.max.bytes.per.second",
+        D,
+        Some("1.7976931348623157E308"),
+        Validator::DoubleBetween(f64::MIN_POSITIVE, f64::MAX),
+        true,
+        "The log cleaner will be throttled so that the sum of its read and write i/o will be \
+         less than this value on average (here: for the whole broker, split across shards)",
+    ),
+    only(
+        "log.retention.check.interval.ms",
+        L,
+        Some("300000"),
+        AtLeast(1),
+        false,
+        "The frequency in milliseconds that the log cleaner checks whether any log is \
+         eligible for deletion",
+    ),
+    only(
+        "num.partitions",
+        I,
+        Some("1"),
+        AtLeast(1),
+        false,
+        "The default number of log partitions per topic",
+    ),
+    only(
+        "offset.metadata.max.bytes",
+        I,
+        Some("4096"),
+        AtLeast(0),
+        false,
+        "The maximum size for a metadata entry associated with an offset commit.",
+    ),
+    only(
+        "offsets.retention.check.interval.ms",
+        L,
+        Some("600000"),
+        AtLeast(1),
+        false,
+        "Frequency at which to check for stale offsets",
+    ),
+    only(
+        "offsets.retention.minutes",
+        I,
+        Some("10080"),
+        AtLeast(1),
+        false,
+        "For subscribed consumers, committed offset of a specific partition will be expired \
+         and discarded after this period of time once the group is empty; for standalone \
+         consumers (manual assignment) after this period from the last commit.",
+    ),
+    only(
+        "offsets.topic.num.partitions",
+        I,
+        Some("50"),
+        AtLeast(1),
+        false,
+        "The number of partitions for the offset commit topic (should not change after \
+         deployment: it only applies when __consumer_offsets is created).",
+    ),
+    only(
+        "offsets.topic.segment.bytes",
+        I,
+        Some("104857600"),
+        AtLeast(1024 * 1024),
+        false,
+        "The offsets topic segment bytes should be kept relatively small in order to \
+         facilitate faster log compaction and cache loads.",
+    ),
+    only(
+        "socket.request.max.bytes",
+        I,
+        Some("104857600"),
+        AtLeast(64),
+        false,
+        "The maximum number of bytes in a socket request",
+    ),
 ];
+
+/// Every broker setting name Shardlog knows (broker-only configs and the broker synonyms of
+/// topic configs), sorted and deduplicated: the names accepted in the TOML file, as `serve`
+/// flags and listed by DescribeConfigs.
+#[must_use]
+pub fn broker_setting_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = BROKER_ONLY_CONFIGS
+        .iter()
+        .map(|c| c.name)
+        .chain(TOPIC_CONFIGS.iter().flat_map(|d| d.synonyms.iter().map(|s| s.name)))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
 
 /// Broker-level defaults, from the server config (Kafka broker config names).
 #[derive(Clone, Debug, PartialEq)]

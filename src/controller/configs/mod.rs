@@ -11,7 +11,9 @@ mod broker;
 mod defs;
 mod topic_config;
 
-pub use broker::{broker_config_def, BrokerDefaults, BROKER_ONLY_CONFIGS};
+pub use broker::{
+    broker_config_def, broker_setting_names, BrokerDefaults, BrokerOnlyConfig, BROKER_ONLY_CONFIGS,
+};
 pub use defs::TOPIC_CONFIGS;
 pub use topic_config::{effective_value, CleanupPolicy, TimestampType, TopicConfig, ValueSource};
 

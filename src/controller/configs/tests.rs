@@ -10,6 +10,27 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 #[test]
+fn broker_registry_is_sorted_unique_and_its_defaults_valid() {
+    let names: Vec<_> = BROKER_ONLY_CONFIGS.iter().map(|c| c.name).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(names, sorted);
+    for name in broker_setting_names() {
+        let (kind, validator, default, _) = broker_config_def(name).expect(name);
+        if let Some(default) = default {
+            validate_value(name, kind, validator, default)
+                .unwrap_or_else(|e| panic!("default of {name} invalid: {e}"));
+        }
+    }
+    // A broker-only name never shadows a topic config's synonym (one definition per name).
+    for c in BROKER_ONLY_CONFIGS {
+        let synonym = TOPIC_CONFIGS.iter().any(|d| d.synonyms.iter().any(|s| s.name == c.name));
+        assert!(!synonym, "{} defined twice", c.name);
+    }
+}
+
+#[test]
 fn registry_is_sorted_and_unique() {
     let names: Vec<_> = TOPIC_CONFIGS.iter().map(|d| d.name).collect();
     let mut sorted = names.clone();

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::sb;
 use crate::controller::configs::{
-    broker_config_def, BrokerDefaults, ConfigType, BROKER_ONLY_CONFIGS, TOPIC_CONFIGS,
+    broker_config_def, broker_setting_names, BrokerDefaults, ConfigType, TOPIC_CONFIGS,
 };
 use crate::controller::{validate_topic_name, MetadataImage, TopicImage};
 
@@ -168,13 +168,7 @@ fn describe_broker(
 /// Every broker config Shardlog knows, sorted by name, with its value and source.
 #[must_use]
 pub fn broker_config_entries(image: &MetadataImage, keys: Option<&[&str]>) -> Vec<ConfigEntry> {
-    let mut names: Vec<&'static str> = BROKER_ONLY_CONFIGS
-        .iter()
-        .map(|c| c.name)
-        .chain(TOPIC_CONFIGS.iter().flat_map(|d| d.synonyms.iter().map(|s| s.name)))
-        .collect();
-    names.sort_unstable();
-    names.dedup();
+    let names = broker_setting_names();
     let node = image.node_id.to_string();
     let mut entries: Vec<ConfigEntry> = ["broker.id", "node.id"]
         .into_iter()

@@ -22,13 +22,12 @@ use kafka_protocol::records::{
 
 use super::{GroupAnswer, GroupCall};
 use crate::constants::{
-    GROUP_LAG_PARTITIONS_MAX, GROUP_LAG_PUBLISH_INTERVAL_MS,
-    OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+    GROUP_LAG_PARTITIONS_MAX, GROUP_LAG_PUBLISH_INTERVAL_MS, GROUP_LOAD_WAIT_MS_MAX,
 };
 use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::group::records::Record;
 use crate::group::types::{Effects, GroupError, JoinResponse, Reply, SyncResponse, Token};
-use crate::group::{Coordinator, GroupConfig};
+use crate::group::Coordinator;
 use crate::shard::{now_ms, OwnedPartition, ShardCtx};
 use crate::types::Offset;
 
@@ -58,7 +57,7 @@ fn state(ctx: &Rc<ShardCtx>) -> Rc<GroupShard> {
         return s;
     }
     let s = Rc::new(GroupShard {
-        coordinator: RefCell::new(Coordinator::new(GroupConfig::default())),
+        coordinator: RefCell::new(Coordinator::new(ctx.config.group.clone())),
         waiters: RefCell::new(HashMap::new()),
         next_token: Cell::new(1),
         loaded: RefCell::new(HashSet::new()),
@@ -261,9 +260,28 @@ fn offsets_partition(
     ctx: &ShardCtx,
     group_id: &str,
 ) -> Result<(i32, Rc<OwnedPartition>), GroupError> {
-    let n = super::route::offsets_partitions(ctx).ok_or(GroupError::NotCoordinator)?;
+    let n = super::route::offsets_partitions(ctx).ok_or(GroupError::CoordinatorNotAvailable)?;
     let p = partition_for(group_id, n);
-    ctx.partitions.get(OFFSETS_TOPIC, p).map(|owned| (p, owned)).ok_or(GroupError::NotCoordinator)
+    if let Some(owned) = ctx.partitions.get(OFFSETS_TOPIC, p) {
+        return Ok((p, owned));
+    }
+    // The image (installed before the logs open) already assigns the partition here while
+    // this shard is still opening it: Kafka's answer for a partition it leads but has not
+    // loaded is COORDINATOR_LOAD_IN_PROGRESS, which clients retry on the same coordinator.
+    // NOT_COORDINATOR would send them back to FindCoordinator for nothing.
+    match ctx.owner_of(OFFSETS_TOPIC, p) {
+        Some((shard, _)) if shard == ctx.id => Err(GroupError::CoordinatorLoadInProgress),
+        _ => Err(GroupError::NotCoordinator),
+    }
+}
+
+/// Takes the shard's load lock, waiting at most `GROUP_LOAD_WAIT_MS_MAX`: a request for a
+/// partition another request is replaying waits for it (most replays take milliseconds),
+/// and past the bound answers COORDINATOR_LOAD_IN_PROGRESS as Kafka does while loading.
+async fn load_lock(s: &GroupShard) -> Result<futures::lock::MutexGuard<'_, ()>, GroupError> {
+    crate::shard::with_timeout(Duration::from_millis(GROUP_LOAD_WAIT_MS_MAX), s.load_lock.lock())
+        .await
+        .ok_or(GroupError::CoordinatorLoadInProgress)
 }
 
 async fn ensure_loaded(
@@ -275,7 +293,7 @@ async fn ensure_loaded(
     if s.loaded.borrow().contains(&p) {
         return Ok(());
     }
-    let _guard = s.load_lock.lock().await;
+    let _guard = load_lock(s).await?;
     if s.loaded.borrow().contains(&p) {
         return Ok(());
     }
@@ -295,7 +313,7 @@ async fn load_all_owned(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>) -> Result<(), Gr
         if s.loaded.borrow().contains(&p) {
             continue;
         }
-        let _guard = s.load_lock.lock().await;
+        let _guard = load_lock(s).await?;
         if s.loaded.borrow().contains(&p) {
             continue;
         }
@@ -429,7 +447,9 @@ async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
     if let Err(e) = load_all_owned(&ctx, &s).await {
         tracing::warn!("loading group state failed: {e}");
     }
-    let mut next_expiry = now_ms() + OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT as i64;
+    let expiry_interval_ms =
+        i64::try_from(ctx.config.offsets_retention_check_interval_ms).unwrap_or(i64::MAX);
+    let mut next_expiry = now_ms().saturating_add(expiry_interval_ms);
     let mut next_lag = now_ms() + GROUP_LAG_PUBLISH_INTERVAL_MS;
     while !ctx.is_shutting_down() {
         let now = now_ms();
@@ -444,7 +464,7 @@ async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
             drop(ctx.spawn(publish_lag(ctx.clone(), s.clone())));
         }
         if now >= next_expiry {
-            next_expiry = now + OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT as i64;
+            next_expiry = now.saturating_add(expiry_interval_ms);
             let image = ctx.image();
             let records = s.coordinator.borrow_mut().expire(now, |t| image.topics.contains_key(t));
             if !records.is_empty() {
@@ -508,6 +528,7 @@ async fn publish_lag(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
 mod tests {
     use super::*;
     use crate::group::records::OffsetValue;
+    use crate::group::GroupConfig;
 
     #[test]
     fn encoded_batch_has_a_valid_crc_and_decodes_back() {

@@ -98,6 +98,7 @@ pub fn error_code(err: Option<GroupError>) -> i16 {
     let e = match err {
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
         GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
         GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
         GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
         GroupError::MemberIdRequired => ResponseError::MemberIdRequired,

@@ -1,6 +1,7 @@
 //! Finding a group's coordinator shard and calling it; creating `__consumer_offsets` on
 //! first use through the controller (as a CreateTopics request with Kafka's settings for
-//! the topic: `offsets.topic.num.partitions` partitions, compacted).
+//! the topic: `offsets.topic.num.partitions` partitions, `offsets.topic.segment.bytes`
+//! segments, compacted).
 //!
 //! Runs on the connection's shard.
 
@@ -14,7 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::{GroupAnswer, GroupCall};
-use crate::constants::OFFSETS_TOPIC_PARTITIONS_DEFAULT;
+use crate::constants::OFFSETS_TOPIC_READY_WAIT_MS_MAX;
 use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::group::types::GroupError;
 use crate::server::call::{Pending, ShardReply, ShardRequest};
@@ -24,8 +25,6 @@ use crate::types::ShardId;
 
 /// CreateTopics version used for the internal request.
 const CREATE_TOPICS_VERSION: i16 = 2;
-/// Kafka's `offsets.topic.segment.bytes` default (100 MiB): small segments compact sooner.
-const OFFSETS_TOPIC_SEGMENT_BYTES: &str = "104857600";
 
 /// Partition count of `__consumer_offsets`, if it exists.
 #[must_use]
@@ -82,12 +81,47 @@ fn answer(reply: Result<ShardReply, crate::shard::MeshError>) -> GroupAnswer {
     }
 }
 
-/// Creates `__consumer_offsets` if the image does not have it yet.
+thread_local! {
+    /// Whether this shard has seen `__consumer_offsets` ready: created, and opened by every
+    /// shard. Set once; the topic is never deleted.
+    static OFFSETS_READY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Makes sure `__consumer_offsets` exists and every shard has opened its partitions, creating
+/// it on first use (Kafka creates it lazily too, on the first FindCoordinator).
+///
+/// The metadata image reaches a shard *before* the shards open the new partitions, so the
+/// topic being in the image is not enough: a FindCoordinator answered then sent clients to
+/// a coordinator that answered NOT_COORDINATOR (issue 12). Instead each shard asks the
+/// controller once (a CreateTopics that may find the topic there): the controller runs one
+/// operation at a time, publication to every shard included, so its answer comes only once
+/// every partition is open. Kafka answers COORDINATOR_NOT_AVAILABLE at once while it creates
+/// the topic and lets the client retry; we hold the first FindCoordinator until the topic is
+/// ready instead (usually well under a second), so clients see no error and skip a retry
+/// backoff (librdkafka waits about a second between coordinator queries). Past
+/// `OFFSETS_TOPIC_READY_WAIT_MS_MAX` the answer is COORDINATOR_NOT_AVAILABLE, as from Kafka.
 pub async fn ensure_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> {
-    if offsets_partitions(ctx).is_some() {
+    if OFFSETS_READY.with(std::cell::Cell::get) {
         return Ok(());
     }
-    let frame = create_request().map_err(|_| GroupError::CoordinatorNotAvailable)?;
+    let wait = std::time::Duration::from_millis(OFFSETS_TOPIC_READY_WAIT_MS_MAX);
+    crate::shard::with_timeout(wait, create_offsets_topic(ctx))
+        .await
+        .unwrap_or(Err(GroupError::CoordinatorNotAvailable))?;
+    if offsets_partitions(ctx).is_none() {
+        return Err(GroupError::CoordinatorNotAvailable);
+    }
+    OFFSETS_READY.with(|r| r.set(true));
+    Ok(())
+}
+
+/// CreateTopics for `__consumer_offsets` through the controller; TOPIC_ALREADY_EXISTS is
+/// success (another shard or an earlier run created it).
+async fn create_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> {
+    let config = &ctx.config;
+    let frame =
+        create_request(config.offsets_topic_num_partitions, config.offsets_topic_segment_bytes)
+            .map_err(|_| GroupError::CoordinatorNotAvailable)?;
     let req = ControllerRequest::Admin {
         api: ApiKey::CreateTopics,
         version: CREATE_TOPICS_VERSION,
@@ -100,15 +134,10 @@ pub async fn ensure_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> 
             tracing::warn!("creating {OFFSETS_TOPIC} failed: {reason}");
             Err(GroupError::CoordinatorNotAvailable)
         }
-    }?;
-    if offsets_partitions(ctx).is_some() {
-        Ok(())
-    } else {
-        Err(GroupError::CoordinatorNotAvailable)
     }
 }
 
-fn create_request() -> anyhow::Result<Bytes> {
+fn create_request(partitions: i32, segment_bytes: i32) -> anyhow::Result<Bytes> {
     let config = |name: &str, value: &str| {
         CreatableTopicConfig::default()
             .with_name(StrBytes::from_string(name.into()))
@@ -116,12 +145,12 @@ fn create_request() -> anyhow::Result<Bytes> {
     };
     let topic = CreatableTopic::default()
         .with_name(TopicName(StrBytes::from_static_str(OFFSETS_TOPIC)))
-        .with_num_partitions(OFFSETS_TOPIC_PARTITIONS_DEFAULT)
+        .with_num_partitions(partitions)
         .with_replication_factor(-1)
         .with_configs(vec![
             config("cleanup.policy", "compact"),
             config("compression.type", "producer"),
-            config("segment.bytes", OFFSETS_TOPIC_SEGMENT_BYTES),
+            config("segment.bytes", &segment_bytes.to_string()),
         ]);
     let body = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(30_000);
     let header = RequestHeader::default()

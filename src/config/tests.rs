@@ -1,0 +1,357 @@
+use super::*;
+
+#[test]
+fn defaults_without_flags() {
+    let cfg = ServeConfig::resolve(&ServeArgs::default(), 2).expect("defaults resolve");
+    assert_eq!(cfg.listen, "127.0.0.1:9092".parse().expect("addr"));
+    assert_eq!(cfg.advertised_host, "127.0.0.1");
+    assert_eq!(cfg.advertised_port, 9092);
+    assert_eq!(cfg.data_dir, PathBuf::from("shardlog-data"));
+    assert_eq!(cfg.shards, 2);
+    assert!(cfg.auto_create_topics);
+    assert!(cfg.broker_settings.is_empty(), "nothing set explicitly");
+    let d = GroupConfig::default();
+    assert_eq!(cfg.group.min_session_timeout_ms, d.min_session_timeout_ms);
+    assert_eq!(cfg.group.max_session_timeout_ms, d.max_session_timeout_ms);
+    assert_eq!(cfg.group.initial_rebalance_delay_ms, d.initial_rebalance_delay_ms);
+    assert_eq!(cfg.group.group_max_size, d.group_max_size);
+    assert_eq!(cfg.group.offsets_retention_ms, d.offsets_retention_ms);
+    assert_eq!(cfg.group.offset_metadata_bytes_max, d.offset_metadata_bytes_max);
+    assert_eq!(
+        cfg.offsets_topic_num_partitions,
+        crate::constants::OFFSETS_TOPIC_PARTITIONS_DEFAULT
+    );
+    assert_eq!(
+        cfg.connections_max_idle_ms,
+        Some(crate::constants::CONNECTIONS_MAX_IDLE_MS_DEFAULT)
+    );
+    assert_eq!(cfg.socket_request_max_bytes, crate::constants::SOCKET_REQUEST_MAX_BYTES_DEFAULT);
+    assert_eq!(cfg.log_cleaner_io_max_bytes_per_second, None);
+    assert_eq!((cfg.min_insync_replicas, cfg.default_replication_factor), (1, 1));
+}
+
+#[test]
+fn flags_override_file_which_overrides_defaults() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("shardlog.toml");
+    std::fs::write(&path, "shards = 3\nnode_id = 7\nlisten = \"127.0.0.1:19092\"\n")
+        .expect("write");
+    let args = ServeArgs { config: Some(path), shards: Some(1), ..ServeArgs::default() };
+    let cfg = ServeConfig::resolve(&args, 2).expect("resolve");
+    assert_eq!(cfg.shards, 1);
+    assert_eq!(cfg.node_id, NodeId(7));
+    assert_eq!(cfg.advertised_port, 19092);
+}
+
+fn with_file(text: &str, flags: &[(&str, &str)]) -> Result<ServeConfig, ConfigError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("shardlog.toml");
+    std::fs::write(&path, text).expect("write");
+    let mut args = ServeArgs { config: Some(path), ..ServeArgs::default() };
+    for (k, v) in flags {
+        args.kafka.values.insert((*k).to_string(), (*v).to_string());
+    }
+    ServeConfig::resolve(&args, 1)
+}
+
+#[test]
+fn kafka_names_in_the_file_quoted_or_bare_and_as_flags() {
+    let cfg = with_file(
+        "\"group.min.session.timeout.ms\" = 1000\n\
+         group.initial.rebalance.delay.ms = 0\n\
+         [log]\nretention.hours = 24\ncleanup.policy = [\"compact\", \"delete\"]\n",
+        &[],
+    )
+    .expect("resolve");
+    assert_eq!(cfg.group.min_session_timeout_ms, 1000);
+    assert_eq!(cfg.group.initial_rebalance_delay_ms, 0);
+    assert_eq!(cfg.broker_settings["log.retention.hours"], "24");
+    assert_eq!(cfg.broker_settings["log.cleanup.policy"], "compact,delete");
+    let topic = crate::controller::TopicConfig::resolve(&BTreeMap::new(), &cfg.broker_defaults());
+    assert_eq!(topic.retention_ms, 24 * 3_600_000);
+    // A flag beats the file.
+    let cfg = with_file(
+        "\"group.min.session.timeout.ms\" = 1000\n",
+        &[("group.min.session.timeout.ms", "2000")],
+    )
+    .expect("resolve");
+    assert_eq!(cfg.group.min_session_timeout_ms, 2000);
+    assert_eq!(cfg.broker_settings["group.min.session.timeout.ms"], "2000");
+}
+
+#[test]
+fn every_setting_drives_its_typed_field() {
+    let cfg = with_file(
+        "",
+        &[
+            ("group.max.session.timeout.ms", "60000"),
+            ("group.max.size", "5"),
+            ("offsets.retention.minutes", "2"),
+            ("offsets.retention.check.interval.ms", "1000"),
+            ("offset.metadata.max.bytes", "10"),
+            ("offsets.topic.num.partitions", "3"),
+            ("connections.max.idle.ms", "-1"),
+            ("min.insync.replicas", "2"),
+            ("default.replication.factor", "3"),
+            ("num.partitions", "4"),
+            ("socket.request.max.bytes", "1000"),
+            ("log.cleaner.io.max.bytes.per.second", "1000000"),
+            ("auto.create.topics.enable", "false"),
+        ],
+    )
+    .expect("resolve");
+    assert_eq!(cfg.group.max_session_timeout_ms, 60_000);
+    assert_eq!(cfg.group.group_max_size, 5);
+    assert_eq!(cfg.group.offsets_retention_ms, 120_000);
+    assert_eq!(cfg.group.offset_metadata_bytes_max, 10);
+    assert_eq!(cfg.offsets_retention_check_interval_ms, 1000);
+    assert_eq!(cfg.offsets_topic_num_partitions, 3);
+    assert_eq!(cfg.connections_max_idle_ms, None);
+    assert_eq!((cfg.min_insync_replicas, cfg.default_replication_factor), (2, 3));
+    assert_eq!(cfg.num_partitions, 4);
+    assert_eq!(cfg.socket_request_max_bytes, 1000);
+    assert_eq!(cfg.log_cleaner_io_max_bytes_per_second, Some(1e6));
+    assert!(!cfg.auto_create_topics);
+    let broker = cfg.broker_defaults();
+    assert_eq!(broker.value_of("min.insync.replicas"), Some(("2".into(), true)));
+    assert_eq!(broker.value_of("num.partitions"), Some(("4".into(), true)));
+}
+
+#[test]
+fn bad_values_and_unknown_names_are_rejected() {
+    assert!(matches!(with_file("shardz = 3\n", &[]), Err(ConfigError::UnknownSetting(_))));
+    assert!(matches!(with_file("group.bogus = 3\n", &[]), Err(ConfigError::UnknownSetting(_))));
+    assert!(with_file("\"group.max.size\" = 0\n", &[]).is_err());
+    assert!(with_file("", &[("group.min.session.timeout.ms", "abc")]).is_err());
+    // Bounds out of order.
+    assert!(with_file("", &[("group.min.session.timeout.ms", "2000000")]).is_err());
+    // The same setting under the old and the Kafka spelling.
+    assert!(with_file("num_partitions = 2\n\"num.partitions\" = 3\n", &[]).is_err());
+    let args = ServeArgs { shards: Some(0), ..ServeArgs::default() };
+    assert!(matches!(ServeConfig::resolve(&args, 1), Err(ConfigError::Invalid { .. })));
+    let args = ServeArgs { advertised_listener: Some("nohost".into()), ..ServeArgs::default() };
+    assert!(ServeConfig::resolve(&args, 1).is_err());
+    assert!(with_file("", &[("listeners", "SSL://127.0.0.1:9093")]).is_err());
+}
+
+#[test]
+fn old_snake_case_keys_still_read() {
+    let cfg =
+        with_file("num_partitions = 3\nlog_cleaner_backoff_ms = 700\n", &[]).expect("resolve");
+    assert_eq!(cfg.num_partitions, 3);
+    assert_eq!(cfg.log_cleaner_backoff_ms, 700);
+    assert_eq!(cfg.broker_settings["num.partitions"], "3");
+}
+
+#[test]
+fn listeners_accept_kafka_syntax_and_alias_listen() {
+    let cfg = with_file(
+        "",
+        &[
+            ("listeners", "PLAINTEXT://127.0.0.1:19093"),
+            ("advertised.listeners", "PLAINTEXT://broker1:29093"),
+        ],
+    )
+    .expect("resolve");
+    assert_eq!(cfg.listen, "127.0.0.1:19093".parse().expect("addr"));
+    assert_eq!((cfg.advertised_host.as_str(), cfg.advertised_port), ("broker1", 29093));
+    let broker = cfg.broker_defaults();
+    assert_eq!(broker.settings["listeners"], "PLAINTEXT://127.0.0.1:19093");
+    assert_eq!(broker.settings["advertised.listeners"], "PLAINTEXT://broker1:29093");
+    // An empty host binds every interface, as in Kafka.
+    let cfg = with_file("listeners = \"PLAINTEXT://:19094\"\n", &[]).expect("resolve");
+    assert_eq!(cfg.listen, "0.0.0.0:19094".parse().expect("addr"));
+    // --listen and listeners together are refused; the flag beats the file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("f.toml");
+    std::fs::write(&path, "listeners = \"PLAINTEXT://127.0.0.1:1\"\n").expect("write");
+    let args = ServeArgs {
+        config: Some(path),
+        listen: Some("127.0.0.1:2".parse().expect("addr")),
+        ..ServeArgs::default()
+    };
+    assert_eq!(ServeConfig::resolve(&args, 1).expect("resolve").listen.port(), 2);
+    let mut args =
+        ServeArgs { listen: Some("127.0.0.1:2".parse().expect("addr")), ..ServeArgs::default() };
+    args.kafka.values.insert("listeners".into(), "PLAINTEXT://127.0.0.1:3".into());
+    assert!(ServeConfig::resolve(&args, 1).is_err());
+}
+
+#[test]
+fn advertised_listener_parses_ipv6() {
+    assert_eq!(parse_advertised("[::1]:9093").expect("parse"), ("::1".to_string(), 9093));
+    assert_eq!(
+        parse_advertised("PLAINTEXT://[::1]:9093").expect("parse"),
+        ("::1".to_string(), 9093)
+    );
+}
+
+/// The registry's default strings are the typed constants of `constants.rs` (one place).
+#[test]
+fn registry_defaults_match_constants() {
+    use crate::constants as c;
+    use crate::controller::configs::broker_config_def;
+    let default = |name: &str| broker_config_def(name).and_then(|d| d.2).expect(name).to_string();
+    let g = GroupConfig::default();
+    assert_eq!(
+        default("group.min.session.timeout.ms"),
+        c::GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT.to_string()
+    );
+    assert_eq!(
+        default("group.max.session.timeout.ms"),
+        c::GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT.to_string()
+    );
+    assert_eq!(
+        default("group.initial.rebalance.delay.ms"),
+        c::GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT.to_string()
+    );
+    assert_eq!(default("group.max.size"), c::GROUP_MAX_SIZE_DEFAULT.to_string());
+    assert_eq!(
+        default("offset.metadata.max.bytes"),
+        c::OFFSET_METADATA_BYTES_MAX_DEFAULT.to_string()
+    );
+    assert_eq!(
+        default("offsets.retention.minutes"),
+        c::OFFSETS_RETENTION_MINUTES_DEFAULT.to_string()
+    );
+    assert_eq!(g.offsets_retention_ms, c::OFFSETS_RETENTION_MINUTES_DEFAULT * 60_000);
+    assert_eq!(
+        default("offsets.retention.check.interval.ms"),
+        c::OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT.to_string()
+    );
+    assert_eq!(
+        default("offsets.topic.num.partitions"),
+        c::OFFSETS_TOPIC_PARTITIONS_DEFAULT.to_string()
+    );
+    assert_eq!(
+        default("offsets.topic.segment.bytes"),
+        c::OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT.to_string()
+    );
+    assert_eq!(default("connections.max.idle.ms"), c::CONNECTIONS_MAX_IDLE_MS_DEFAULT.to_string());
+    assert_eq!(
+        default("socket.request.max.bytes"),
+        c::SOCKET_REQUEST_MAX_BYTES_DEFAULT.to_string()
+    );
+    assert_eq!(
+        default("log.retention.check.interval.ms"),
+        c::RETENTION_CHECK_INTERVAL_MS_DEFAULT.to_string()
+    );
+    assert_eq!(default("log.cleaner.backoff.ms"), c::LOG_CLEANER_BACKOFF_MS_DEFAULT.to_string());
+    assert_eq!(
+        default("log.cleaner.dedupe.buffer.size"),
+        c::LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT.to_string()
+    );
+    assert_eq!(default("num.partitions"), c::NUM_PARTITIONS_DEFAULT.to_string());
+    assert_eq!(
+        default("default.replication.factor"),
+        c::DEFAULT_REPLICATION_FACTOR_DEFAULT.to_string()
+    );
+    assert_eq!(default("min.insync.replicas"), c::MIN_INSYNC_REPLICAS_DEFAULT.to_string());
+    assert_eq!(default("message.max.bytes"), c::MAX_MESSAGE_BYTES_DEFAULT.to_string());
+    assert_eq!(default("log.segment.bytes"), c::SEGMENT_BYTES_DEFAULT.to_string());
+    assert_eq!(default("log.index.interval.bytes"), c::INDEX_INTERVAL_BYTES_DEFAULT.to_string());
+    assert_eq!(default("listeners"), format!("PLAINTEXT://127.0.0.1:{}", c::KAFKA_PORT_DEFAULT));
+}
+
+#[test]
+fn every_setting_is_a_flag() {
+    use clap::CommandFactory as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+    let cmd = Cli::command();
+    for name in crate::controller::configs::broker_setting_names() {
+        let flag = flag_name(name);
+        assert!(cmd.get_arguments().any(|a| a.get_long() == Some(flag.as_str())), "--{flag}");
+    }
+    use clap::Parser as _;
+    let cli = Cli::try_parse_from([
+        "serve",
+        "--group-min-session-timeout-ms",
+        "3000",
+        "--listeners",
+        "PLAINTEXT://127.0.0.1:0",
+        "--auto-create-topics",
+        "false",
+        "--log-retention-hours",
+        "-1",
+    ])
+    .expect("parse");
+    assert_eq!(cli.serve.kafka.values["group.min.session.timeout.ms"], "3000");
+    assert_eq!(cli.serve.kafka.values["log.retention.hours"], "-1");
+    let cfg = ServeConfig::resolve(&cli.serve, 1).expect("resolve");
+    assert_eq!(cfg.group.min_session_timeout_ms, 3000);
+    assert!(!cfg.auto_create_topics);
+    assert_eq!(cfg.listen.port(), 0);
+}
+
+#[test]
+fn unit_flags_take_plain_numbers_and_units() {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+    let parse = |argv: &[&str]| {
+        let argv = std::iter::once("serve").chain(argv.iter().copied());
+        Cli::try_parse_from(argv).map(|c| c.serve)
+    };
+    let args = parse(&["--log-cleaner-backoff-ms", "15000", "--spin-before-park-us", "50"])
+        .expect("plain numbers");
+    assert_eq!(args.kafka.values["log.cleaner.backoff.ms"], "15000");
+    assert_eq!(args.spin_before_park_us, Some(50));
+    let args = parse(&[
+        "--log-cleaner-backoff-ms",
+        "15s",
+        "--log-retention-check-interval-ms",
+        "5m",
+        "--spin-before-park-us",
+        "1ms",
+        "--socket-request-max-bytes",
+        "100MiB",
+        "--log-cleaner-dedupe-buffer-size",
+        "64MiB",
+        "--log-retention-bytes",
+        "-1",
+    ])
+    .expect("units");
+    let v = &args.kafka.values;
+    assert_eq!(v["log.cleaner.backoff.ms"], "15000");
+    assert_eq!(v["log.retention.check.interval.ms"], "300000");
+    assert_eq!(args.spin_before_park_us, Some(1000));
+    assert_eq!(v["socket.request.max.bytes"], (100u64 << 20).to_string());
+    assert_eq!(v["log.cleaner.dedupe.buffer.size"], (64u64 << 20).to_string());
+    assert_eq!(v["log.retention.bytes"], "-1");
+    let err = parse(&["--log-cleaner-backoff-ms", "15x"]).expect_err("bad unit");
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("unknown duration unit 'x'"), "{err}");
+}
+
+#[test]
+fn file_errors_are_one_line_with_the_line_number() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "shards = 1\nshards = 3\n").expect("write");
+    let args = ServeArgs { config: Some(path), ..ServeArgs::default() };
+    let err = ServeConfig::resolve(&args, 1).expect_err("duplicate key").to_string();
+    assert!(!err.contains('\n') && err.contains("line 2"), "{err}");
+}
+
+#[test]
+fn cpu_lists_parse_like_taskset() {
+    assert_eq!(parse_cpu_list("1"), Ok(CpuList(vec![1])));
+    assert_eq!(parse_cpu_list("0,2-4"), Ok(CpuList(vec![0, 2, 3, 4])));
+    assert_eq!(parse_cpu_list(" 3 , 1 "), Ok(CpuList(vec![3, 1])));
+    for bad in ["", "a", "1-", "3-1", "1,1", "0-99999999", "-1"] {
+        assert!(parse_cpu_list(bad).is_err(), "{bad:?} accepted");
+    }
+    // --cpus sets the default shard count; --shards still wins.
+    let args = ServeArgs { cpus: Some(CpuList(vec![0, 1, 2])), ..ServeArgs::default() };
+    let cfg = ServeConfig::resolve(&args, 8).expect("resolve");
+    assert_eq!((cfg.shards, cfg.cpus), (3, Some(vec![0, 1, 2])));
+    let args = ServeArgs { cpus: Some(CpuList(vec![1])), shards: Some(2), ..args };
+    assert_eq!(ServeConfig::resolve(&args, 8).expect("resolve").shards, 2);
+}
