@@ -10,14 +10,13 @@
 use std::rc::Rc;
 
 use bytes::Bytes;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::dispatch::{respond, ResponseFuture};
-use super::route::Routed;
+use super::route::{self, Scatter};
 use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
@@ -33,40 +32,33 @@ pub async fn start(
     let (header, req) =
         decode_request::<DeleteRecordsRequest>(frame, ApiKey::DeleteRecords, version)
             .map_err(|e| e.to_string())?;
-    let mut routed = Routed::default();
-    let mut slots = Vec::new();
+    let mut scatter = Scatter::default();
     let mut response = DeleteRecordsResponse::default();
     for (t, topic) in req.topics.into_iter().enumerate() {
         let name = topic.name.0.to_string();
         for p in topic.partitions {
-            let owner = ctx.owner_of(&name, p.partition_index);
-            if let Some((shard, _)) = owner {
-                let op = PartitionOp::DeleteRecords {
-                    topic: name.clone(),
-                    partition: p.partition_index,
-                    offset: p.offset,
-                };
-                routed.push(shard, slots.len(), op);
-            }
-            slots.push((t, p.partition_index, owner.is_some()));
+            let target = route::owner(ctx, &name, p.partition_index);
+            scatter.push((t, p.partition_index), target, || PartitionOp::DeleteRecords {
+                topic: name.clone(),
+                partition: p.partition_index,
+                offset: p.offset,
+            });
         }
         response.topics.push(DeleteRecordsTopicResult::default().with_name(topic.name));
     }
-    let in_flight = routed.send(ctx).await;
+    let in_flight = scatter.send(ctx).await;
     let correlation_id = header.correlation_id;
     Ok(Box::pin(async move {
-        let results = in_flight.gather(slots.len()).await;
-        for ((t, index, known), result) in slots.into_iter().zip(results) {
+        for ((t, index), outcome) in in_flight.gather().await {
             let base = DeleteRecordsPartitionResult::default()
                 .with_partition_index(index)
                 .with_low_watermark(-1);
-            let part = match result {
-                Some(PartitionResult::DeleteRecords(Ok(low))) => base.with_low_watermark(low),
-                Some(PartitionResult::DeleteRecords(Err((code, _)))) => {
+            let part = match outcome {
+                Ok(PartitionResult::DeleteRecords(Ok(low))) => base.with_low_watermark(low),
+                Ok(PartitionResult::DeleteRecords(Err((code, _)))) => {
                     base.with_error_code(code.code())
                 }
-                _ if !known => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-                _ => base.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+                other => base.with_error_code(route::error_of(other).code()),
             };
             response.topics[t].partitions.push(part);
         }

@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 use super::call::{ShardReply, ShardRequest};
 use super::dispatch::{respond, Outcome, ResponseFuture};
-use super::route::Routed;
+use super::route::{self, Scatter};
 use crate::constants::FETCH_MAX_WAIT_MS_CAP;
 use crate::partition::ops::{FetchPart, PartitionOp, PartitionResult, WaitSpec};
 use crate::protocol::decode_request;
@@ -148,33 +148,28 @@ async fn run(ctx: &Rc<ShardCtx>, plan: Plan) -> Outcome {
 }
 
 async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
-    let mut routed = Routed::default();
-    for (slot, w) in plan.wanted.iter().enumerate() {
-        if let Some(owner) = w.owner {
-            let op = PartitionOp::Fetch {
-                topic: w.name.clone(),
-                partition: w.partition,
-                fetch_offset: w.fetch_offset,
-                max_bytes: w.max_bytes,
-                current_leader_epoch: w.current_leader_epoch,
-            };
-            routed.push(owner, slot, op);
-        }
+    let mut scatter = Scatter::default();
+    for w in &plan.wanted {
+        let target = match (w.unknown_id, w.owner) {
+            (true, _) => Err(ResponseError::UnknownTopicId),
+            (false, Some(owner)) => Ok(owner),
+            (false, None) => Err(ResponseError::UnknownTopicOrPartition),
+        };
+        scatter.push((), target, || PartitionOp::Fetch {
+            topic: w.name.clone(),
+            partition: w.partition,
+            fetch_offset: w.fetch_offset,
+            max_bytes: w.max_bytes,
+            current_leader_epoch: w.current_leader_epoch,
+        });
     }
-    let results = routed.send(ctx).await.gather(plan.wanted.len()).await;
-    plan.wanted
-        .iter()
-        .zip(results)
-        .map(|(w, result)| match result {
-            Some(PartitionResult::Fetch(part)) => part,
-            _ => FetchPart {
-                error: Some(if w.unknown_id {
-                    ResponseError::UnknownTopicId
-                } else if w.owner.is_none() {
-                    ResponseError::UnknownTopicOrPartition
-                } else {
-                    ResponseError::NotLeaderOrFollower
-                }),
+    let outcomes = scatter.send(ctx).await.gather().await;
+    outcomes
+        .into_iter()
+        .map(|((), outcome)| match outcome {
+            Ok(PartitionResult::Fetch(part)) => part,
+            other => FetchPart {
+                error: Some(route::error_of(other)),
                 high_watermark: -1,
                 log_start_offset: -1,
                 records: Bytes::new(),

@@ -7,14 +7,13 @@
 use std::rc::Rc;
 
 use bytes::Bytes;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 
 use super::dispatch::{respond, ResponseFuture};
-use super::route::Routed;
+use super::route::{self, Scatter};
 use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
@@ -30,47 +29,40 @@ pub async fn start(
 ) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<ListOffsetsRequest>(frame, ApiKey::ListOffsets, version)
         .map_err(|e| e.to_string())?;
-    let mut routed = Routed::default();
-    let mut slots = Vec::new();
+    let mut scatter = Scatter::default();
     let mut response = ListOffsetsResponse::default();
     for (t, topic) in req.topics.into_iter().enumerate() {
         let name = topic.name.0.to_string();
         for p in topic.partitions {
-            let owner = ctx.owner_of(&name, p.partition_index);
-            if let Some((shard, _)) = owner {
-                let op = PartitionOp::ListOffsets {
-                    topic: name.clone(),
-                    partition: p.partition_index,
-                    timestamp: p.timestamp,
-                    current_leader_epoch: p.current_leader_epoch,
-                };
-                routed.push(shard, slots.len(), op);
-            }
-            slots.push((t, p.partition_index, owner.is_some()));
+            let target = route::owner(ctx, &name, p.partition_index);
+            scatter.push((t, p.partition_index), target, || PartitionOp::ListOffsets {
+                topic: name.clone(),
+                partition: p.partition_index,
+                timestamp: p.timestamp,
+                current_leader_epoch: p.current_leader_epoch,
+            });
         }
         response.topics.push(ListOffsetsTopicResponse::default().with_name(topic.name));
     }
-    let in_flight = routed.send(ctx).await;
+    let in_flight = scatter.send(ctx).await;
     let correlation_id = header.correlation_id;
     Ok(Box::pin(async move {
-        let results = in_flight.gather(slots.len()).await;
-        for ((t, index, known), result) in slots.into_iter().zip(results) {
+        for ((t, index), outcome) in in_flight.gather().await {
             let base = ListOffsetsPartitionResponse::default()
                 .with_partition_index(index)
                 .with_timestamp(-1)
                 .with_offset(-1)
                 .with_leader_epoch(-1);
-            let part = match result {
-                Some(PartitionResult::ListOffsets(Ok(a))) => base
+            let part = match outcome {
+                Ok(PartitionResult::ListOffsets(Ok(a))) => base
                     .with_timestamp(a.timestamp)
                     .with_offset(a.offset)
                     // The field exists from v4 on; encoding it earlier is an error.
                     .with_leader_epoch(if version >= 4 { a.leader_epoch } else { -1 }),
-                Some(PartitionResult::ListOffsets(Err((code, _)))) => {
+                Ok(PartitionResult::ListOffsets(Err((code, _)))) => {
                     base.with_error_code(code.code())
                 }
-                _ if !known => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-                _ => base.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+                other => base.with_error_code(route::error_of(other).code()),
             };
             response.topics[t].partitions.push(part);
         }

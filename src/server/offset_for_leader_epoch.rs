@@ -5,14 +5,13 @@
 use std::rc::Rc;
 
 use bytes::Bytes;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::dispatch::{respond, ResponseFuture};
-use super::route::Routed;
+use super::route::{self, Scatter};
 use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
@@ -27,44 +26,35 @@ pub async fn start(
     let (header, req) =
         decode_request::<OffsetForLeaderEpochRequest>(frame, ApiKey::OffsetForLeaderEpoch, version)
             .map_err(|e| e.to_string())?;
-    let mut routed = Routed::default();
-    let mut slots = Vec::new();
+    let mut scatter = Scatter::default();
     let mut response = OffsetForLeaderEpochResponse::default();
     for (t, topic) in req.topics.into_iter().enumerate() {
         let name = topic.topic.0.to_string();
         for p in topic.partitions {
-            let owner = ctx.owner_of(&name, p.partition);
-            if let Some((shard, _)) = owner {
-                let op = PartitionOp::EpochEnd {
-                    topic: name.clone(),
-                    partition: p.partition,
-                    leader_epoch: p.leader_epoch,
-                    current_leader_epoch: p.current_leader_epoch,
-                };
-                routed.push(shard, slots.len(), op);
-            }
-            slots.push((t, p.partition, owner.is_some()));
+            let target = route::owner(ctx, &name, p.partition);
+            scatter.push((t, p.partition), target, || PartitionOp::EpochEnd {
+                topic: name.clone(),
+                partition: p.partition,
+                leader_epoch: p.leader_epoch,
+                current_leader_epoch: p.current_leader_epoch,
+            });
         }
         response.topics.push(OffsetForLeaderTopicResult::default().with_topic(topic.topic));
     }
-    let in_flight = routed.send(ctx).await;
+    let in_flight = scatter.send(ctx).await;
     let correlation_id = header.correlation_id;
     Ok(Box::pin(async move {
-        let results = in_flight.gather(slots.len()).await;
-        for ((t, partition, known), result) in slots.into_iter().zip(results) {
+        for ((t, partition), outcome) in in_flight.gather().await {
             let base = EpochEndOffset::default()
                 .with_partition(partition)
                 .with_leader_epoch(-1)
                 .with_end_offset(-1);
-            let part = match result {
-                Some(PartitionResult::EpochEnd(Ok((epoch, end)))) => {
+            let part = match outcome {
+                Ok(PartitionResult::EpochEnd(Ok((epoch, end)))) => {
                     base.with_leader_epoch(epoch).with_end_offset(end)
                 }
-                Some(PartitionResult::EpochEnd(Err((code, _)))) => {
-                    base.with_error_code(code.code())
-                }
-                _ if !known => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-                _ => base.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+                Ok(PartitionResult::EpochEnd(Err((code, _)))) => base.with_error_code(code.code()),
+                other => base.with_error_code(route::error_of(other).code()),
             };
             response.topics[t].partitions.push(part);
         }

@@ -20,7 +20,7 @@ use kafka_protocol::messages::{ApiKey, BrokerId, ProduceRequest, ProduceResponse
 use kafka_protocol::protocol::StrBytes;
 
 use super::dispatch::{respond, Outcome, ResponseFuture};
-use super::route::Routed;
+use super::route::{self, PartitionOutcome, Scatter};
 use crate::controller::MetadataImage;
 use crate::partition::ops::{PartitionOp, PartitionResult, ProduceError};
 use crate::protocol::decode_request;
@@ -37,11 +37,12 @@ pub const TOPIC_ID_VERSION: i16 = 13;
 /// The first version carrying the current leader and node endpoints on leader errors.
 const CURRENT_LEADER_VERSION: i16 = 10;
 
+/// Where a partition's answer goes: its topic's slot in the response, its name (for the
+/// leader hint), its index.
 struct Slot {
     topic: usize,
     name: String,
     partition: i32,
-    early: Option<ResponseError>,
 }
 
 pub async fn start(
@@ -56,8 +57,7 @@ pub async fn start(
         .map_err(|e| e.to_string())?;
     let acks = req.acks;
     let acks_error = (![0, 1, -1].contains(&acks)).then_some(ResponseError::InvalidRequiredAcks);
-    let mut slots = Vec::new();
-    let mut routed = Routed::default();
+    let mut scatter = Scatter::default();
     let mut topics = Vec::with_capacity(req.topic_data.len());
     let image = ctx.image();
     for (t, topic) in req.topic_data.into_iter().enumerate() {
@@ -70,30 +70,24 @@ pub async fn start(
             (topic.name.0.to_string(), false)
         };
         for p in topic.partition_data {
-            let owner = if unknown_id { None } else { ctx.owner_of(&name, p.index) };
-            let unknown = if unknown_id {
-                ResponseError::UnknownTopicId
-            } else {
-                ResponseError::UnknownTopicOrPartition
+            let target = match (acks_error, unknown_id) {
+                (Some(error), _) => Err(error),
+                (None, true) => Err(ResponseError::UnknownTopicId),
+                (None, false) => route::owner(ctx, &name, p.index),
             };
-            let early = acks_error.or(owner.is_none().then_some(unknown));
-            if let (None, Some((shard, _))) = (early, owner) {
-                let op = PartitionOp::Produce {
-                    topic: name.clone(),
-                    partition: p.index,
-                    records: p.records,
-                };
-                routed.push(shard, slots.len(), op);
-            }
-            slots.push(Slot { topic: t, name: name.clone(), partition: p.index, early });
+            let slot = Slot { topic: t, name: name.clone(), partition: p.index };
+            scatter.push(slot, target, || PartitionOp::Produce {
+                topic: name.clone(),
+                partition: p.index,
+                records: p.records,
+            });
         }
         topics.push((topic.name, topic.topic_id));
     }
-    let in_flight = routed.send(ctx).await;
+    let in_flight = scatter.send(ctx).await;
     let correlation_id = header.correlation_id;
     let ctx = ctx.clone();
     Ok(Box::pin(async move {
-        let results = in_flight.gather(slots.len()).await;
         let mut response = ProduceResponse::default();
         // The name before v13, the id from v13: the other keeps its default.
         response.responses = topics
@@ -107,8 +101,8 @@ pub async fn start(
             })
             .collect();
         let mut first_error = None;
-        for (slot, result) in slots.into_iter().zip(results) {
-            let mut part = partition_response(slot.partition, slot.early, result, version);
+        for (slot, outcome) in in_flight.gather().await {
+            let mut part = partition_response(slot.partition, outcome, version);
             if version >= CURRENT_LEADER_VERSION
                 && part.error_code == ResponseError::NotLeaderOrFollower.code()
             {
@@ -161,8 +155,7 @@ fn point_at_leader(
 
 fn partition_response(
     index: i32,
-    early: Option<ResponseError>,
-    result: Option<PartitionResult>,
+    outcome: PartitionOutcome,
     version: i16,
 ) -> PartitionProduceResponse {
     // Fields newer than the request's version must keep their defaults.
@@ -189,17 +182,14 @@ fn partition_response(
                     .collect(),
             )
     };
-    if let Some(code) = early {
-        return failed((code, None).into());
-    }
-    match result {
-        Some(PartitionResult::Produce(Ok(ok))) => PartitionProduceResponse::default()
+    match outcome {
+        Ok(PartitionResult::Produce(Ok(ok))) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(ok.base_offset)
             .with_log_append_time_ms(ok.log_append_time_ms)
             .with_log_start_offset(if version >= 5 { ok.log_start_offset } else { -1 }),
-        Some(PartitionResult::Produce(Err(err))) => failed(err),
-        _ => failed((ResponseError::NotLeaderOrFollower, None).into()),
+        Ok(PartitionResult::Produce(Err(err))) => failed(err),
+        other => failed((route::error_of(other), None).into()),
     }
 }
 
