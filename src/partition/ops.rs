@@ -101,6 +101,7 @@ pub struct ProduceOk {
 pub struct FetchPart {
     pub error: Option<ResponseError>,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub records: Bytes,
 }
@@ -222,6 +223,7 @@ async fn fetch(
     let fail = |error: ResponseError| FetchPart {
         error: Some(error),
         high_watermark: -1,
+        last_stable_offset: -1,
         log_start_offset: -1,
         records: Bytes::new(),
     };
@@ -232,14 +234,20 @@ async fn fetch(
     if let Err((err, _)) = check_epoch(&p, current_leader_epoch) {
         return fail(err);
     }
-    let hw = p.log.committed_offset();
+    let hw = p.high_watermark();
     let read = p.log.read(Offset(fetch_offset), max_bytes, hw).await;
     let (error, records) = match read {
         Ok(records) => (None, records),
         Err(err) => (Some(storage_error_code(&err)), Bytes::new()),
     };
     crate::metrics::fetched(topic, &records);
-    FetchPart { error, high_watermark: hw.0, log_start_offset: p.log.log_start_offset().0, records }
+    FetchPart {
+        error,
+        high_watermark: hw.0,
+        last_stable_offset: p.last_stable_offset().0,
+        log_start_offset: p.log.log_start_offset().0,
+        records,
+    }
 }
 
 async fn list_offsets(
@@ -257,7 +265,7 @@ async fn list_offsets(
     Ok(match timestamp {
         // -2 earliest, -4 earliest local (no tiering: the same).
         -2 | -4 => answer(-1, p.log.log_start_offset().0),
-        -1 => answer(-1, p.log.committed_offset().0),
+        -1 => answer(-1, p.high_watermark().0),
         // -5 latest tiered: without remote storage Kafka answers offset -1, epoch -1.
         -5 => none,
         -3 => match p.log.max_timestamp() {
@@ -265,7 +273,7 @@ async fn list_offsets(
             None => none,
         },
         ts => match p.log.offset_for_timestamp(ts).await {
-            Ok(Some((offset, ts))) if offset < p.log.committed_offset() => answer(ts, offset.0),
+            Ok(Some((offset, ts))) if offset < p.high_watermark() => answer(ts, offset.0),
             Ok(_) => none,
             Err(err) => return Err((storage_error_code(&err), Some(err.to_string()))),
         },
@@ -295,7 +303,7 @@ pub async fn wait_for_data(ctx: &ShardCtx, spec: WaitSpec) {
     let mut parts = Vec::with_capacity(spec.partitions.len());
     for (topic, partition, offset) in &spec.partitions {
         let Some(p) = ctx.partitions.get(topic, *partition) else { return };
-        if p.log.committed_offset().0 > *offset {
+        if p.high_watermark().0 > *offset {
             return;
         }
         let seen = p.hw_changed.version();
@@ -326,7 +334,7 @@ async fn delete_records(
 ) -> Result<i64, OpError> {
     let p =
         ctx.partitions.get(topic, partition).ok_or((ResponseError::NotLeaderOrFollower, None))?;
-    let hw = p.log.committed_offset();
+    let hw = p.high_watermark();
     let target = if offset == HIGH_WATERMARK { hw } else { Offset(offset) };
     if target.0 < 0 || target > hw {
         let why = format!("offset {offset} is outside [-1, high watermark {hw}]");

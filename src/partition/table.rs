@@ -20,7 +20,7 @@ use crate::shard::ShardCtx;
 use crate::shard::{Log, MetadataImage, TopicImage};
 use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
 use crate::sync::Notify;
-use crate::types::{Epoch, ShardId, TopicPartition};
+use crate::types::{Epoch, Offset, ShardId, TopicPartition};
 
 use crate::constants::PARTITION_CLOSE_WAIT_MS_MAX as CLOSE_WAIT_MS_MAX;
 
@@ -31,6 +31,24 @@ pub struct OwnedPartition {
     pub leader_epoch: Cell<Epoch>,
     /// Notified whenever the high watermark may have moved (Fetch long-polls wait on it).
     pub hw_changed: Notify,
+}
+
+impl OwnedPartition {
+    /// The high watermark: what consumers may read and acks=all waits for. The partition
+    /// layer decides it, not storage: storage reports how far this replica's log is durable
+    /// under the flush policy (`committed_offset`); with replication the leader takes the
+    /// minimum of that over the ISR. One replica today, so it is this log's own.
+    #[must_use]
+    pub fn high_watermark(&self) -> Offset {
+        self.log.committed_offset()
+    }
+
+    /// The last stable offset: the high watermark until transactions can leave records
+    /// undecided below it (read_committed consumers stop here).
+    #[must_use]
+    pub fn last_stable_offset(&self) -> Offset {
+        self.high_watermark()
+    }
 }
 
 pub struct PartitionTable {

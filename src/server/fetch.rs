@@ -171,6 +171,7 @@ async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
             other => FetchPart {
                 error: Some(route::error_of(other)),
                 high_watermark: -1,
+                last_stable_offset: -1,
                 log_start_offset: -1,
                 records: Bytes::new(),
             },
@@ -278,7 +279,7 @@ fn build_response(plan: Plan, parts: Vec<FetchPart>, leaders: &Leaders) -> Fetch
             .with_partition_index(w.partition)
             .with_error_code(part.error.map_or(0, |e| e.code()))
             .with_high_watermark(part.high_watermark)
-            .with_last_stable_offset(part.high_watermark)
+            .with_last_stable_offset(part.last_stable_offset)
             .with_log_start_offset(if plan.version >= 5 { part.log_start_offset } else { -1 })
             .with_preferred_read_replica(BrokerId(-1))
             .with_records(Some(part.records));
@@ -345,6 +346,7 @@ mod tests {
         FetchPart {
             error: None,
             high_watermark: 0,
+            last_stable_offset: 0,
             log_start_offset: 0,
             records: Bytes::from(vec![0u8; len]),
         }

@@ -403,7 +403,9 @@ impl<F: FileSystem> PartitionLog<F> {
         self.inner.drain(true, false).await
     }
 
-    /// Exclusive end of what `wait_committed` has promised (the high watermark on one node).
+    /// Exclusive end of what `wait_committed` has promised: how far this replica's log is
+    /// durable under the flush policy (what a follower reports as its log end). The high
+    /// watermark is the partition layer's (`OwnedPartition::high_watermark`).
     #[must_use]
     pub fn committed_offset(&self) -> Offset {
         self.inner.committed()

@@ -326,7 +326,7 @@ async fn load_all_owned(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>) -> Result<(), Gr
 /// Rebuilds groups and offsets from one `__consumer_offsets` partition.
 async fn replay(s: &GroupShard, owned: &OwnedPartition) -> Result<(), String> {
     let log = &owned.log;
-    let end = log.committed_offset();
+    let end = owned.high_watermark();
     let mut offset = log.log_start_offset();
     let now = now_ms();
     let mut count = 0usize;
