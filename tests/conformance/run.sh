@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Kafka-conformance checks with real clients, each starting its own broker on 127.0.0.1
 # (they restart it or need fresh state): KIP-74 large batches against small fetch limits,
-# cold and warm; KIP-467 per-record produce errors. Every check is bounded.
+# cold and warm; then, on one shared broker, the broker version clients infer and KIP-467
+# per-record produce errors. Every check is bounded.
 # Prerequisites: tests/interop/install.sh (confluent-kafka, kafka-python, Kafka's jars).
 # Usage: tests/conformance/run.sh [PORT]   (default 19410; checks use PORT, PORT+1, ...)
 set -euo pipefail
@@ -24,6 +25,8 @@ BROKER=$!
 trap 'kill $BROKER 2>/dev/null; wait $BROKER 2>/dev/null; rm -rf "$DATA"' EXIT
 for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$((PORT + 1))") 2>/dev/null && break; sleep 0.1; done
 BS="127.0.0.1:$((PORT + 1))"
+run "API versions at Kafka 4.1's level (kafka-python's inferred version)" \
+  python3 "$HERE/inferred_version.py" "$BS"
 run "KIP-467: per-record produce errors (confluent-kafka)" python3 "$HERE/record_errors.py" "$BS"
 run "KIP-467: per-record produce errors (Java producer)" java -Xmx256m \
   -cp "$("$REPO/perf/kafka/kafka.sh" classpath)" "$HERE/java/RecordErrorsCheck.java" "$BS"
