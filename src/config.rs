@@ -247,6 +247,7 @@ impl ServeConfig {
             auto_create_topics_enable: self.auto_create_topics,
             delete_topic_enable: s.boolean("delete.topic.enable"),
             settings,
+            ..BrokerDefaults::default()
         }
     }
 
