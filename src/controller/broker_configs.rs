@@ -109,3 +109,105 @@ impl Controller {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::configs::{BrokerSource, DynamicConfigError};
+    use super::super::NewTopic;
+    use super::*;
+
+    fn open(dir: &Path, statics: &[(&str, &str)]) -> Controller {
+        let defaults = BrokerDefaults::from_settings(statics.iter().copied()).unwrap();
+        Controller::open(dir, NodeId(1), 1, defaults).unwrap()
+    }
+
+    fn set(name: &str, value: &str) -> BrokerChange {
+        (name.into(), Some(value.into()))
+    }
+
+    #[test]
+    fn precedence_is_per_broker_then_default_then_static() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = open(dir.path(), &[("log.retention.bytes", "1000")]);
+        c.create_topics(&[NewTopic { num_partitions: 1, ..NewTopic::with_defaults("t") }], false);
+        let retention = |c: &Controller| c.image().topic("t").unwrap().config.retention_bytes;
+        assert_eq!(retention(&c), 1000);
+        assert!(c.alter_broker_configs(None, &[set("log.retention.bytes", "2000")], false).unwrap());
+        assert_eq!(retention(&c), 2000);
+        let me = Some(NodeId(1));
+        c.alter_broker_configs(me, &[set("log.retention.bytes", "3000")], false).unwrap();
+        assert_eq!(retention(&c), 3000);
+        let d = c.image().broker_defaults.clone();
+        assert_eq!(d.explicit("log.retention.bytes"), Some(("3000".into(), BrokerSource::DynamicBroker)));
+        assert_eq!(d.layers_of("log.retention.bytes").len(), 3);
+        // Deleting the per-broker value falls back to the cluster default.
+        c.alter_broker_configs(me, &[("log.retention.bytes".into(), None)], false).unwrap();
+        assert_eq!(retention(&c), 2000);
+        // A topic override still wins over every broker layer.
+        c.alter_topic_configs("t", &[set("retention.bytes", "7")], false).unwrap();
+        assert_eq!(retention(&c), 7);
+    }
+
+    #[test]
+    fn dynamic_configs_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut c = open(dir.path(), &[]);
+            c.alter_broker_configs(None, &[set("log.cleaner.backoff.ms", "1000")], false).unwrap();
+            let me = Some(NodeId(1));
+            c.alter_broker_configs(me, &[set("log.segment.bytes", "2097152")], false).unwrap();
+        }
+        let c = open(dir.path(), &[]);
+        let d = c.image().broker_defaults.clone();
+        assert_eq!(d.long("log.cleaner.backoff.ms"), 1000);
+        assert_eq!(d.long("log.segment.bytes"), 2_097_152);
+        assert_eq!(c.dynamic_broker_configs(None).len(), 1);
+    }
+
+    #[test]
+    fn refusals_use_kafkas_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = open(dir.path(), &[]);
+        let err = |c: &mut Controller, change: BrokerChange| {
+            match c.alter_broker_configs(None, &[change], false).unwrap_err() {
+                ControllerError::DynamicConfig(e) => e,
+                other => panic!("{other}"),
+            }
+        };
+        assert_eq!(err(&mut c, set("no.such", "1")), DynamicConfigError::Unknown("no.such".into()));
+        let e = err(&mut c, set("num.partitions", "3"));
+        assert_eq!(e.to_string(), "Cannot update these configs dynamically: Set(num.partitions)");
+        // The coarse synonyms are read-only in Kafka; the precise one is dynamic.
+        assert!(matches!(err(&mut c, set("log.retention.hours", "1")), DynamicConfigError::ReadOnly(_)));
+        let e = err(&mut c, set("log.cleaner.backoff.ms", "abc"));
+        assert_eq!(
+            e.to_string(),
+            "Invalid value abc for configuration log.cleaner.backoff.ms: Not a number of type LONG"
+        );
+        assert!(matches!(err(&mut c, set("log.segment.bytes", "10")), DynamicConfigError::Invalid(_)));
+        // validate_only writes nothing.
+        let before = c.image().version;
+        assert!(!c.alter_broker_configs(None, &[set("log.retention.ms", "5")], true).unwrap());
+        assert_eq!(c.image().version, before);
+        assert!(c.dynamic_broker_configs(None).is_empty());
+    }
+
+    #[test]
+    fn unchanged_topics_keep_their_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = open(dir.path(), &[]);
+        let t = |n: &str| NewTopic { num_partitions: 1, ..NewTopic::with_defaults(n) };
+        c.create_topics(&[t("plain"), t("pinned")], false);
+        c.alter_topic_configs("pinned", &[set("retention.ms", "5")], false).unwrap();
+        let before = c.image();
+        c.alter_broker_configs(None, &[set("log.retention.ms", "60000")], false).unwrap();
+        let after = c.image();
+        let d = after.delta_from(&before);
+        let names: Vec<&str> = d.reconfigured.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["plain"]);
+        assert_eq!(after.topic("plain").unwrap().config.retention_ms, 60_000);
+        assert!(Arc::ptr_eq(after.topic("pinned").unwrap(), before.topic("pinned").unwrap()));
+    }
+}
