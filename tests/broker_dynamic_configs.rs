@@ -1,7 +1,7 @@
 //! Issue 12, dynamic broker configs, against the real broker process (`--node-id 1`):
 //! IncrementalAlterConfigs on BROKER `1` and on the cluster default (`""`) change settings
-//! without a restart; DescribeConfigs shows DYNAMIC_BROKER_CONFIG > DYNAMIC_DEFAULT_BROKER_CONFIG
-//! > STATIC_BROKER_CONFIG > DEFAULT_CONFIG with the synonyms in that order; a new
+//! without a restart; DescribeConfigs shows the sources in Kafka's precedence (per-broker,
+//! cluster default, static, default) with the synonyms in that order; a new
 //! `log.segment.bytes` default reaches an existing topic without overrides (its DescribeConfigs
 //! shows the inherited value and synonym, and its log rolls at the new size) and a per-broker
 //! `log.retention.bytes` makes retention delete its old segments; read-only names, bad values
@@ -258,7 +258,9 @@ fn refusals(addr: &str) {
     assert_eq!(code, INVALID_REQUEST, "Kafka answers INVALID_REQUEST (KAFKA-13609)");
     assert_eq!(
         message.as_deref(),
-        Some("Invalid value abc for configuration log.cleaner.backoff.ms: Not a number of type LONG")
+        Some(
+            "Invalid value abc for configuration log.cleaner.backoff.ms: Not a number of type LONG"
+        )
     );
     assert_eq!(one("", "no.such.setting", "1").0, INVALID_CONFIG);
     let (code, message) = one("7", "log.cleaner.backoff.ms", "1");

@@ -54,7 +54,9 @@ impl Controller {
             .filter(|(k, v)| current.get(*k) != Some(*v))
             .map(|(k, v)| record(k, Some(v.clone())))
             .collect();
-        records.extend(current.keys().filter(|k| !normalized.contains_key(*k)).map(|k| record(k, None)));
+        records.extend(
+            current.keys().filter(|k| !normalized.contains_key(*k)).map(|k| record(k, None)),
+        );
         if validate_only || records.is_empty() {
             return Ok(false);
         }
@@ -134,13 +136,18 @@ mod tests {
         c.create_topics(&[NewTopic { num_partitions: 1, ..NewTopic::with_defaults("t") }], false);
         let retention = |c: &Controller| c.image().topic("t").unwrap().config.retention_bytes;
         assert_eq!(retention(&c), 1000);
-        assert!(c.alter_broker_configs(None, &[set("log.retention.bytes", "2000")], false).unwrap());
+        assert!(c
+            .alter_broker_configs(None, &[set("log.retention.bytes", "2000")], false)
+            .unwrap());
         assert_eq!(retention(&c), 2000);
         let me = Some(NodeId(1));
         c.alter_broker_configs(me, &[set("log.retention.bytes", "3000")], false).unwrap();
         assert_eq!(retention(&c), 3000);
         let d = c.image().broker_defaults.clone();
-        assert_eq!(d.explicit("log.retention.bytes"), Some(("3000".into(), BrokerSource::DynamicBroker)));
+        assert_eq!(
+            d.explicit("log.retention.bytes"),
+            Some(("3000".into(), BrokerSource::DynamicBroker))
+        );
         assert_eq!(d.layers_of("log.retention.bytes").len(), 3);
         // Deleting the per-broker value falls back to the cluster default.
         c.alter_broker_configs(me, &[("log.retention.bytes".into(), None)], false).unwrap();
@@ -170,23 +177,30 @@ mod tests {
     fn refusals_use_kafkas_rules() {
         let dir = tempfile::tempdir().unwrap();
         let mut c = open(dir.path(), &[]);
-        let err = |c: &mut Controller, change: BrokerChange| {
-            match c.alter_broker_configs(None, &[change], false).unwrap_err() {
-                ControllerError::DynamicConfig(e) => e,
-                other => panic!("{other}"),
-            }
+        let err = |c: &mut Controller, change: BrokerChange| match c
+            .alter_broker_configs(None, &[change], false)
+            .unwrap_err()
+        {
+            ControllerError::DynamicConfig(e) => e,
+            other => panic!("{other}"),
         };
         assert_eq!(err(&mut c, set("no.such", "1")), DynamicConfigError::Unknown("no.such".into()));
         let e = err(&mut c, set("num.partitions", "3"));
         assert_eq!(e.to_string(), "Cannot update these configs dynamically: Set(num.partitions)");
         // The coarse synonyms are read-only in Kafka; the precise one is dynamic.
-        assert!(matches!(err(&mut c, set("log.retention.hours", "1")), DynamicConfigError::ReadOnly(_)));
+        assert!(matches!(
+            err(&mut c, set("log.retention.hours", "1")),
+            DynamicConfigError::ReadOnly(_)
+        ));
         let e = err(&mut c, set("log.cleaner.backoff.ms", "abc"));
         assert_eq!(
             e.to_string(),
             "Invalid value abc for configuration log.cleaner.backoff.ms: Not a number of type LONG"
         );
-        assert!(matches!(err(&mut c, set("log.segment.bytes", "10")), DynamicConfigError::Invalid(_)));
+        assert!(matches!(
+            err(&mut c, set("log.segment.bytes", "10")),
+            DynamicConfigError::Invalid(_)
+        ));
         // validate_only writes nothing.
         let before = c.image().version;
         assert!(!c.alter_broker_configs(None, &[set("log.retention.ms", "5")], true).unwrap());

@@ -124,7 +124,9 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
             let entries = describe(args.client.bootstrap(), &entity)?;
             let (kind, _) = entity.resource()?;
             let is_topic = kind == RESOURCE_TOPIC;
-            out.write_all(render(&entries, is_topic, &entity.label(), all || !is_topic).as_bytes())?;
+            out.write_all(
+                render(&entries, is_topic, &entity.label(), all || !is_topic).as_bytes(),
+            )?;
         }
         ConfigsCommand::Alter { entity, add_config, delete_config } => {
             // A malformed entry is a usage error (exit 2), found before any connection.

@@ -168,13 +168,8 @@ async fn clean_one(
     key_map_bytes: usize,
 ) -> bool {
     let abort = || ctx.is_shutting_down();
-    let opts = CleanOptions {
-        key_map_bytes,
-        throttle,
-        abort: &abort,
-        force: false,
-        stop_after: None,
-    };
+    let opts =
+        CleanOptions { key_map_bytes, throttle, abort: &abort, force: false, stop_after: None };
     let started = Instant::now();
     match partition.log.clean(now_ms(), &opts).await {
         Ok(out) if out.cleaned => {

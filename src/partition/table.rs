@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::controller::BrokerDefaults;
 use crate::io::dma::DmaFileSystem;
 use crate::shard::ShardCtx;
-use crate::controller::BrokerDefaults;
 use crate::shard::{Log, MetadataImage, TopicImage};
 use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
 use crate::sync::Notify;

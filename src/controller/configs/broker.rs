@@ -422,7 +422,8 @@ pub fn validate_dynamic_configs(
         return Err(DynamicConfigError::Unknown(name.clone()));
     }
     let mode = |n: &String| update_mode(n).unwrap_or(UpdateMode::ReadOnly);
-    let read_only: Vec<String> = configs.keys().filter(|n| !mode(n).is_dynamic()).cloned().collect();
+    let read_only: Vec<String> =
+        configs.keys().filter(|n| !mode(n).is_dynamic()).cloned().collect();
     if !read_only.is_empty() {
         return Err(DynamicConfigError::ReadOnly(read_only));
     }

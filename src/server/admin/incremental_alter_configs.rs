@@ -19,7 +19,9 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 use super::alter_configs::{target_broker, target_topic};
 use super::describe_configs::RESOURCE_BROKER;
 use super::{error_code, sb, Mutation};
-use crate::controller::configs::{broker_config_def, effective_value, topic_config_def, ConfigType};
+use crate::controller::configs::{
+    broker_config_def, effective_value, topic_config_def, ConfigType,
+};
 use crate::controller::{BrokerChange, Controller, TopicChange};
 
 /// Every version Kafka 4.x defines.
@@ -146,7 +148,10 @@ fn alter_broker(
         .map(|c| c.name.to_string())
         .collect();
     if !nulls.is_empty() {
-        return Err(invalid_request(format!("Null value not supported for : {}", nulls.join(", "))));
+        return Err(invalid_request(format!(
+            "Null value not supported for : {}",
+            nulls.join(", ")
+        )));
     }
     let current = controller.dynamic_broker_configs(node);
     let mut changes: Vec<BrokerChange> = Vec::new();
