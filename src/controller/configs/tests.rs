@@ -316,3 +316,28 @@ fn dynamic_validation_uses_kafkas_wording() {
     let ok = validate_dynamic_configs(&map(&[("log.cleanup.policy", "compact, delete")]), false);
     assert_eq!(ok.unwrap(), map(&[("log.cleanup.policy", "compact,delete")]));
 }
+
+/// `tuning.md`'s broker-settings table says which settings are dynamic: every row whose
+/// update cell is plainly `read-only` or `cluster-wide` agrees with the registry.
+#[test]
+fn tuning_md_update_column_matches_the_registry() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tuning.md"))
+        .expect("tuning.md exists");
+    let mut checked = 0;
+    for line in text.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split(" | ").map(str::trim).collect();
+        let Some(&update) = cells.get(3) else { continue };
+        let want = match update {
+            "read-only" => UpdateMode::ReadOnly,
+            "cluster-wide" => UpdateMode::ClusterWide,
+            _ => continue,
+        };
+        for name in cells[0].split('`').skip(1).step_by(2) {
+            if let Some(mode) = update_mode(name) {
+                assert_eq!(mode, want, "tuning.md says {name} is {update}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 20, "the update column was found ({checked} names)");
+}
