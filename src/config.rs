@@ -191,6 +191,8 @@ pub struct ServeConfig {
     pub num_partitions: i32,
     pub socket_request_max_bytes: u32,
     pub log_retention_check_interval_ms: u64,
+    /// The static `log.cleaner.*` values. The cleaner loops read the settings in force
+    /// (dynamic broker configs included) from each shard's metadata image instead.
     pub log_cleaner_backoff_ms: u64,
     /// `None`: unlimited.
     pub log_cleaner_io_max_bytes_per_second: Option<f64>,
@@ -247,6 +249,7 @@ impl ServeConfig {
             auto_create_topics_enable: self.auto_create_topics,
             delete_topic_enable: s.boolean("delete.topic.enable"),
             settings,
+            ..BrokerDefaults::default()
         }
     }
 

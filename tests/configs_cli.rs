@@ -124,6 +124,28 @@ async fn alter_describe_and_delete_configs() {
     assert_eq!(described(&report, "num.partitions"), static_config, "{report}");
     let err = refused(&broker, &["describe", "--broker", "7"]);
     assert!(err.contains("broker 7"), "{err}");
+
+    // Dynamic broker configs: the cluster default, then broker 0's own value over it.
+    let out = ok(&broker, &["alter", "--broker-default", "--add-config", "log.roll.ms=3600000"]);
+    assert!(out.contains("Completed updating config for brokers (cluster default)"), "{out}");
+    let report = ok(&broker, &["describe", "--broker-default"]);
+    let dynamic_default = Some(("3600000".into(), "DYNAMIC_DEFAULT_BROKER_CONFIG".into()));
+    assert_eq!(described(&report, "log.roll.ms"), dynamic_default, "{report}");
+    ok(&broker, &["alter", "--broker", "0", "--add-config", "log.roll.ms=7200000"]);
+    let report = ok(&broker, &["describe", "--broker", "0"]);
+    let per_broker = Some(("7200000".into(), "DYNAMIC_BROKER_CONFIG".into()));
+    assert_eq!(described(&report, "log.roll.ms"), per_broker, "{report}");
+    let report = ok(&broker, &["describe", "--topic", "cfg", "--all"]);
+    let inherited = Some(("7200000".into(), "DYNAMIC_BROKER_CONFIG".into()));
+    assert_eq!(described(&report, "segment.ms"), inherited, "{report}");
+    // A read-only setting: Kafka's INVALID_REQUEST, one line, exit status 1.
+    let out = configs(&broker, &["alter", "--broker-default", "--add-config", "num.partitions=2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("INVALID_REQUEST: Cannot update these configs dynamically"));
+    ok(&broker, &["alter", "--broker", "0", "--delete-config", "log.roll.ms"]);
+    ok(&broker, &["alter", "--broker-default", "--delete-config", "log.roll.ms"]);
+    let report = ok(&broker, &["describe", "--broker-default"]);
+    assert!(report.contains("(none"), "{report}");
 }
 
 /// Sizes of the partition's `.log` files, by base offset.

@@ -1,4 +1,5 @@
-//! `shardlog configs describe|alter`: topic and broker configs over the Kafka protocol, the
+//! `shardlog configs describe|alter`: topic and broker configs (one broker with `--broker N`,
+//! the cluster-wide broker defaults with `--broker-default`) over the Kafka protocol, the
 //! counterpart of Kafka's `kafka-configs.sh` (so it works against any Kafka-compatible
 //! broker). `describe` sends DescribeConfigs and prints every config with its value, source
 //! (Kafka's `ConfigSource` names) and read-only/sensitive flags; `alter` sends
@@ -76,26 +77,41 @@ pub enum ConfigsCommand {
     },
 }
 
-/// The resource a command acts on: exactly one of `--topic` and `--broker`.
-#[derive(Args, Debug, Clone)]
+/// The resource a command acts on: exactly one of `--topic`, `--broker` and
+/// `--broker-default`.
+#[derive(Args, Debug, Clone, Default)]
 #[group(required = true, multiple = false)]
 pub struct Entity {
     /// A topic name.
     #[arg(long)]
     pub topic: Option<String>,
-    /// A broker's node id.
+    /// A broker's node id (its dynamic configs: DYNAMIC_BROKER_CONFIG).
     #[arg(long)]
     pub broker: Option<i32>,
+    /// The cluster-wide broker defaults (DYNAMIC_DEFAULT_BROKER_CONFIG), Kafka's
+    /// `--entity-type brokers --entity-default`.
+    #[arg(long)]
+    pub broker_default: bool,
 }
 
 impl Entity {
-    /// Kafka's resource type and name; clap's group makes exactly one of the two present,
-    /// a hand-built `Entity` may not.
+    /// Kafka's resource type and name (the empty name is the cluster default); clap's group
+    /// makes exactly one present, a hand-built `Entity` may not.
     fn resource(&self) -> anyhow::Result<(i8, String)> {
+        match (&self.topic, self.broker, self.broker_default) {
+            (Some(topic), None, false) => Ok((RESOURCE_TOPIC, topic.clone())),
+            (None, Some(id), false) => Ok((RESOURCE_BROKER, id.to_string())),
+            (None, None, true) => Ok((RESOURCE_BROKER, String::new())),
+            _ => bail!("give exactly one of --topic, --broker and --broker-default"),
+        }
+    }
+
+    /// How reports name the entity: `topic t`, `broker 1`, `brokers (cluster default)`.
+    fn label(&self) -> String {
         match (&self.topic, self.broker) {
-            (Some(topic), None) => Ok((RESOURCE_TOPIC, topic.clone())),
-            (None, Some(id)) => Ok((RESOURCE_BROKER, id.to_string())),
-            _ => bail!("give exactly one of --topic and --broker"),
+            (Some(topic), _) => format!("topic {topic}"),
+            (None, Some(id)) => format!("broker {id}"),
+            (None, None) => "brokers (cluster default)".to_string(),
         }
     }
 }
@@ -106,9 +122,11 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
     match args.command {
         ConfigsCommand::Describe { entity, all } => {
             let entries = describe(args.client.bootstrap(), &entity)?;
-            let (kind, name) = entity.resource()?;
+            let (kind, _) = entity.resource()?;
             let is_topic = kind == RESOURCE_TOPIC;
-            out.write_all(render(&entries, is_topic, &name, all || !is_topic).as_bytes())?;
+            out.write_all(
+                render(&entries, is_topic, &entity.label(), all || !is_topic).as_bytes(),
+            )?;
         }
         ConfigsCommand::Alter { entity, add_config, delete_config } => {
             // A malformed entry is a usage error (exit 2), found before any connection.
@@ -118,9 +136,7 @@ pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
                 delete_config.as_deref().map(parse_delete_config).transpose().map_err(usage)?;
             let (set, delete) = (set.unwrap_or_default(), delete.unwrap_or_default());
             alter(args.client.bootstrap(), &entity, &set, &delete)?;
-            let (kind, name) = entity.resource()?;
-            let what = if kind == RESOURCE_TOPIC { "topic" } else { "broker" };
-            writeln!(out, "Completed updating config for {what} {name}.")?;
+            writeln!(out, "Completed updating config for {}.", entity.label())?;
         }
     }
     Ok(())
@@ -213,8 +229,12 @@ pub fn alter(
             return e;
         }
         // The broker refused a name or value we were given: an argument error (exit 2).
-        let what = if kind == RESOURCE_TOPIC { "--topic" } else { "--broker" };
-        let hint = format!("`shardlog configs describe {what} {name} --all` lists every config");
+        let what = match (kind, name.as_str()) {
+            (RESOURCE_TOPIC, _) => format!("--topic {name}"),
+            (_, "") => "--broker <id>".to_string(),
+            _ => format!("--broker {name}"),
+        };
+        let hint = format!("`shardlog configs describe {what} --all` lists every config");
         UsageError(format!("{e} ({hint})")).into()
     })
 }
@@ -345,15 +365,15 @@ pub fn source_name(source: i8) -> &'static str {
 
 /// The describe report: a heading and a table of NAME, VALUE, SOURCE, READ-ONLY, SENSITIVE.
 /// Without `all`, only topic overrides are listed (as `kafka-configs.sh --describe` does).
+/// `label` names the entity (`topic t`, `broker 1`).
 #[must_use]
-pub fn render(rows: &[ConfigRow], is_topic: bool, name: &str, all: bool) -> String {
-    let what = if is_topic { "topic" } else { "broker" };
+pub fn render(rows: &[ConfigRow], is_topic: bool, label: &str, all: bool) -> String {
     let shown: Vec<&ConfigRow> =
-        rows.iter().filter(|r| all || r.source == SOURCE_DYNAMIC_TOPIC).collect();
+        rows.iter().filter(|r| all || !is_topic || r.source == SOURCE_DYNAMIC_TOPIC).collect();
     let mut s = if all {
-        format!("All configs for {what} {name}:\n")
+        format!("All configs for {label}:\n")
     } else {
-        format!("Dynamic configs for {what} {name}:\n")
+        format!("Dynamic configs for {label}:\n")
     };
     if shown.is_empty() {
         s.push_str("  (none: every config has its default value; --all lists them)\n");
@@ -461,21 +481,21 @@ mod tests {
             row("retention.ms", "2000", 1),
             ConfigRow { sensitive: true, value: None, ..row("secret", "", 4) },
         ];
-        let text = render(&rows, true, "t", false);
+        let text = render(&rows, true, "topic t", false);
         assert!(text.starts_with("Dynamic configs for topic t:"));
         assert!(text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
             == ["retention.ms", "2000", "DYNAMIC_TOPIC_CONFIG", "false", "false"]));
         assert!(!text.contains("cleanup.policy"));
-        let text = render(&rows, true, "t", true);
+        let text = render(&rows, true, "topic t", true);
         assert!(text.contains("cleanup.policy") && text.contains("DEFAULT_CONFIG"));
         assert!(text.contains("(sensitive)") && text.contains("STATIC_BROKER_CONFIG"));
-        let none = render(&rows[..1], true, "t", false);
+        let none = render(&rows[..1], true, "topic t", false);
         assert!(none.contains("(none"));
     }
 
     #[test]
     fn alter_refuses_an_empty_or_contradictory_change() {
-        let entity = Entity { topic: Some("t".into()), broker: None };
+        let entity = Entity { topic: Some("t".into()), ..Entity::default() };
         // Refused before any connection, so the unroutable address is never dialled.
         let err = alter("127.0.0.1:1", &entity, &[], &[]).expect_err("empty");
         assert!(err.to_string().contains("nothing to alter"));

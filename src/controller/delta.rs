@@ -29,7 +29,8 @@ pub struct ImageDelta {
     pub removed: Vec<PartitionRef>,
     /// Partitions whose owner shard changed: (old location, new owner).
     pub moved: Vec<(PartitionRef, ShardId)>,
-    /// Topics present in both images whose explicit configs changed (apply `config` live).
+    /// Topics present in both images whose explicit or effective configs changed (a topic
+    /// override, or a broker default it inherits): apply `config` live.
     pub reconfigured: Vec<Arc<TopicImage>>,
 }
 
@@ -81,7 +82,7 @@ impl MetadataImage {
                     Some(_) => {}
                 }
             }
-            if topic.configs != before.configs {
+            if topic.configs != before.configs || topic.config != before.config {
                 d.reconfigured.push(Arc::clone(topic));
             }
         }

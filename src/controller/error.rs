@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::configs::ConfigError;
+use super::configs::{ConfigError, DynamicConfigError};
 
 /// A failed or refused controller operation.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +28,9 @@ pub enum ControllerError {
     InvalidConfig(#[from] ConfigError),
     #[error("{0}")]
     InvalidRequest(String),
+    /// A dynamic broker config change refused (unknown name, read-only, bad value).
+    #[error(transparent)]
+    DynamicConfig(#[from] DynamicConfigError),
     #[error("{0}")]
     TopicDeletionDisabled(String),
     #[error("producer ids are exhausted")]

@@ -12,6 +12,7 @@
 //! shard is below the shard count (partitions of vanished shards are re-placed at open and
 //! the move recorded); producer ids are never handed out twice, across restarts too.
 
+mod broker_configs;
 pub mod cli;
 pub mod configs;
 mod delta;
@@ -27,6 +28,7 @@ mod topics;
 #[cfg(test)]
 mod tests;
 
+pub use broker_configs::BrokerChange;
 pub use configs::{BrokerDefaults, TopicConfig};
 pub use delta::{ImageDelta, PartitionRef};
 pub use error::ControllerError;
@@ -50,7 +52,10 @@ use crate::types::{NodeId, ProducerId, ShardId};
 pub struct Controller {
     meta: MetaProperties,
     shard_count: u32,
+    /// Static settings plus this broker's dynamic layers (rebuilt when those change).
     defaults: Arc<BrokerDefaults>,
+    /// Dynamic broker configs by node (`None`: the cluster default), as recorded.
+    broker_configs: BTreeMap<Option<NodeId>, BTreeMap<String, String>>,
     store: Box<dyn MetadataStore + Send>,
     /// Set after a failed log write: the file may end in a partial frame, so the controller
     /// refuses changes until a restart replays (and truncates) it.
@@ -104,6 +109,7 @@ impl Controller {
             meta,
             shard_count,
             defaults,
+            broker_configs: BTreeMap::new(),
             store,
             failed: None,
             topics: BTreeMap::new(),
@@ -141,7 +147,8 @@ impl Controller {
         &self.meta
     }
 
-    /// The broker-level defaults the controller was opened with.
+    /// The broker-level defaults in force: the static ones the controller was opened with
+    /// and this broker's dynamic layers.
     #[must_use]
     pub fn broker_defaults(&self) -> &Arc<BrokerDefaults> {
         &self.defaults
@@ -260,6 +267,7 @@ impl Controller {
                 }
                 self.producer_id_block_end = block_end;
             }
+            MetadataRecord::BrokerConfig(c) => self.apply_broker_config(c),
         }
         Ok(())
     }

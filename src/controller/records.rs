@@ -21,6 +21,7 @@ pub enum MetadataRecord {
     ProducerIdsBlock {
         block_end: i64,
     },
+    BrokerConfig(BrokerConfigRecord),
 }
 
 /// A topic came into existence.
@@ -52,11 +53,24 @@ pub struct ConfigRecord {
     pub value: Option<String>,
 }
 
+/// A dynamic broker config set (`value: Some`) or removed (`None`): for one broker
+/// (`node: Some(id)`, Kafka's DYNAMIC_BROKER_CONFIG) or for every broker (`node: None`, the
+/// cluster default, DYNAMIC_DEFAULT_BROKER_CONFIG). Encoded with node -1 for the default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerConfigRecord {
+    pub node: Option<NodeId>,
+    pub name: String,
+    pub value: Option<String>,
+}
+
 const TYPE_TOPIC: u8 = 1;
 const TYPE_PARTITION: u8 = 2;
 const TYPE_CONFIG: u8 = 3;
 const TYPE_REMOVE_TOPIC: u8 = 4;
 const TYPE_PRODUCER_IDS: u8 = 5;
+const TYPE_BROKER_CONFIG: u8 = 6;
+/// The `node` field of a cluster-default broker config (Kafka's empty resource name).
+const NODE_CLUSTER_DEFAULT: i32 = -1;
 const VERSION_0: u8 = 0;
 
 /// Why a record could not be decoded.
@@ -98,13 +112,7 @@ impl MetadataRecord {
             MetadataRecord::Config(c) => {
                 p.extend_from_slice(c.topic_id.as_bytes());
                 put_str(&mut p, &c.name);
-                match &c.value {
-                    Some(v) => {
-                        p.push(1);
-                        put_str(&mut p, v);
-                    }
-                    None => p.push(0),
-                }
+                put_opt_str(&mut p, c.value.as_deref());
                 TYPE_CONFIG
             }
             MetadataRecord::RemoveTopic { topic_id } => {
@@ -114,6 +122,13 @@ impl MetadataRecord {
             MetadataRecord::ProducerIdsBlock { block_end } => {
                 p.extend_from_slice(&block_end.to_be_bytes());
                 TYPE_PRODUCER_IDS
+            }
+            MetadataRecord::BrokerConfig(c) => {
+                let node = c.node.map_or(NODE_CLUSTER_DEFAULT, |n| n.0);
+                p.extend_from_slice(&node.to_be_bytes());
+                put_str(&mut p, &c.name);
+                put_opt_str(&mut p, c.value.as_deref());
+                TYPE_BROKER_CONFIG
             }
         };
         out.push(kind);
@@ -157,6 +172,13 @@ impl MetadataRecord {
             }
             TYPE_REMOVE_TOPIC => MetadataRecord::RemoveTopic { topic_id: p.uuid()? },
             TYPE_PRODUCER_IDS => MetadataRecord::ProducerIdsBlock { block_end: p.i64()? },
+            TYPE_BROKER_CONFIG => {
+                let node = p.i32()?;
+                let name = p.string()?;
+                let value = if p.u8()? == 0 { None } else { Some(p.string()?) };
+                let node = (node != NODE_CLUSTER_DEFAULT).then_some(NodeId(node));
+                MetadataRecord::BrokerConfig(BrokerConfigRecord { node, name, value })
+            }
             other => return Err(DecodeError::UnknownType(other)),
         };
         if p.pos != payload.len() {
@@ -169,6 +191,17 @@ impl MetadataRecord {
 fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&u32::try_from(s.len()).unwrap_or(u32::MAX).to_be_bytes());
     out.extend_from_slice(s.as_bytes());
+}
+
+/// `[present u8]` then the string when present.
+fn put_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(v) => {
+            out.push(1);
+            put_str(out, v);
+        }
+        None => out.push(0),
+    }
 }
 
 fn put_nodes(out: &mut Vec<u8>, nodes: &[NodeId]) {
@@ -254,6 +287,16 @@ mod tests {
             MetadataRecord::Config(ConfigRecord { topic_id: id, name: "x".into(), value: None }),
             MetadataRecord::RemoveTopic { topic_id: id },
             MetadataRecord::ProducerIdsBlock { block_end: 5000 },
+            MetadataRecord::BrokerConfig(BrokerConfigRecord {
+                node: Some(NodeId(3)),
+                name: "log.retention.bytes".into(),
+                value: Some("1048576".into()),
+            }),
+            MetadataRecord::BrokerConfig(BrokerConfigRecord {
+                node: None,
+                name: "log.cleaner.backoff.ms".into(),
+                value: None,
+            }),
         ]
     }
 
@@ -283,5 +326,40 @@ mod tests {
             ));
         }
         assert_eq!(MetadataRecord::decode(&[77, 0, 0, 0, 0, 0]), Err(DecodeError::UnknownType(77)));
+    }
+
+    /// The bytes of each record type as released, so a later version proves it still reads
+    /// data directories written before it (type 6 came with dynamic broker configs).
+    #[test]
+    fn released_encodings_still_decode() {
+        let topic_id = Uuid::from_u128(0x1234);
+        let mut config_v0 = vec![3, 0, 0, 0, 0, 36];
+        config_v0.extend_from_slice(topic_id.as_bytes());
+        config_v0.extend_from_slice(&[0, 0, 0, 1, b'x', 1, 0, 0, 0, 2, b'4', b'2']);
+        config_v0[5] = u8::try_from(config_v0.len() - 6).unwrap();
+        let (rec, _) = MetadataRecord::decode(&config_v0).unwrap();
+        assert_eq!(
+            rec,
+            MetadataRecord::Config(ConfigRecord {
+                topic_id,
+                name: "x".into(),
+                value: Some("42".into())
+            })
+        );
+        let broker_v0 =
+            [6, 0, 0, 0, 0, 15, 255, 255, 255, 255, 0, 0, 0, 5, b'a', b'.', b'b', b'.', b'c', 1];
+        let mut broker_v0 = broker_v0.to_vec();
+        broker_v0.extend_from_slice(&[0, 0, 0, 1, b'7']);
+        broker_v0[5] = u8::try_from(broker_v0.len() - 6).unwrap();
+        let (rec, used) = MetadataRecord::decode(&broker_v0).unwrap();
+        assert_eq!(used, broker_v0.len());
+        assert_eq!(
+            rec,
+            MetadataRecord::BrokerConfig(BrokerConfigRecord {
+                node: None,
+                name: "a.b.c".into(),
+                value: Some("7".into())
+            })
+        );
     }
 }

@@ -6,6 +6,11 @@
 //! shard owns. Both loops yield between partitions so request handling keeps its latency; the
 //! cleaner's I/O goes through this shard's share of `log.cleaner.io.max.bytes.per.second`. A
 //! failing partition is logged and skipped, never stopping a loop.
+//!
+//! The cleaner settings (`log.cleaner.backoff.ms`, `log.cleaner.io.max.bytes.per.second`,
+//! `log.cleaner.dedupe.buffer.size`) are dynamic broker configs: the loop reads them from the
+//! shard's current metadata image before each pass, and rechecks the backoff at least every
+//! `CLEANER_SETTINGS_RECHECK_MS` while it sleeps, so a change applies without a restart.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -53,23 +58,70 @@ pub async fn retention_pass(ctx: &ShardCtx) {
     }
 }
 
+/// Longest a sleeping cleaner goes without rereading its backoff (a lowered
+/// `log.cleaner.backoff.ms` applies within this).
+const CLEANER_SETTINGS_RECHECK_MS: u64 = 1_000;
+
+/// This shard's cleaner settings in force: the broker-wide values (dynamic per broker >
+/// dynamic default > static > default) with the I/O rate and key-map memory split evenly
+/// across shards.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct CleanerSettings {
+    backoff_ms: u64,
+    /// Bytes/s for this shard; infinite when unlimited.
+    io_bytes_per_second: f64,
+    key_map_bytes: usize,
+}
+
+fn cleaner_settings(ctx: &ShardCtx) -> CleanerSettings {
+    let image = ctx.image();
+    let broker = &image.broker_defaults;
+    let shards = ctx.shard_count.max(1);
+    let io = broker.double("log.cleaner.io.max.bytes.per.second");
+    let dedupe = broker.long("log.cleaner.dedupe.buffer.size").unsigned_abs();
+    CleanerSettings {
+        backoff_ms: broker.long("log.cleaner.backoff.ms").unsigned_abs().max(1),
+        // Kafka's default, Double.MAX_VALUE, means unlimited.
+        io_bytes_per_second: if io < f64::MAX { io / f64::from(shards) } else { f64::INFINITY },
+        key_map_bytes: usize::try_from(dedupe / u64::from(shards)).unwrap_or(usize::MAX),
+    }
+}
+
 /// Runs this shard's log cleaner until shutdown.
 pub async fn cleaner_loop(ctx: Rc<ShardCtx>) {
-    let backoff = Duration::from_millis(ctx.config.log_cleaner_backoff_ms);
-    let throttle =
-        Throttler::new(ctx.config.cleaner_io_bytes_per_second_per_shard(), Instant::now());
+    let mut settings = cleaner_settings(&ctx);
+    let mut throttle = Throttler::new(settings.io_bytes_per_second, Instant::now());
     loop {
         if ctx.is_shutting_down() {
             return;
         }
+        let now = cleaner_settings(&ctx);
+        if now.io_bytes_per_second.to_bits() != settings.io_bytes_per_second.to_bits() {
+            tracing::info!(bytes_per_second = now.io_bytes_per_second, "cleaner I/O limit changed");
+            throttle = Throttler::new(now.io_bytes_per_second, Instant::now());
+        }
+        settings = now;
         let cleaned = match filthiest(&ctx).await {
-            Some(partition) => clean_one(&ctx, &partition, &throttle).await,
+            Some(partition) => clean_one(&ctx, &partition, &throttle, settings.key_map_bytes).await,
             None => false,
         };
         if !cleaned {
-            sleep(backoff).await;
+            back_off(&ctx).await;
         }
         crate::shard::yield_if_needed().await;
+    }
+}
+
+/// Sleeps `log.cleaner.backoff.ms` as currently set, rereading it while asleep.
+async fn back_off(ctx: &ShardCtx) {
+    let started = Instant::now();
+    loop {
+        let backoff = Duration::from_millis(cleaner_settings(ctx).backoff_ms);
+        let left = backoff.saturating_sub(started.elapsed());
+        if left.is_zero() || ctx.is_shutting_down() {
+            return;
+        }
+        sleep(left.min(Duration::from_millis(CLEANER_SETTINGS_RECHECK_MS))).await;
     }
 }
 
@@ -109,15 +161,15 @@ async fn filthiest(ctx: &ShardCtx) -> Option<Rc<Partition>> {
 }
 
 /// Cleans one log; true if it did work.
-async fn clean_one(ctx: &ShardCtx, partition: &Partition, throttle: &Throttler) -> bool {
+async fn clean_one(
+    ctx: &ShardCtx,
+    partition: &Partition,
+    throttle: &Throttler,
+    key_map_bytes: usize,
+) -> bool {
     let abort = || ctx.is_shutting_down();
-    let opts = CleanOptions {
-        key_map_bytes: ctx.config.cleaner_key_map_bytes_per_shard(),
-        throttle,
-        abort: &abort,
-        force: false,
-        stop_after: None,
-    };
+    let opts =
+        CleanOptions { key_map_bytes, throttle, abort: &abort, force: false, stop_after: None };
     let started = Instant::now();
     match partition.log.clean(now_ms(), &opts).await {
         Ok(out) if out.cleaned => {

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::controller::BrokerDefaults;
 use crate::io::dma::DmaFileSystem;
 use crate::shard::ShardCtx;
 use crate::shard::{Log, MetadataImage, TopicImage};
@@ -109,10 +110,10 @@ impl PartitionTable {
             if let Some(existing) = self.map.borrow().get(&tp) {
                 existing.leader_epoch.set(epoch);
                 // Live topic configs (AlterConfigs): a no-op when nothing changed.
-                existing.log.set_config(log_config(topic));
+                existing.log.set_config(log_config(topic, &image.broker_defaults));
                 continue;
             }
-            match self.open(&tp, topic, epoch).await {
+            match self.open(&tp, topic, &image.broker_defaults, epoch).await {
                 Ok(partition) => {
                     self.map.borrow_mut().insert(tp, Rc::new(partition));
                 }
@@ -133,12 +134,13 @@ impl PartitionTable {
         &self,
         tp: &TopicPartition,
         topic: &TopicImage,
+        broker: &BrokerDefaults,
         epoch: Epoch,
     ) -> Result<OwnedPartition, String> {
         let topic_id = topic.topic_id;
         let dir = self.data_dir.join(tp.dir_name());
         prepare_dir(&dir, topic_id).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let log = Log::open(self.fs.clone(), &dir, log_config(topic), self.cache.clone())
+        let log = Log::open(self.fs.clone(), &dir, log_config(topic, broker), self.cache.clone())
             .await
             .map_err(|e| e.to_string())?;
         tracing::debug!(partition = %tp, "opened partition log");
@@ -203,17 +205,24 @@ impl PartitionTable {
 }
 
 /// The storage settings of a topic, from its effective configs. The flush policy follows
-/// `flush.ms` / `flush.messages` only where the topic sets them explicitly; otherwise the
-/// storage engine's durable default (group-committed fsync per batch) applies. An explicit
+/// `flush.ms` / `flush.messages` only where they are set explicitly, on the topic or by a
+/// broker synonym (`log.flush.interval.*`, static or dynamic); otherwise the storage
+/// engine's durable default (group-committed fsync per batch) applies. An explicit
 /// `flush.messages` above 1 (Kafka's default is "never") without `flush.ms` means never:
 /// acknowledged once the O_DIRECT write completed, as Kafka's page-cache write.
-fn log_config(topic: &TopicImage) -> LogConfig {
-    use crate::controller::configs::TimestampType as ConfigTimestampType;
+fn log_config(topic: &TopicImage, broker: &BrokerDefaults) -> LogConfig {
+    use crate::controller::configs::{topic_config_def, TimestampType as ConfigTimestampType};
     let c = &topic.config;
-    let flush_messages = topic.configs.get("flush.messages").and_then(|v| v.parse::<i64>().ok());
+    let explicit = |name: &str| {
+        topic.configs.get(name).cloned().or_else(|| {
+            let def = topic_config_def(name)?;
+            broker.broker_value_for(def.synonyms).map(|(v, _, _)| v)
+        })
+    };
+    let flush_messages = explicit("flush.messages").and_then(|v| v.parse::<i64>().ok());
     let flush = if flush_messages.is_some_and(|n| n <= 1) {
         FlushPolicy::EveryBatch
-    } else if topic.configs.contains_key("flush.ms") {
+    } else if explicit("flush.ms").is_some() {
         FlushPolicy::IntervalMs(u64::try_from(c.flush_ms).unwrap_or(u64::MAX))
     } else if flush_messages.is_some() {
         FlushPolicy::Never

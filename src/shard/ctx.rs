@@ -199,7 +199,9 @@ fn placeholder_image(config: &ServeConfig) -> MetadataImage {
         shard_count: config.shards,
         topics: std::collections::BTreeMap::new(),
         topic_ids: HashMap::new(),
-        broker_defaults: Arc::new(crate::controller::BrokerDefaults::default()),
+        // The static settings until the controller's first image (cleaner settings are read
+        // from the image).
+        broker_defaults: Arc::new(config.broker_defaults()),
     }
 }
 

@@ -11,6 +11,12 @@ pinned Kafka jars (confirmed with `jar tf` on 4.1.2):
   `--describe --entity-type brokers --entity-name <id> --all` (issue 12): every Kafka broker
   setting Shardlog serves is listed, a set one (run.sh's log.retention.check.interval.ms)
   as STATIC_BROKER_CONFIG and an untouched one as DEFAULT_CONFIG.
+- Dynamic broker configs (issue 12): `--alter --entity-type brokers --entity-default
+  --add-config log.cleaner.backoff.ms=1000` and `--entity-name 1 --add-config
+  leader.replication.throttled.rate=...`, then `--describe` of each shows the value with
+  DYNAMIC_DEFAULT_BROKER_CONFIG / DYNAMIC_BROKER_CONFIG and Kafka's synonym order; a
+  read-only setting is refused with Kafka's InvalidRequestException; `--delete-config`
+  returns both to what run.sh started the broker with (later checks rely on its backoff).
 
 Bounded: every tool run and client call times out.
 
@@ -141,12 +147,62 @@ def check_broker_config_command(bs, admin):
           "an untouched setting is DEFAULT_CONFIG with Kafka's default")
 
 
+def check_dynamic_broker_configs(bs, shardlog):
+    node = ["--entity-type", "brokers", "--entity-name", "1"]
+    default = ["--entity-type", "brokers", "--entity-default"]
+    rc, out = configs(bs, "--alter", *default, "--add-config", "log.cleaner.backoff.ms=1000")
+    check(rc == 0 and "Completed updating default config for brokers in the cluster." in out,
+          f"ConfigCommand --alter --entity-default --add-config: exit {rc} {out.strip()[-200:]}")
+    rc, out = configs(bs, "--alter", *node, "--add-config",
+                      "leader.replication.throttled.rate=10485760")
+    check(rc == 0 and "Completed updating config for broker 1." in out,
+          f"ConfigCommand --alter --entity-name 1 --add-config: exit {rc} {out.strip()[-200:]}")
+    backoff = ("  log.cleaner.backoff.ms=1000 sensitive=false synonyms="
+               "{DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=1000, "
+               "STATIC_BROKER_CONFIG:log.cleaner.backoff.ms=500, "
+               "DEFAULT_CONFIG:log.cleaner.backoff.ms=15000}")
+    rc, out = configs(bs, "--describe", *default)
+    check(rc == 0 and "Default configs for brokers in the cluster are:" in out and backoff in out
+          and "leader.replication.throttled.rate" not in out,
+          "ConfigCommand --describe --entity-default: the cluster default, its synonyms")
+    rc, out = configs(bs, "--describe", *node)
+    throttle = ("  leader.replication.throttled.rate=10485760 sensitive=false synonyms="
+                "{DYNAMIC_BROKER_CONFIG:leader.replication.throttled.rate=10485760, "
+                "DEFAULT_CONFIG:leader.replication.throttled.rate=9223372036854775807}")
+    check(rc == 0 and "Dynamic configs for broker 1 are:" in out and throttle in out
+          and "log.cleaner.backoff.ms" not in out,
+          "ConfigCommand --describe --entity-name 1: the per-broker config only")
+    rc, out = configs(bs, "--describe", "--all", *node)
+    check(rc == 0 and backoff in out and throttle in out,
+          "ConfigCommand --describe --all --entity-name 1: the default in force on broker 1")
+    ours = subprocess.run([shardlog, "configs", "--bootstrap-server", bs, "describe",
+                           "--broker-default"], capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    row = ["log.cleaner.backoff.ms", "1000", "DYNAMIC_DEFAULT_BROKER_CONFIG", "false", "false"]
+    check(ours.returncode == 0 and any(l.split() == row for l in ours.stdout.splitlines()),
+          "shardlog configs describe --broker-default shows what ConfigCommand set")
+    rc, out = configs(bs, "--alter", *default, "--add-config", "num.partitions=3")
+    check(rc != 0 and "InvalidRequestException: Cannot update these configs dynamically: "
+          "Set(num.partitions)" in out, "ConfigCommand: a read-only setting is refused")
+    rc, out = configs(bs, "--alter", *default, "--delete-config", "log.cleaner.backoff.ms")
+    check(rc == 0, f"ConfigCommand --delete-config --entity-default: exit {rc}")
+    rc, out = configs(bs, "--alter", *node, "--delete-config",
+                      "leader.replication.throttled.rate")
+    check(rc == 0, f"ConfigCommand --delete-config --entity-name 1: exit {rc}")
+    rc, out = configs(bs, "--describe", "--all", *node)
+    check(rc == 0 and "  log.cleaner.backoff.ms=500 sensitive=false synonyms="
+          "{STATIC_BROKER_CONFIG:log.cleaner.backoff.ms=500, "
+          "DEFAULT_CONFIG:log.cleaner.backoff.ms=15000}" in out,
+          "after --delete-config the static value is in force again")
+
+
 def main(bs, shardlog):
     admin = AdminClient({"bootstrap.servers": bs})
     probe = Consumer({"bootstrap.servers": bs, "group.id": "probe", "enable.auto.commit": False})
     check_delete_records_command(bs, admin, probe)
     check_config_command(bs, admin, shardlog)
     check_broker_config_command(bs, admin)
+    check_dynamic_broker_configs(bs, shardlog)
     probe.close()
     print("PASS")
 

@@ -2,9 +2,15 @@
 //! `message.max.bytes`, ...) and the broker-only settings the controller uses
 //! (`num.partitions`, `default.replication.factor`, `auto.create.topics.enable`).
 //!
-//! Built once from the server config at start and shared read-only by every shard through the
-//! metadata image. Invariant: every value in [`BrokerDefaults::settings`] was validated against
-//! its broker config's type, so resolution never meets an unparsable value.
+//! Each setting has three layers above its default, in Kafka's precedence: the dynamic config
+//! of this broker (IncrementalAlterConfigs on BROKER `<node id>`), the dynamic cluster default
+//! (BROKER `""`), then the static value (file or flag). Which settings may change at runtime
+//! is each entry's [`UpdateMode`], Kafka's "Dynamic Update Mode" column.
+//!
+//! Built from the server config at start, then rebuilt by the controller whenever a dynamic
+//! broker config changes, and shared read-only by every shard through the metadata image.
+//! Invariant: every value in every layer of [`BrokerDefaults`] was validated against its
+//! broker config's type, so resolution never meets an unparsable value.
 
 use std::collections::BTreeMap;
 
@@ -22,11 +28,31 @@ pub struct BrokerOnlyConfig {
     pub default: Option<&'static str>,
     pub validator: Validator,
     pub doc: &'static str,
-    /// Whether Kafka lets this setting change at runtime (IncrementalAlterConfigs on a
-    /// BROKER resource). Shardlog serves every broker setting read-only for now; this marks
-    /// which ones a dynamic-config implementation should open up. (The broker synonyms of
-    /// topic configs, `log.*` and the like, are all dynamic in Kafka.)
-    pub kafka_dynamic: bool,
+    /// Whether the setting may change at runtime (Kafka's update mode). The broker synonyms
+    /// of topic configs are not listed here: see [`update_mode`].
+    pub update: UpdateMode,
+}
+
+/// Kafka's "Dynamic Update Mode" of a broker setting (`DynamicBrokerConfig`), as Shardlog
+/// serves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateMode {
+    /// Set in the file or by a flag only; a restart applies a change.
+    ReadOnly,
+    /// Dynamic for one broker at a time only (Kafka's per-broker mode).
+    PerBroker,
+    /// Dynamic for one broker or as the cluster default, and applied without a restart.
+    ClusterWide,
+    /// Kafka changes it at runtime, Shardlog only at start, for this reason.
+    StartOnly(&'static str),
+}
+
+impl UpdateMode {
+    /// Whether IncrementalAlterConfigs on a BROKER resource may change the setting.
+    #[must_use]
+    pub fn is_dynamic(self) -> bool {
+        matches!(self, UpdateMode::PerBroker | UpdateMode::ClusterWide)
+    }
 }
 
 const fn only(
@@ -34,14 +60,18 @@ const fn only(
     kind: ConfigType,
     default: Option<&'static str>,
     validator: Validator,
-    kafka_dynamic: bool,
+    update: UpdateMode,
     doc: &'static str,
 ) -> BrokerOnlyConfig {
-    BrokerOnlyConfig { name, kind, default, validator, doc, kafka_dynamic }
+    BrokerOnlyConfig { name, kind, default, validator, doc, update }
 }
 
 use ConfigType::{Boolean as B, Double as D, Int as I, Long as L, String as S};
+use UpdateMode::{ClusterWide as DYNAMIC, ReadOnly as READ_ONLY};
 use Validator::{AtLeast, None as Any};
+
+/// Kafka's default of the replication throttles, `Long.MAX_VALUE` bytes/s (no throttle).
+const THROTTLE_DEFAULT: &str = "9223372036854775807";
 
 /// Broker-only configs Shardlog knows, sorted by name (a test checks the order).
 pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
@@ -50,7 +80,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         S,
         None,
         Any,
-        true,
+        UpdateMode::StartOnly("the advertised listener is read at start (Kafka: per-broker)"),
         "Listeners to publish to clients, as PLAINTEXT://host:port (alias of \
          --advertised-listener); null means the listeners value.",
     ),
@@ -59,7 +89,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         B,
         Some("true"),
         Any,
-        false,
+        READ_ONLY,
         "Enable auto creation of topic on the server.",
     ),
     only(
@@ -67,7 +97,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         L,
         Some("600000"),
         Any,
-        false,
+        READ_ONLY,
         "Idle connections timeout: the server closes a connection that has had no request \
          and no response for this many milliseconds. Negative disables the timeout.",
     ),
@@ -76,7 +106,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         I,
         Some("1"),
         AtLeast(1),
-        false,
+        READ_ONLY,
         "The replication factor for automatically created topics, and for topics created \
          with -1 as the replication factor",
     ),
@@ -85,15 +115,26 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         B,
         Some("true"),
         Any,
-        false,
+        READ_ONLY,
         "When set to false, deleting topics through the admin API has no effect.",
+    ),
+    only(
+        "follower.replication.throttled.rate",
+        L,
+        Some(THROTTLE_DEFAULT),
+        AtLeast(0),
+        DYNAMIC,
+        "A long representing the upper bound (bytes/sec) on replication traffic for followers \
+         enumerated in the property follower.replication.throttled.replicas (for each topic). \
+         It is suggested that the limit be kept above 1MB/s for accurate behaviour. Accepted, \
+         validated, stored and described; replication will honour it.",
     ),
     only(
         "group.initial.rebalance.delay.ms",
         I,
         Some("3000"),
         AtLeast(0),
-        false,
+        READ_ONLY,
         "The amount of time the group coordinator will wait for more consumers to join a new \
          group before performing the first rebalance. A longer delay means potentially fewer \
          rebalances, but increases the time until processing begins.",
@@ -103,7 +144,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         I,
         Some("1800000"),
         AtLeast(1),
-        false,
+        READ_ONLY,
         "The maximum allowed session timeout for registered consumers. Longer timeouts give \
          consumers more time to process messages in between heartbeats at the cost of a longer \
          time to detect failures.",
@@ -113,7 +154,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         I,
         Some("10000"),
         AtLeast(1),
-        false,
+        READ_ONLY,
         "The maximum number of consumers that a single consumer group can accommodate. \
          Shardlog's default is 10000 (Kafka's is unbounded) so one group cannot take \
          unbounded coordinator memory.",
@@ -123,17 +164,28 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         I,
         Some("6000"),
         AtLeast(1),
-        false,
+        READ_ONLY,
         "The minimum allowed session timeout for registered consumers. Shorter timeouts result \
          in quicker failure detection at the cost of more frequent consumer heartbeating, \
          which can overwhelm broker resources.",
+    ),
+    only(
+        "leader.replication.throttled.rate",
+        L,
+        Some(THROTTLE_DEFAULT),
+        AtLeast(0),
+        DYNAMIC,
+        "A long representing the upper bound (bytes/sec) on replication traffic for leaders \
+         enumerated in the property leader.replication.throttled.replicas (for each topic). \
+         It is suggested that the limit be kept above 1MB/s for accurate behaviour. Accepted, \
+         validated, stored and described; replication will honour it.",
     ),
     only(
         "listeners",
         S,
         Some("PLAINTEXT://127.0.0.1:9092"),
         Any,
-        false,
+        READ_ONLY,
         "The address the socket server listens on, as PLAINTEXT://host:port (alias of \
          --listen). Only one PLAINTEXT listener is served.",
     ),
@@ -142,7 +194,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         L,
         Some("15000"),
         AtLeast(1),
-        true,
+        DYNAMIC,
         "The amount of time to sleep when there are no logs to clean",
     ),
     only(
@@ -150,7 +202,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         L,
         Some("134217728"),
         AtLeast(1024 * 1024),
-        true,
+        DYNAMIC,
         "The total memory used for log deduplication across all cleaner threads (here: split \
          evenly across shards)",
     ),
@@ -159,7 +211,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         D,
         Some("1.7976931348623157E308"),
         Validator::DoubleBetween(f64::MIN_POSITIVE, f64::MAX),
-        true,
+        DYNAMIC,
         "The log cleaner will be throttled so that the sum of its read and write i/o will be \
          less than this value on average (here: for the whole broker, split across shards)",
     ),
@@ -168,7 +220,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         L,
         Some("300000"),
         AtLeast(1),
-        false,
+        READ_ONLY,
         "The frequency in milliseconds that the log cleaner checks whether any log is \
          eligible for deletion",
     ),
@@ -177,7 +229,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         I,
         Some("1"),
         AtLeast(1),
-        false,
+        READ_ONLY,
         "The default number of log partitions per topic",
     ),
     only(
@@ -185,7 +237,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         I,
         Some("4096"),
         AtLeast(0),
-        false,
+        READ_ONLY,
         "The maximum size for a metadata entry associated with an offset commit.",
     ),
     only(
@@ -193,7 +245,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         L,
         Some("600000"),
         AtLeast(1),
-        false,
+        READ_ONLY,
         "Frequency at which to check for stale offsets",
     ),
     only(
@@ -201,7 +253,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         I,
         Some("10080"),
         AtLeast(1),
-        false,
+        READ_ONLY,
         "For subscribed consumers, committed offset of a specific partition will be expired \
          and discarded after this period of time once the group is empty; for standalone \
          consumers (manual assignment) after this period from the last commit.",
@@ -211,7 +263,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         I,
         Some("50"),
         AtLeast(1),
-        false,
+        READ_ONLY,
         "The number of partitions for the offset commit topic (should not change after \
          deployment: it only applies when __consumer_offsets is created).",
     ),
@@ -220,7 +272,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         I,
         Some("104857600"),
         AtLeast(1024 * 1024),
-        false,
+        READ_ONLY,
         "The offsets topic segment bytes should be kept relatively small in order to \
          facilitate faster log compaction and cache loads.",
     ),
@@ -229,7 +281,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         I,
         Some("104857600"),
         AtLeast(64),
-        false,
+        READ_ONLY,
         "The maximum number of bytes in a socket request",
     ),
 ];
@@ -249,7 +301,42 @@ pub fn broker_setting_names() -> Vec<&'static str> {
     names
 }
 
-/// Broker-level defaults, from the server config (Kafka broker config names).
+/// The update mode of a broker setting by name (`None`: not a setting Shardlog knows). The
+/// broker synonyms of topic configs follow Kafka's `DynamicLogConfig`: the first synonym of
+/// each topic config (`log.retention.ms`, `log.roll.ms`, `log.flush.interval.ms`, ...) is
+/// cluster-wide, the coarser ones (`log.retention.hours`, `log.roll.hours`,
+/// `log.flush.scheduler.interval.ms`) are read-only.
+#[must_use]
+pub fn update_mode(name: &str) -> Option<UpdateMode> {
+    if let Some(c) = BROKER_ONLY_CONFIGS.iter().find(|c| c.name == name) {
+        return Some(c.update);
+    }
+    TOPIC_CONFIGS.iter().find_map(|def| {
+        let position = def.synonyms.iter().position(|s| s.name == name)?;
+        Some(if position == 0 { UpdateMode::ClusterWide } else { UpdateMode::ReadOnly })
+    })
+}
+
+/// Where a broker setting's value comes from, highest precedence first (Kafka's
+/// `ConfigSource` order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BrokerSource {
+    /// Set dynamically for this broker (DYNAMIC_BROKER_CONFIG).
+    DynamicBroker,
+    /// Set dynamically as the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG).
+    DynamicDefault,
+    /// Set in the file or by a flag (STATIC_BROKER_CONFIG).
+    Static,
+}
+
+impl BrokerSource {
+    /// Every layer, highest precedence first.
+    pub const ALL: [BrokerSource; 3] =
+        [BrokerSource::DynamicBroker, BrokerSource::DynamicDefault, BrokerSource::Static];
+}
+
+/// Broker-level defaults: the static settings from the server config and the dynamic ones
+/// from the metadata log (Kafka broker config names).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BrokerDefaults {
     /// `num.partitions`: partitions of a topic created with -1 or auto-created.
@@ -263,6 +350,10 @@ pub struct BrokerDefaults {
     /// Every broker config set explicitly, validated and normalized, by Kafka name
     /// (e.g. `log.retention.hours` → `24`); the source of STATIC_BROKER_CONFIG values.
     pub settings: BTreeMap<String, String>,
+    /// Dynamic configs of this broker (BROKER resource `<node id>`), validated.
+    pub dynamic_broker: BTreeMap<String, String>,
+    /// Dynamic cluster-wide defaults (BROKER resource `""`), validated.
+    pub dynamic_default: BTreeMap<String, String>,
 }
 
 impl Default for BrokerDefaults {
@@ -273,6 +364,8 @@ impl Default for BrokerDefaults {
             auto_create_topics_enable: true,
             delete_topic_enable: true,
             settings: BTreeMap::new(),
+            dynamic_broker: BTreeMap::new(),
+            dynamic_default: BTreeMap::new(),
         }
     }
 }
@@ -294,6 +387,60 @@ pub fn broker_config_def(
             (s.kind, validator, s.default, def.doc)
         })
     })
+}
+
+/// Why a dynamic broker config change is refused, with Kafka's wording; the admin handlers
+/// map it to Kafka's codes (`DynamicBrokerConfig.validate` answers INVALID_REQUEST for both
+/// a read-only name and a bad value: KAFKA-13609).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DynamicConfigError {
+    /// A name no broker config has (INVALID_CONFIG).
+    #[error("Unknown broker config name: {0}")]
+    Unknown(String),
+    /// Read-only names (INVALID_REQUEST), listed as Kafka's Scala `Set(...)` prints them.
+    #[error("Cannot update these configs dynamically: Set({})", .0.join(", "))]
+    ReadOnly(Vec<String>),
+    /// Per-broker names given for the cluster default (INVALID_REQUEST).
+    #[error(
+        "Cannot update these configs at default cluster level, broker id must be specified: \
+         Set({})", .0.join(", ")
+    )]
+    PerBrokerOnly(Vec<String>),
+    /// A value its type or range refuses (INVALID_REQUEST).
+    #[error(transparent)]
+    Invalid(ConfigError),
+}
+
+/// Validates a whole set of dynamic configs for one BROKER resource (`per_broker`: a node id,
+/// else the cluster default) as Kafka does: unknown names first, then read-only names, then
+/// per-broker names at the default level, then each value. Returns them normalized.
+pub fn validate_dynamic_configs(
+    configs: &BTreeMap<String, String>,
+    per_broker: bool,
+) -> Result<BTreeMap<String, String>, DynamicConfigError> {
+    if let Some(name) = configs.keys().find(|n| update_mode(n).is_none()) {
+        return Err(DynamicConfigError::Unknown(name.clone()));
+    }
+    let mode = |n: &String| update_mode(n).unwrap_or(UpdateMode::ReadOnly);
+    let read_only: Vec<String> =
+        configs.keys().filter(|n| !mode(n).is_dynamic()).cloned().collect();
+    if !read_only.is_empty() {
+        return Err(DynamicConfigError::ReadOnly(read_only));
+    }
+    let per_broker_only: Vec<String> =
+        configs.keys().filter(|n| mode(n) == UpdateMode::PerBroker).cloned().collect();
+    if !per_broker && !per_broker_only.is_empty() {
+        return Err(DynamicConfigError::PerBrokerOnly(per_broker_only));
+    }
+    let mut out = BTreeMap::new();
+    for (name, value) in configs {
+        let (kind, validator, _, _) =
+            broker_config_def(name).ok_or_else(|| DynamicConfigError::Unknown(name.clone()))?;
+        let value =
+            validate_value(name, kind, validator, value).map_err(DynamicConfigError::Invalid)?;
+        out.insert(name.clone(), value);
+    }
+    Ok(out)
 }
 
 impl BrokerDefaults {
@@ -335,9 +482,30 @@ impl BrokerDefaults {
         Ok(out)
     }
 
+    /// The same static settings with these dynamic layers (the controller's view after a
+    /// dynamic broker config change or replay).
+    #[must_use]
+    pub fn with_dynamic(
+        &self,
+        dynamic_broker: BTreeMap<String, String>,
+        dynamic_default: BTreeMap<String, String>,
+    ) -> Self {
+        Self { dynamic_broker, dynamic_default, ..self.clone() }
+    }
+
+    /// The map of one layer.
+    #[must_use]
+    pub fn layer(&self, source: BrokerSource) -> &BTreeMap<String, String> {
+        match source {
+            BrokerSource::DynamicBroker => &self.dynamic_broker,
+            BrokerSource::DynamicDefault => &self.dynamic_default,
+            BrokerSource::Static => &self.settings,
+        }
+    }
+
     /// The value of a broker config as this broker uses it, and whether it was set
-    /// explicitly. The typed fields win over `settings`, so a server that fills the fields
-    /// directly still describes what it runs with.
+    /// statically (file or flag). The typed fields win over `settings`, so a server that
+    /// fills the fields directly still describes what it runs with.
     #[must_use]
     pub fn value_of(&self, name: &str) -> Option<(String, bool)> {
         let typed = match name {
@@ -360,13 +528,61 @@ impl BrokerDefaults {
         }
     }
 
-    /// The broker-level value for a topic config, converted to the topic's unit, with the
-    /// synonym it came from: the first synonym set explicitly, in Kafka's priority order.
+    /// Every explicit value of one broker config, highest precedence first: (value, layer).
     #[must_use]
-    pub fn static_value_for(&self, synonyms: &[BrokerSynonym]) -> Option<(String, &'static str)> {
-        synonyms
-            .iter()
-            .find_map(|s| self.settings.get(s.name).map(|v| (convert_unit(v, s.unit), s.name)))
+    pub fn layers_of(&self, name: &str) -> Vec<(String, BrokerSource)> {
+        BrokerSource::ALL
+            .into_iter()
+            .filter_map(|source| match source {
+                BrokerSource::Static => {
+                    self.value_of(name).filter(|(_, set)| *set).map(|(v, _)| (v, source))
+                }
+                _ => self.layer(source).get(name).map(|v| (v.clone(), source)),
+            })
+            .collect()
+    }
+
+    /// The explicit value of one broker config in force (dynamic per-broker > dynamic
+    /// default > static), with its layer; `None`: the default applies.
+    #[must_use]
+    pub fn explicit(&self, name: &str) -> Option<(String, BrokerSource)> {
+        self.layers_of(name).into_iter().next()
+    }
+
+    /// The value in force of a broker config, or its registry default (text).
+    #[must_use]
+    pub fn current(&self, name: &str) -> Option<String> {
+        self.explicit(name)
+            .map(|(v, _)| v)
+            .or_else(|| broker_config_def(name).and_then(|(_, _, d, _)| d).map(str::to_string))
+    }
+
+    /// A LONG/INT setting in force (validated, so it parses; 0 for an unknown name).
+    #[must_use]
+    pub fn long(&self, name: &str) -> i64 {
+        self.current(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    /// A DOUBLE setting in force (`f64::MAX`, Kafka's "unlimited", for an unknown name).
+    #[must_use]
+    pub fn double(&self, name: &str) -> f64 {
+        self.current(name).and_then(|v| v.parse().ok()).unwrap_or(f64::MAX)
+    }
+
+    /// The broker-level value for a topic config, converted to the topic's unit, with the
+    /// synonym and layer it came from. As Kafka's merged `KafkaConfig`: each synonym takes
+    /// its highest layer, then the first synonym set anywhere wins (so a static
+    /// `log.retention.ms` beats a dynamic `log.retention.hours`).
+    #[must_use]
+    pub fn broker_value_for(
+        &self,
+        synonyms: &[BrokerSynonym],
+    ) -> Option<(String, &'static str, BrokerSource)> {
+        synonyms.iter().find_map(|s| {
+            BrokerSource::ALL.into_iter().find_map(|source| {
+                self.layer(source).get(s.name).map(|v| (convert_unit(v, s.unit), s.name, source))
+            })
+        })
     }
 }
 

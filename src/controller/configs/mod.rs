@@ -12,7 +12,8 @@ mod defs;
 mod topic_config;
 
 pub use broker::{
-    broker_config_def, broker_setting_names, BrokerDefaults, BrokerOnlyConfig, BROKER_ONLY_CONFIGS,
+    broker_config_def, broker_setting_names, update_mode, validate_dynamic_configs, BrokerDefaults,
+    BrokerOnlyConfig, BrokerSource, DynamicConfigError, UpdateMode, BROKER_ONLY_CONFIGS,
 };
 pub use defs::TOPIC_CONFIGS;
 pub use topic_config::{effective_value, CleanupPolicy, TimestampType, TopicConfig, ValueSource};

@@ -238,3 +238,106 @@ fn docs_table_is_current() {
          cargo test --lib print_topic_config_table -- --ignored --nocapture"
     );
 }
+
+#[test]
+fn update_modes_follow_kafkas_dynamic_broker_config() {
+    let mode = |n: &str| update_mode(n).unwrap_or_else(|| panic!("{n} known"));
+    for dynamic in [
+        "log.retention.ms",
+        "log.retention.bytes",
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.cleanup.policy",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "message.max.bytes",
+        "min.insync.replicas",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.io.max.bytes.per.second",
+        "log.cleaner.dedupe.buffer.size",
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+    ] {
+        assert_eq!(mode(dynamic), UpdateMode::ClusterWide, "{dynamic}");
+    }
+    for read_only in [
+        "log.retention.hours",
+        "log.retention.minutes",
+        "log.roll.hours",
+        "log.flush.scheduler.interval.ms",
+        "num.partitions",
+        "log.retention.check.interval.ms",
+        "group.min.session.timeout.ms",
+    ] {
+        assert_eq!(mode(read_only), UpdateMode::ReadOnly, "{read_only}");
+    }
+    assert!(!mode("advertised.listeners").is_dynamic());
+    assert!(update_mode("no.such.setting").is_none());
+    // Every broker setting has a mode.
+    for name in broker_setting_names() {
+        assert!(update_mode(name).is_some(), "{name}");
+    }
+}
+
+#[test]
+fn dynamic_layers_resolve_in_kafkas_order() {
+    let mut b = BrokerDefaults::from_settings([("log.retention.ms", "1000")]).unwrap();
+    b.dynamic_default = map(&[("log.retention.hours", "2"), ("log.retention.bytes", "5")]);
+    b.dynamic_broker = map(&[("log.retention.bytes", "6")]);
+    let topic = TopicConfig::resolve(&BTreeMap::new(), &b);
+    // The most precise synonym set anywhere wins over a coarser one in a higher layer.
+    assert_eq!(topic.retention_ms, 1000);
+    assert_eq!(topic.retention_bytes, 6);
+    let def = topic_config_def("retention.bytes").unwrap();
+    assert_eq!(
+        effective_value(def, &BTreeMap::new(), &b).1,
+        ValueSource::DynamicBroker("log.retention.bytes")
+    );
+    let layers: Vec<BrokerSource> =
+        b.layers_of("log.retention.bytes").into_iter().map(|(_, l)| l).collect();
+    assert_eq!(layers, [BrokerSource::DynamicBroker, BrokerSource::DynamicDefault]);
+    assert_eq!(b.long("log.cleaner.backoff.ms"), 15_000, "registry default");
+}
+
+#[test]
+fn dynamic_validation_uses_kafkas_wording() {
+    let err =
+        validate_dynamic_configs(&map(&[("num.partitions", "2"), ("group.max.size", "3")]), true)
+            .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Cannot update these configs dynamically: Set(group.max.size, num.partitions)"
+    );
+    let err = validate_dynamic_configs(&map(&[("log.retention.ms", "x")]), false).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Invalid value x for configuration log.retention.ms: Not a number of type LONG"
+    );
+    let ok = validate_dynamic_configs(&map(&[("log.cleanup.policy", "compact, delete")]), false);
+    assert_eq!(ok.unwrap(), map(&[("log.cleanup.policy", "compact,delete")]));
+}
+
+/// `tuning.md`'s broker-settings table says which settings are dynamic: every row whose
+/// update cell is plainly `read-only` or `cluster-wide` agrees with the registry.
+#[test]
+fn tuning_md_update_column_matches_the_registry() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tuning.md"))
+        .expect("tuning.md exists");
+    let mut checked = 0;
+    for line in text.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split(" | ").map(str::trim).collect();
+        let Some(&update) = cells.get(3) else { continue };
+        let want = match update {
+            "read-only" => UpdateMode::ReadOnly,
+            "cluster-wide" => UpdateMode::ClusterWide,
+            _ => continue,
+        };
+        for name in cells[0].split('`').skip(1).step_by(2) {
+            if let Some(mode) = update_mode(name) {
+                assert_eq!(mode, want, "tuning.md says {name} is {update}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 20, "the update column was found ({checked} names)");
+}

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::broker::{convert_unit, BrokerDefaults};
+use super::broker::{convert_unit, BrokerDefaults, BrokerSource};
 use super::{ConfigDef, TOPIC_CONFIGS};
 
 /// Kafka's `message.timestamp.type`.
@@ -67,13 +67,18 @@ impl Default for TopicConfig {
 pub enum ValueSource {
     /// Set on the topic.
     Topic,
+    /// Set dynamically for this broker under this (synonym) name.
+    DynamicBroker(&'static str),
+    /// Set dynamically as the cluster default under this (synonym) name.
+    DynamicDefault(&'static str),
     /// Set in the broker config under this (synonym) name.
     StaticBroker(&'static str),
     /// Kafka's default.
     Default,
 }
 
-/// Resolves one config's effective text value: topic override, broker synonym, default.
+/// Resolves one config's effective text value: topic override, broker synonym (dynamic for
+/// this broker, dynamic cluster default, static), default.
 #[must_use]
 pub fn effective_value(
     def: &ConfigDef,
@@ -83,8 +88,13 @@ pub fn effective_value(
     if let Some(v) = overrides.get(def.name) {
         return (Some(v.clone()), ValueSource::Topic);
     }
-    if let Some((v, name)) = broker.static_value_for(def.synonyms) {
-        return (Some(v), ValueSource::StaticBroker(name));
+    if let Some((v, name, layer)) = broker.broker_value_for(def.synonyms) {
+        let source = match layer {
+            BrokerSource::DynamicBroker => ValueSource::DynamicBroker(name),
+            BrokerSource::DynamicDefault => ValueSource::DynamicDefault(name),
+            BrokerSource::Static => ValueSource::StaticBroker(name),
+        };
+        return (Some(v), source);
     }
     // Kafka's default is the highest-priority synonym default, converted (e.g. log.roll.hours).
     let from_synonym = def.synonyms.iter().find_map(|s| s.default.map(|d| convert_unit(d, s.unit)));

@@ -1,10 +1,15 @@
-//! DescribeConfigs (API key 32), v1–4, for topics and for this broker: every config with its
-//! value, source (DYNAMIC_TOPIC_CONFIG / STATIC_BROKER_CONFIG / DEFAULT_CONFIG), synonyms
-//! when asked, type and documentation (v3+), read-only and sensitivity flags.
+//! DescribeConfigs (API key 32), v1–4, for topics, for this broker and for the cluster-wide
+//! broker defaults (the BROKER resource `""`): every config with its value, source
+//! (DYNAMIC_TOPIC_CONFIG / DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG /
+//! STATIC_BROKER_CONFIG / DEFAULT_CONFIG), synonyms when asked, type and documentation (v3+),
+//! read-only and sensitivity flags.
 //!
 //! Read-only over a [`MetadataImage`]: runs on any shard. Sources and synonym order follow
-//! Kafka: a topic override, then each broker synonym set in the server config, then the
-//! default under the name of the broker config that supplies it.
+//! Kafka (`ConfigHelper`): a topic override, then the broker synonyms set dynamically for
+//! this broker, then those set as the dynamic cluster default, then the static ones (each
+//! layer in the synonyms' priority order), then the default under the name of the broker
+//! config that supplies it. The default resource lists only the dynamic defaults set, and
+//! its synonyms leave out per-broker values, as Kafka's do.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
@@ -14,7 +19,8 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::sb;
 use crate::controller::configs::{
-    broker_config_def, broker_setting_names, BrokerDefaults, ConfigType, TOPIC_CONFIGS,
+    broker_config_def, broker_setting_names, effective_value, update_mode, BrokerDefaults,
+    BrokerSource, ConfigType, ValueSource, TOPIC_CONFIGS,
 };
 use crate::controller::{validate_topic_name, MetadataImage, TopicImage};
 
@@ -23,6 +29,8 @@ pub const VERSIONS: (i16, i16) = (1, 4);
 
 /// Kafka's `ConfigSource` codes.
 pub const SOURCE_TOPIC: i8 = 1;
+pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
+pub const SOURCE_DYNAMIC_DEFAULT: i8 = 3;
 pub const SOURCE_STATIC_BROKER: i8 = 4;
 pub const SOURCE_DEFAULT: i8 = 5;
 /// Kafka's resource type codes.
@@ -108,9 +116,11 @@ pub fn topic_config_entries(
             if let Some(v) = topic.configs.get(d.name) {
                 synonyms.push((d.name.to_string(), Some(v.clone()), SOURCE_TOPIC));
             }
-            for s in d.synonyms {
-                if let Some(v) = broker.settings.get(s.name) {
-                    synonyms.push((s.name.to_string(), Some(v.clone()), SOURCE_STATIC_BROKER));
+            for layer in BrokerSource::ALL {
+                for s in d.synonyms {
+                    if let Some(v) = broker.layer(layer).get(s.name) {
+                        synonyms.push((s.name.to_string(), Some(v.clone()), source_code(layer)));
+                    }
                 }
             }
             let default = d
@@ -121,12 +131,13 @@ pub fn topic_config_entries(
             if let Some((n, v)) = default {
                 synonyms.push((n.to_string(), Some(v.to_string()), SOURCE_DEFAULT));
             }
-            let (value, source) =
-                crate::controller::configs::effective_value(d, &topic.configs, broker);
+            let (value, source) = effective_value(d, &topic.configs, broker);
             let source = match source {
-                crate::controller::configs::ValueSource::Topic => SOURCE_TOPIC,
-                crate::controller::configs::ValueSource::StaticBroker(_) => SOURCE_STATIC_BROKER,
-                crate::controller::configs::ValueSource::Default => SOURCE_DEFAULT,
+                ValueSource::Topic => SOURCE_TOPIC,
+                ValueSource::DynamicBroker(_) => SOURCE_DYNAMIC_BROKER,
+                ValueSource::DynamicDefault(_) => SOURCE_DYNAMIC_DEFAULT,
+                ValueSource::StaticBroker(_) => SOURCE_STATIC_BROKER,
+                ValueSource::Default => SOURCE_DEFAULT,
             };
             ConfigEntry {
                 name: d.name.to_string(),
@@ -147,8 +158,7 @@ fn describe_broker(
     keys: Option<&[&str]>,
 ) -> Result<Vec<ConfigEntry>, (ResponseError, String)> {
     if name.is_empty() {
-        // The cluster-wide dynamic defaults: Shardlog has no dynamic broker configs yet.
-        return Ok(Vec::new());
+        return Ok(cluster_default_entries(&image.broker_defaults, keys));
     }
     let id: i32 = name.parse().map_err(|_| {
         (ResponseError::InvalidRequest, format!("Broker id must be an integer, but it is: {name}"))
@@ -165,7 +175,18 @@ fn describe_broker(
     Ok(broker_config_entries(image, keys))
 }
 
-/// Every broker config Shardlog knows, sorted by name, with its value and source.
+/// Kafka's `ConfigSource` code of a broker layer.
+#[must_use]
+pub fn source_code(layer: BrokerSource) -> i8 {
+    match layer {
+        BrokerSource::DynamicBroker => SOURCE_DYNAMIC_BROKER,
+        BrokerSource::DynamicDefault => SOURCE_DYNAMIC_DEFAULT,
+        BrokerSource::Static => SOURCE_STATIC_BROKER,
+    }
+}
+
+/// Every broker config Shardlog knows, sorted by name, with its value in force and source
+/// (dynamic for this broker > dynamic cluster default > static > default).
 #[must_use]
 pub fn broker_config_entries(image: &MetadataImage, keys: Option<&[&str]>) -> Vec<ConfigEntry> {
     let names = broker_setting_names();
@@ -182,34 +203,58 @@ pub fn broker_config_entries(image: &MetadataImage, keys: Option<&[&str]>) -> Ve
             synonyms: vec![(n.to_string(), Some(node.clone()), SOURCE_STATIC_BROKER)],
         })
         .collect();
+    let broker = &image.broker_defaults;
     for name in names {
-        let Some((kind, _, default, doc)) = broker_config_def(name) else { continue };
-        let explicit = image.broker_defaults.value_of(name).filter(|(_, set)| *set);
-        let mut synonyms = Vec::new();
-        if let Some((v, _)) = &explicit {
-            synonyms.push((name.to_string(), Some(v.clone()), SOURCE_STATIC_BROKER));
-        }
-        if let Some(d) = default {
-            synonyms.push((name.to_string(), Some(d.to_string()), SOURCE_DEFAULT));
-        }
-        let (value, source) = match explicit {
-            Some((v, _)) => (Some(v), SOURCE_STATIC_BROKER),
-            None => (default.map(str::to_string), SOURCE_DEFAULT),
-        };
-        entries.push(ConfigEntry {
-            name: name.to_string(),
-            value,
-            source,
-            // Dynamic broker configs (AlterConfigs on a broker) are not implemented.
-            read_only: true,
-            kind,
-            doc,
-            synonyms,
-        });
+        let layers: Vec<(String, i8)> =
+            broker.layers_of(name).into_iter().map(|(v, l)| (v, source_code(l))).collect();
+        entries.extend(broker_entry(name, &layers));
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     entries.retain(|e| keys.is_none_or(|k| k.contains(&e.name.as_str())));
     entries
+}
+
+/// The dynamic cluster defaults set (the BROKER resource `""`), sorted by name; synonyms
+/// leave out per-broker values, as Kafka's do.
+#[must_use]
+pub fn cluster_default_entries(broker: &BrokerDefaults, keys: Option<&[&str]>) -> Vec<ConfigEntry> {
+    broker
+        .dynamic_default
+        .keys()
+        .filter(|n| keys.is_none_or(|k| k.contains(&n.as_str())))
+        .filter_map(|name| {
+            let layers: Vec<(String, i8)> = broker
+                .layers_of(name)
+                .into_iter()
+                .filter(|(_, l)| *l != BrokerSource::DynamicBroker)
+                .map(|(v, l)| (v, source_code(l)))
+                .collect();
+            broker_entry(name, &layers)
+        })
+        .collect()
+}
+
+/// One broker config from its explicit values (highest precedence first) and its default.
+fn broker_entry(name: &str, layers: &[(String, i8)]) -> Option<ConfigEntry> {
+    let (kind, _, default, doc) = broker_config_def(name)?;
+    let mut synonyms: Vec<(String, Option<String>, i8)> =
+        layers.iter().map(|(v, s)| (name.to_string(), Some(v.clone()), *s)).collect();
+    if let Some(d) = default {
+        synonyms.push((name.to_string(), Some(d.to_string()), SOURCE_DEFAULT));
+    }
+    let (value, source) = match layers.first() {
+        Some((v, s)) => (Some(v.clone()), *s),
+        None => (default.map(str::to_string), SOURCE_DEFAULT),
+    };
+    Some(ConfigEntry {
+        name: name.to_string(),
+        value,
+        source,
+        read_only: !update_mode(name).is_some_and(|m| m.is_dynamic()),
+        kind,
+        doc,
+        synonyms,
+    })
 }
 
 fn to_wire(

@@ -1,11 +1,13 @@
-//! IncrementalAlterConfigs (API key 44), v0–1, for topics: SET, DELETE, APPEND and SUBTRACT
-//! (the last two on LIST configs only), validated as one change per topic and persisted in
-//! the metadata log; `validate_only`. This is what `kafka-configs.sh --alter` sends.
+//! IncrementalAlterConfigs (API key 44), v0–1, for topics and brokers: SET, DELETE, APPEND
+//! and SUBTRACT (the last two on LIST configs only), validated as one change per resource and
+//! persisted in the metadata log; `validate_only`. This is what `kafka-configs.sh --alter`
+//! sends. A BROKER resource is one broker (its node id) or the cluster default (the empty
+//! name, `--entity-default`); only the settings whose update mode is dynamic may change.
 //!
-//! Runs on the controller shard. Advertise it only together with shards applying
-//! `ImageDelta::reconfigured` to open logs; otherwise a change to an acting config (e.g.
-//! `segment.bytes`) would be stored but take effect only after a restart. Broker resources
-//! are refused: Shardlog has no dynamic broker configs.
+//! Runs on the controller shard. Advertise it only together with shards applying each
+//! published image's topic configs to open logs; otherwise a change to an acting config (e.g.
+//! `segment.bytes`, or the broker's `log.segment.bytes`) would be stored but take effect only
+//! after a restart.
 
 use std::collections::HashSet;
 
@@ -14,10 +16,13 @@ use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsRes
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
-use super::alter_configs::target_topic;
+use super::alter_configs::{target_broker, target_topic};
+use super::describe_configs::RESOURCE_BROKER;
 use super::{error_code, sb, Mutation};
-use crate::controller::configs::{effective_value, topic_config_def, ConfigType};
-use crate::controller::{Controller, TopicChange};
+use crate::controller::configs::{
+    broker_config_def, effective_value, topic_config_def, ConfigType,
+};
+use crate::controller::{BrokerChange, Controller, TopicChange};
 
 /// Every version Kafka 4.x defines.
 pub const VERSIONS: (i16, i16) = (0, 1);
@@ -78,6 +83,9 @@ fn alter_one(
 ) -> Result<bool, (i16, String)> {
     let invalid_request = |m: String| (ResponseError::InvalidRequest.code(), m);
     let name = r.resource_name.as_str();
+    if r.resource_type == RESOURCE_BROKER {
+        return alter_broker(controller, r, validate_only);
+    }
     let (image, topic) = target_topic(controller, r.resource_type, name)?;
     let mut names = HashSet::new();
     let mut changes: Vec<TopicChange> = Vec::new();
@@ -118,6 +126,59 @@ fn alter_one(
     let before = controller.image().version;
     controller.alter_topic_configs(name, &changes, validate_only).map_err(|e| error_code(&e))?;
     Ok(controller.image().version != before)
+}
+
+/// Alters the dynamic configs of one BROKER resource; `Ok(true)` when the image changed.
+fn alter_broker(
+    controller: &mut Controller,
+    r: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<bool, (i16, String)> {
+    let invalid_request = |m: String| (ResponseError::InvalidRequest.code(), m);
+    let invalid_config = |m: String| (ResponseError::InvalidConfig.code(), m);
+    let node = target_broker(controller, r.resource_name.as_str())?;
+    let mut names = HashSet::new();
+    if !r.configs.iter().all(|c| names.insert(c.name.to_string())) {
+        return Err(invalid_request("Error due to duplicate config keys".into()));
+    }
+    let nulls: Vec<String> = r
+        .configs
+        .iter()
+        .filter(|c| c.config_operation != OP_DELETE && c.value.is_none())
+        .map(|c| c.name.to_string())
+        .collect();
+    if !nulls.is_empty() {
+        return Err(invalid_request(format!(
+            "Null value not supported for : {}",
+            nulls.join(", ")
+        )));
+    }
+    let current = controller.dynamic_broker_configs(node);
+    let mut changes: Vec<BrokerChange> = Vec::new();
+    for c in &r.configs {
+        let config = c.name.to_string();
+        let value = c.value.as_ref().map(|v| v.to_string());
+        let change = match c.config_operation {
+            OP_SET => value,
+            OP_DELETE => None,
+            op @ (OP_APPEND | OP_SUBTRACT) => {
+                let (kind, _, default, _) = broker_config_def(&config)
+                    .ok_or_else(|| invalid_config(format!("Unknown config name: {config}")))?;
+                if kind != ConfigType::List {
+                    let verb = if op == OP_APPEND { "append" } else { "subtract" };
+                    return Err(invalid_config(format!(
+                        "Config value {verb} is not allowed for config key: {config}"
+                    )));
+                }
+                // Kafka edits the resource's own dynamic value, else the config's default.
+                let base = current.get(&config).cloned().or(default.map(str::to_string));
+                Some(edit_list(base.as_deref(), value.as_deref(), op == OP_APPEND))
+            }
+            other => return Err(invalid_request(format!("Unknown operations type {other}"))),
+        };
+        changes.push((config, change));
+    }
+    controller.alter_broker_configs(node, &changes, validate_only).map_err(|e| error_code(&e))
 }
 
 /// APPEND adds items not yet present; SUBTRACT removes them (Kafka's list semantics).

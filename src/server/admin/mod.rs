@@ -26,6 +26,7 @@ mod tests;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 
+use crate::controller::configs::DynamicConfigError;
 use crate::controller::{ControllerError, MetadataImage};
 use crate::types::NodeId;
 
@@ -54,6 +55,12 @@ pub fn error_code(err: &ControllerError) -> (i16, String) {
         ControllerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
         ControllerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        // Kafka: an unknown name is INVALID_CONFIG; a read-only name or a bad value is
+        // INVALID_REQUEST (`ConfigAdminManager.validateBrokerConfigChange`, KAFKA-13609).
+        ControllerError::DynamicConfig(DynamicConfigError::Unknown(_)) => {
+            ResponseError::InvalidConfig
+        }
+        ControllerError::DynamicConfig(_) => ResponseError::InvalidRequest,
         ControllerError::TopicDeletionDisabled(_) => ResponseError::TopicDeletionDisabled,
         ControllerError::ProducerIdsExhausted => ResponseError::UnknownServerError,
         ControllerError::Io { .. }

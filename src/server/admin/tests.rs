@@ -554,3 +554,69 @@ fn alter_configs_replaces_the_whole_set() {
     let msg = m.response.responses[0].error_message.as_ref().unwrap().to_string();
     assert_eq!(msg, "Unknown topic config name: nope");
 }
+
+#[test]
+fn broker_resources_alter_and_describe_dynamic_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = controller(dir.path());
+    create(&mut c, vec![creatable("t", 1, 1)], 7);
+    // One resource per request: a name twice in one request is refused as a duplicate.
+    let cases = [
+        ("", inc_op("log.cleanup.policy", 2, Some("compact")), 0),
+        ("1", inc_op("log.retention.ms", 0, Some("1000")), 0),
+        ("2", inc_op("log.retention.ms", 0, Some("1")), 42),
+        ("x", inc_op("log.retention.ms", 0, Some("1")), 42),
+        ("", inc_op("no.such.setting", 0, Some("1")), 40),
+        ("", inc_op("log.retention.ms", 2, Some("1")), 40),
+        ("", inc_op("num.partitions", 0, Some("3")), 42),
+        ("", inc_op("log.segment.bytes", 0, Some("1")), 42),
+    ];
+    let (lo, hi) = incremental_alter_configs::VERSIONS;
+    for (name, op, code) in cases {
+        for v in lo..=hi {
+            let req = inc_req(vec![(4, name, vec![op.clone()])]);
+            let m = incremental_alter_configs::handle(&mut c, &req, v);
+            encodes(&m.response, v);
+            let r = &m.response.responses[0];
+            assert_eq!(r.error_code, code, "{name:?} {:?} v{v}: {:?}", op.name, r.error_message);
+        }
+    }
+    let t = c.image().topic("t").unwrap().clone();
+    assert_eq!(t.config.retention_ms, 1000, "the per-broker value beats the static hours");
+    assert!(t.config.cleanup_policy.compact && t.config.cleanup_policy.delete);
+
+    let image = c.image();
+    let req = describe_req(vec![(4, "", None), (4, "1", Some(vec!["log.retention.ms"]))]);
+    let resp = describe_configs::handle(&image, &req, 4);
+    encodes(&resp, 4);
+    let default = &resp.results[0].configs;
+    assert_eq!(default.len(), 1);
+    assert_eq!(default[0].name.as_str(), "log.cleanup.policy");
+    assert_eq!(default[0].value.as_deref(), Some("delete,compact"));
+    assert_eq!(default[0].config_source, 3);
+    let mine = &resp.results[1].configs[0];
+    assert_eq!((mine.config_source, mine.read_only), (2, false));
+    let req = describe_req(vec![(2, "t", Some(vec!["retention.ms"]))]);
+    let resp = describe_configs::handle(&image, &req, 4);
+    let synonyms: Vec<(&str, i8)> =
+        resp.results[0].configs[0].synonyms.iter().map(|y| (y.name.as_str(), y.source)).collect();
+    assert_eq!(
+        synonyms,
+        [("log.retention.ms", 2), ("log.retention.hours", 4), ("log.retention.hours", 5)]
+    );
+    // Legacy AlterConfigs replaces the default's set: log.cleanup.policy goes back.
+    let req = AlterConfigsRequest::default().with_resources(vec![
+        alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s(""))
+            .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                .with_name(s("log.cleaner.backoff.ms"))
+                .with_value(Some(s("1000")))]),
+    ]);
+    let m = alter_configs::handle(&mut c, &req, 2);
+    assert_eq!(m.response.responses[0].error_code, 0);
+    assert!(m.image_changed);
+    let t = c.image().topic("t").unwrap().clone();
+    assert!(!t.config.cleanup_policy.compact);
+    assert_eq!(c.image().broker_defaults.long("log.cleaner.backoff.ms"), 1000);
+}
