@@ -40,6 +40,7 @@ pub mod io;
 pub mod metrics;
 pub mod partition;
 pub mod protocol;
+pub mod quorum;
 pub mod server;
 pub mod shard;
 pub mod storage;
