@@ -43,6 +43,7 @@ pub mod protocol;
 pub mod quorum;
 pub mod server;
 pub mod shard;
+pub mod sim;
 pub mod storage;
 pub mod sync;
 pub mod top;
