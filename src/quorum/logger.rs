@@ -12,7 +12,6 @@ use slog::{Drain, Key, Level, OwnedKVList, Record, Serializer, KV};
 pub struct TracingDrain;
 
 /// The logger to hand raft-rs for node `id`.
-#[must_use]
 pub fn raft_logger(id: u64) -> slog::Logger {
     slog::Logger::root(TracingDrain, slog::o!("raft_id" => id))
 }
