@@ -1,7 +1,7 @@
 //! The simulated network: messages in flight with a delivery tick, lost, duplicated, delayed
 //! (so reordered) and cut by partitions, all drawn from the simulation's seeded RNG.
 //!
-//! Single-threaded, owned by [`super::Sim`]. Invariant: delivery order is a function of the
+//! Single-threaded, owned by the simulation ([`super::run`]). Invariant: delivery order is a function of the
 //! seed alone (a `BTreeMap` keyed by delivery tick and send sequence).
 
 use std::collections::BTreeMap;
