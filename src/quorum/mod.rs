@@ -31,6 +31,8 @@
 mod codec;
 mod logger;
 mod node;
+#[cfg(test)]
+mod node_tests;
 pub mod store;
 #[cfg(test)]
 mod store_tests;
