@@ -17,6 +17,10 @@
 //! - [`partition`]: a partition's state and operations on its owner shard, retention and
 //!   cleaning loops.
 //! - [`controller`]: metadata log, topic configs, placement.
+//! - [`quorum`]: the Raft quorum (raft-rs `RawNode` as a pure state machine) and its durable
+//!   store through [`io`]; not wired into the broker yet.
+//! - [`sim`]: the deterministic simulator of the quorum (seeded RNG, virtual ticks, faulty
+//!   network, crashes and power loss on the in-memory file system).
 //! - [`group`]: consumer group coordinator, committed offsets, `__consumer_offsets` codec.
 //! - [`bench`]: the `shardlog bench` load generator.
 //! - [`cli`]: what the subcommands share on the command line: address flags, duration and
@@ -40,8 +44,10 @@ pub mod io;
 pub mod metrics;
 pub mod partition;
 pub mod protocol;
+pub mod quorum;
 pub mod server;
 pub mod shard;
+pub mod sim;
 pub mod storage;
 pub mod sync;
 pub mod top;
