@@ -95,6 +95,9 @@ pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 10_000;
 /// How long after SIGTERM the process exits even if shutdown has not finished (drain, then
 /// up to 5 s per shard waiting for logs to be released, then closing them).
 pub const SHUTDOWN_HARD_LIMIT_MS: u64 = 60_000;
+/// A start that has not reached "listening" after this long exits with the stage each shard
+/// is stuck at, instead of hanging silently (a start takes well under a second here).
+pub const STARTUP_STALL_LIMIT_MS: u64 = 60_000;
 /// How often a shard checks the process-wide shutdown flag set by the signal thread.
 pub const SHUTDOWN_POLL_INTERVAL_MS: u64 = 50;
 /// How long closing a deleted partition waits for in-flight requests to let go of it.

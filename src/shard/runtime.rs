@@ -9,7 +9,7 @@
 
 use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ use crate::config::ServeConfig;
 use crate::constants::{
     BATCH_CACHE_BYTES_PER_SHARD, MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
     NOFILE_MIN, NOFILE_WANTED, PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS,
-    SHUTDOWN_HARD_LIMIT_MS, SHUTDOWN_POLL_INTERVAL_MS,
+    SHUTDOWN_HARD_LIMIT_MS, SHUTDOWN_POLL_INTERVAL_MS, STARTUP_STALL_LIMIT_MS,
 };
 use crate::partition::table::{leftover_deletions, PartitionTable};
 use crate::types::ShardId;
@@ -88,7 +88,9 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
         first_listener: Mutex::new(Some(first_listener)),
         ready: AtomicUsize::new(0),
         drained: AtomicUsize::new(0),
+        stages: (0..shard_count).map(|_| AtomicU8::new(0)).collect(),
     });
+    start_watchdog(shared.clone())?;
     let mesh = MeshBuilder::<MeshMsg, _>::full(shard_count, MESH_CHANNEL_CAPACITY);
     let spin = Duration::from_micros(config.spin_before_park_us);
     let handles = LocalExecutorPoolBuilder::new(placement(shard_count, config.cpus.as_deref())?)
@@ -118,6 +120,59 @@ struct Shared {
     first_listener: Mutex<Option<socket2::Socket>>,
     ready: AtomicUsize,
     drained: AtomicUsize,
+    /// Each shard's start-up stage (index: shard id), read by the start-up watchdog.
+    stages: Vec<AtomicU8>,
+}
+
+/// Start-up stages of a shard, in order.
+const STAGES: [&str; 5] = [
+    "joining the shard mesh",
+    "probing the data dir",
+    "installing the first metadata image",
+    "taking its listener",
+    "listening",
+];
+const STAGE_PROBING: u8 = 1;
+const STAGE_IMAGE: u8 = 2;
+const STAGE_LISTENER: u8 = 3;
+const STAGE_LISTENING: u8 = 4;
+
+impl Shared {
+    fn reached(&self, shard: ShardId, stage: u8) {
+        if let Some(s) = self.stages.get(shard.0 as usize) {
+            s.store(stage, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Exits with the stage every shard is at if the start does not finish in time: a stall
+/// (seen under heavy load on a 2-core machine, never reproduced alone) must be an error
+/// that names where it stopped, not a broker that silently never listens.
+fn start_watchdog(shared: Arc<Shared>) -> anyhow::Result<()> {
+    let shards = shared.stages.len();
+    std::thread::Builder::new().name("start-watchdog".into()).spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_millis(STARTUP_STALL_LIMIT_MS);
+        while shared.ready.load(Ordering::SeqCst) < shards {
+            if SHUTDOWN_REQUESTED.load(Ordering::SeqCst) {
+                return;
+            }
+            if std::time::Instant::now() >= deadline {
+                let at: Vec<String> = (shared.stages.iter().enumerate())
+                    .map(|(i, s)| {
+                        let stage = STAGES.get(s.load(Ordering::SeqCst) as usize);
+                        format!("shard-{i}: {}", stage.unwrap_or(&"?"))
+                    })
+                    .collect();
+                fatal(&format!(
+                    "start-up stalled for {} s ({}); exiting",
+                    STARTUP_STALL_LIMIT_MS / 1000,
+                    at.join(", ")
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })?;
+    Ok(())
 }
 
 /// Shard i runs on the i-th core of `--cpus` or, without it, on allowed core i (wrapping
@@ -189,6 +244,7 @@ async fn shard_main(
         mesh.join().await.map_err(|err| anyhow!("cannot join the shard mesh: {err}"))?;
     let me = ShardId(u32::try_from(senders.peer_id()).unwrap_or(u32::MAX));
     tracing::debug!(shard = %me, "joined the mesh");
+    shared.reached(me, STAGE_PROBING);
     let exec = glommio::executor();
     let latency_queue = exec.create_task_queue(
         Shares::Static(1000),
@@ -204,6 +260,7 @@ async fn shard_main(
     if let Err(err) = crate::io::probe_data_dir(&config.data_dir).await {
         fatal(&format!("data dir {} failed the I/O probe: {err}", config.data_dir.display()));
     }
+    shared.reached(me, STAGE_IMAGE);
     let controller =
         if me.0 == 0 { shared.controller.lock().ok().and_then(|mut c| c.take()) } else { None };
     let ctx = Rc::new(ShardCtx::new(CtxParts {
@@ -228,7 +285,9 @@ async fn shard_main(
         }
     }
     tracing::debug!(shard = %me, "metadata image installed");
+    shared.reached(me, STAGE_LISTENER);
     let listener = take_listener(&shared, config.listen)?;
+    shared.reached(me, STAGE_LISTENING);
     if shared.ready.fetch_add(1, Ordering::SeqCst) + 1 == config.shards as usize {
         tracing::info!(listen = %config.listen, shards = config.shards, "shardlog listening on {}", config.listen);
     }

@@ -35,7 +35,25 @@ impl Broker {
 
     /// Starts a broker with `extra` arguments and `env` added to its environment (e.g.
     /// `SHARDLOG_CRASH_AT`); its stderr lines are kept (see [`Broker::log_contains`]).
+    /// A start the broker itself reports as stalled ("start-up stalled", its watchdog) is
+    /// tried once more, said on stderr; any other failure to start panics with the log.
     pub fn start_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Broker {
+        match Self::try_start(data_dir, extra, env) {
+            Ok(broker) => broker,
+            Err(log) if log.iter().any(|l| l.contains("start-up stalled")) => {
+                eprintln!("[harness] the broker's start stalled; starting it once more");
+                Self::try_start(data_dir, extra, env)
+                    .unwrap_or_else(|log| panic!("broker did not start twice: {log:?}"))
+            }
+            Err(log) => panic!("broker did not start: last lines {log:?}"),
+        }
+    }
+
+    fn try_start(
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Broker, Vec<String>> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_shardlog"))
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
@@ -67,8 +85,20 @@ impl Broker {
                 kept.push_back(line);
             }
         });
-        let addr = rx.recv_timeout(Duration::from_secs(90)).expect("broker did not start in 90 s");
-        Broker { child: Some(child), addr, data_dir: data_dir.to_path_buf(), log }
+        // The broker's own watchdog ends a stalled start after 60 s (its stderr closes and
+        // the channel disconnects); this bound is only for a broker that cannot even do that.
+        match rx.recv_timeout(Duration::from_secs(90)) {
+            Ok(addr) => {
+                Ok(Broker { child: Some(child), addr, data_dir: data_dir.to_path_buf(), log })
+            }
+            Err(_) => {
+                // Never leave a broker running behind a failed test.
+                let _ = child.kill();
+                let _ = child.wait();
+                let kept = log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                Err(kept.iter().rev().take(20).rev().cloned().collect())
+            }
+        }
     }
 
     /// Whether one of the broker's last [`LOG_LINES_KEPT_MAX`] stderr lines contains `needle`.
