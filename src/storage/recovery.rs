@@ -146,6 +146,7 @@ pub(super) async fn open<F: FileSystem>(
             recovery_point,
             cleaner_checkpoint,
             latest_delete_horizon_ms: None,
+            producers: super::producer_state::ProducerStateMap::default(),
         }),
         append_lock: TicketLock::default(),
         progress: Notify::default(),
@@ -187,6 +188,8 @@ pub(super) async fn open<F: FileSystem>(
     fs.sync_dir(dir).await.map_err(io_err("sync dir", dir))?;
     // Segments below the log start whose deletion a crash interrupted.
     inner.advance_log_start_after_open(log_start).await?;
+    // The latest snapshot at or below the log end, then the batches above it.
+    inner.load_producer_state(log_end).await?;
     inner.kick_writer();
     Ok(inner)
 }
