@@ -15,6 +15,7 @@ pub mod delete_records;
 pub mod dispatch;
 pub mod fetch;
 pub mod group;
+pub mod describe_producers;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;

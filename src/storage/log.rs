@@ -543,6 +543,12 @@ impl<F: FileSystem> PartitionLog<F> {
         self.inner.cfg()
     }
 
+    /// Every idempotent producer's state on this partition, by producer id.
+    #[must_use]
+    pub fn producers(&self) -> Vec<(i64, super::producer_state::ProducerEntry)> {
+        self.inner.st.borrow().producers.entries()
+    }
+
     /// Number of segments (for tests and metrics).
     #[must_use]
     pub fn segment_count(&self) -> usize {

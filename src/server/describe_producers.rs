@@ -1,0 +1,82 @@
+//! DescribeProducers (API key 61, v0, the only version Kafka 4.1 has): each partition's
+//! idempotent producers — id, epoch, last sequence, last timestamp — answered by the
+//! partition's owner shard from its producer state (`storage::producer_state`), what
+//! `kafka-transactions.sh describe-producers` shows. No transactions: coordinator epoch and
+//! current transaction start offset are always -1.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use kafka_protocol::messages::{
+    ApiKey, DescribeProducersRequest, DescribeProducersResponse, ProducerId,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::dispatch::{respond, ResponseFuture};
+use super::route::Routed;
+use crate::partition::ops::{PartitionOp, PartitionResult};
+use crate::protocol::decode_request;
+use crate::shard::ShardCtx;
+
+pub const VERSIONS: (i16, i16) = (0, 0);
+
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
+    let (header, req) =
+        decode_request::<DescribeProducersRequest>(frame, ApiKey::DescribeProducers, version)
+            .map_err(|e| e.to_string())?;
+    let mut routed = Routed::default();
+    let mut slots = Vec::new();
+    let mut response = DescribeProducersResponse::default();
+    for (t, topic) in req.topics.into_iter().enumerate() {
+        let name = topic.name.0.to_string();
+        for index in topic.partition_indexes {
+            let owner = ctx.owner_of(&name, index);
+            if let Some((shard, _)) = owner {
+                let op = PartitionOp::DescribeProducers { topic: name.clone(), partition: index };
+                routed.push(shard, slots.len(), op);
+            }
+            slots.push((t, index, owner.is_some()));
+        }
+        response.topics.push(TopicResponse::default().with_name(topic.name));
+    }
+    let in_flight = routed.send(ctx).await;
+    let correlation_id = header.correlation_id;
+    Ok(Box::pin(async move {
+        let results = in_flight.gather(slots.len()).await;
+        for ((t, index, known), result) in slots.into_iter().zip(results) {
+            let base = PartitionResponse::default().with_partition_index(index);
+            let part = match result {
+                Some(PartitionResult::DescribeProducers(Ok(producers))) => base
+                    .with_active_producers(
+                        producers
+                            .into_iter()
+                            .map(|p| {
+                                ProducerState::default()
+                                    .with_producer_id(ProducerId(p.producer_id))
+                                    .with_producer_epoch(i32::from(p.epoch))
+                                    .with_last_sequence(p.last_sequence)
+                                    .with_last_timestamp(p.last_timestamp_ms)
+                                    .with_coordinator_epoch(-1)
+                                    .with_current_txn_start_offset(-1)
+                            })
+                            .collect(),
+                    ),
+                Some(PartitionResult::DescribeProducers(Err((code, message)))) => base
+                    .with_error_code(code.code())
+                    .with_error_message(message.map(StrBytes::from_string)),
+                _ if !known => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                _ => base.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+            };
+            response.topics[t].partitions.push(part);
+        }
+        respond(ApiKey::DescribeProducers, version, correlation_id, &response)
+    }))
+}
