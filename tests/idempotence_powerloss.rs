@@ -146,7 +146,13 @@ fn round(seed: u64, crash_only: bool) {
         let states: Vec<Rc<RefCell<Producer>>> = (0..PRODUCERS).map(|_| Rc::default()).collect();
         let tasks: Vec<_> = (0..PRODUCERS)
             .map(|pid| {
-                let t = producer(log.clone(), states[pid as usize].clone(), pid, stop.clone(), seed * 7 + pid as u64);
+                let t = producer(
+                    log.clone(),
+                    states[pid as usize].clone(),
+                    pid,
+                    stop.clone(),
+                    seed * 7 + pid as u64,
+                );
                 glommio::spawn_local(t)
             })
             .collect();

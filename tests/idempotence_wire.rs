@@ -40,8 +40,10 @@ fn produce(w: &mut Wire, records: Bytes) -> (i16, i64) {
     let topic = TopicProduceData::default()
         .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
         .with_partition_data(vec![part]);
-    let req =
-        ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![topic]);
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![topic]);
     let resp: ProduceResponse = w.call(ApiKey::Produce, 9, &req);
     let p = &resp.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
@@ -72,8 +74,13 @@ fn duplicates_are_answered_with_the_original_offset_and_not_appended() {
     let mut broker = Broker::start(dir.path());
     let mut w = Wire::connect(&broker.addr);
     w.create_topic(TOPIC, 1, &[]);
-    let init: InitProducerIdResponse =
-        w.call(ApiKey::InitProducerId, 4, &InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000));
+    let init: InitProducerIdResponse = w.call(
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(60_000),
+    );
     assert_eq!(init.error_code, 0);
     let (pid, epoch) = (init.producer_id.0, init.producer_epoch);
 

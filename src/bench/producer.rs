@@ -21,12 +21,12 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName};
 
 use super::batch::{encode_batch, RecordSpec};
-use crate::storage::producer_state::increment_sequence;
 use super::cli::ProducerArgs;
 use super::rate::{latency_us, now_ns, Schedule};
 use super::runtime::Lane;
 use super::stats::{Shared, CLIENT_ERROR_TIMEOUT};
 use super::wire::{decode_response, encode_request, Conn, ConnReader, ConnWriter};
+use crate::storage::producer_state::increment_sequence;
 
 /// Target bytes of one produce request (Kafka's max.request.size default is 1 MiB).
 const REQUEST_TARGET_BYTES: u64 = 1024 * 1024;
@@ -187,7 +187,15 @@ impl LaneState {
                 self.next_sequence[idx] = increment_sequence(seq, specs.len() as i32);
                 (id, epoch, seq)
             });
-            encode_batch(&mut self.batch_buf, &mut self.scratch, &specs, value, ts_ms, comp, fields)?;
+            encode_batch(
+                &mut self.batch_buf,
+                &mut self.scratch,
+                &specs,
+                value,
+                ts_ms,
+                comp,
+                fields,
+            )?;
             let batch = self.batch_buf.split().freeze();
             parts.push(PartitionProduceData::default().with_index(p).with_records(Some(batch)));
         }
@@ -214,7 +222,8 @@ pub async fn run_lane(
     shared: Arc<Shared>,
 ) -> anyhow::Result<()> {
     let mut conn = Conn::connect(&lane.addr).await?;
-    let producer = if plan.args.idempotent { Some(init_producer_id(&mut conn).await?) } else { None };
+    let producer =
+        if plan.args.idempotent { Some(init_producer_id(&mut conn).await?) } else { None };
     let Conn { writer, reader, .. } = conn;
     let in_flight = Rc::new(Semaphore::new(plan.args.in_flight as u64));
     let pending: PendingQueue = Rc::new(RefCell::new(VecDeque::new()));

@@ -15,8 +15,8 @@ use kafka_protocol::messages::ApiKey;
 
 use super::admin_wiring::CONTROLLER_APIS;
 use super::{
-    admin, api_versions, delete_records, describe_producers, fetch, group, list_offsets,
-    metadata, offset_for_leader_epoch, produce,
+    admin, api_versions, delete_records, describe_producers, fetch, group, list_offsets, metadata,
+    offset_for_leader_epoch, produce,
 };
 use crate::protocol::versions::{find, ApiRange};
 use crate::protocol::{encode_response, peek_api};

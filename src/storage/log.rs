@@ -19,11 +19,11 @@ use super::cache::BatchCache;
 use super::checkpoint::{self, LEADER_EPOCH_FILE, LOG_START_FILE, RECOVERY_POINT_FILE};
 use super::epoch::EpochCache;
 use super::error::StorageError;
+use super::producer_state::{ProducerStateMap, Verdict};
+use super::producers::producer_batch;
 use super::segment::{
     segment_path, Segment, INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX,
 };
-use super::producer_state::{ProducerStateMap, Verdict};
-use super::producers::producer_batch;
 use super::validate::{assign, validate};
 use super::{AppendInfo, FlushPolicy, LogConfig, TimestampType};
 use crate::constants::LOG_UNWRITTEN_BYTES_MAX;

@@ -12,7 +12,8 @@
 //! [`checkpoint`] (small checkpoint files), [`cache`] (per-shard batch cache), `log` (the
 //! partition log: append, wait_committed, read, truncation), `writer` (group commit), `read`
 //! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files), [`cleaner`]
-//! (log compaction with crash-safe segment swaps).
+//! (log compaction with crash-safe segment swaps), [`producer_state`] (idempotent producers'
+//! sequence windows, pure) and `producers` (their snapshots and rebuild from the log).
 
 pub mod batch;
 pub mod cache;
@@ -23,10 +24,10 @@ pub mod error;
 pub mod index;
 mod log;
 mod maintenance;
-mod read;
-mod readahead;
 pub mod producer_state;
 mod producers;
+mod read;
+mod readahead;
 pub mod records;
 mod recovery;
 pub mod retention;

@@ -77,7 +77,10 @@ impl<F: FileSystem> LogInner<F> {
             st.producers.encode(offset.0)
         };
         let path = self.snapshot_path(offset.0);
-        self.fs.write_file_atomic(&path, &bytes).await.map_err(StorageError::io("snapshot", &path, 0))
+        self.fs
+            .write_file_atomic(&path, &bytes)
+            .await
+            .map_err(StorageError::io("snapshot", &path, 0))
     }
 
     /// Snapshot offsets present in the directory, ascending.
@@ -113,7 +116,8 @@ impl<F: FileSystem> LogInner<F> {
         let mut loaded: Option<(i64, ProducerStateMap)> = None;
         for o in offsets.iter().rev().filter(|o| **o <= upto.0) {
             let path = self.snapshot_path(*o);
-            let data = self.fs.read_file(&path).await.map_err(StorageError::io("read", &path, 0))?;
+            let data =
+                self.fs.read_file(&path).await.map_err(StorageError::io("read", &path, 0))?;
             match data.as_deref().map(ProducerStateMap::decode) {
                 Some(Ok((at, state))) if at == *o => {
                     loaded = Some((at, state));
@@ -147,9 +151,14 @@ impl<F: FileSystem> LogInner<F> {
             );
         }
         if changed {
-            self.fs.sync_dir(&self.dir).await.map_err(StorageError::io("sync dir", &self.dir, 0))?;
+            self.fs
+                .sync_dir(&self.dir)
+                .await
+                .map_err(StorageError::io("sync dir", &self.dir, 0))?;
         }
-        crate::metrics::producers_tracked(state.len() as i64 - self.st.borrow().producers.len() as i64);
+        crate::metrics::producers_tracked(
+            state.len() as i64 - self.st.borrow().producers.len() as i64,
+        );
         self.st.borrow_mut().producers = state;
         Ok(())
     }
@@ -168,12 +177,16 @@ impl<F: FileSystem> LogInner<F> {
                 .values()
                 .filter(|s| s.next_offset > from && s.base < upto)
                 .map(|s| {
-                    let start = if from > s.base {
-                        u64::from(s.index.lookup(s.relative(from)))
-                    } else {
-                        0
-                    };
-                    (s.base.0, s.next_offset.0, start, s.written_bytes, s.path.clone(), s.file.clone())
+                    let start =
+                        if from > s.base { u64::from(s.index.lookup(s.relative(from))) } else { 0 };
+                    (
+                        s.base.0,
+                        s.next_offset.0,
+                        start,
+                        s.written_bytes,
+                        s.path.clone(),
+                        s.file.clone(),
+                    )
                 })
                 .collect()
         };

@@ -86,6 +86,17 @@ def read_all(bs):
     return out
 
 
+def describe_producers(bs):
+    """Rows of `kafka-transactions.sh describe-producers` for partition 0 (Kafka's tool)."""
+    tool = os.path.join(HERE, "..", "..", "perf", "kafka", "kafka.sh")
+    out = subprocess.run([tool, "tool", "org.apache.kafka.tools.TransactionsCommand",
+                          "--bootstrap-server", bs, "describe-producers", "--topic", TOPIC,
+                          "--partition", "0"], capture_output=True, text=True, timeout=120)
+    print(out.stdout.strip())
+    rows = out.stdout.strip().splitlines()[1:]
+    return [r.split() for r in rows if r.strip()]
+
+
 def parse(path):
     acks, errors, done = {}, [], None
     with open(path) as f:
@@ -139,6 +150,7 @@ def main():
                 proc.kill()
                 raise SystemExit(f"FAIL: the {name} producer did not finish")
         records = read_all(bs)
+        producers_shown = describe_producers(bs)
     finally:
         for _, proc in producers:
             if proc.poll() is None:
@@ -170,6 +182,8 @@ def main():
     for (client, p), seq in order.items():
         if any(b <= a for a, b in zip(seq, seq[1:])):
             failures.append(f"{client}: partition {p} out of send order")
+    if len(producers_shown) < 2:
+        failures.append(f"describe-producers shows {len(producers_shown)} producers, not 2")
     print(f"{kills} kills, {len(records)} records stored")
     if failures:
         for f in failures:

@@ -137,7 +137,10 @@ impl ProducerEntry {
         if epoch != self.epoch {
             return None;
         }
-        self.batches().iter().find(|b| b.first_seq() == first_seq && b.last_seq == last_seq).copied()
+        self.batches()
+            .iter()
+            .find(|b| b.first_seq() == first_seq && b.last_seq == last_seq)
+            .copied()
     }
 }
 
@@ -237,7 +240,10 @@ impl ProducerStateMap {
             last_offset,
             timestamp_ms,
         };
-        self.producers.entry(b.producer_id).or_insert_with(ProducerEntry::empty).push(b.epoch, meta);
+        self.producers
+            .entry(b.producer_id)
+            .or_insert_with(ProducerEntry::empty)
+            .push(b.epoch, meta);
         new
     }
 

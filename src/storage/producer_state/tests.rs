@@ -12,7 +12,11 @@ fn pb(producer_id: i64, epoch: i16, first_seq: i32, records: i32) -> ProducerBat
 }
 
 /// Checks and, if accepted, applies at `*end`, advancing it like a log.
-fn produce(m: &mut ProducerStateMap, b: &ProducerBatch, end: &mut i64) -> Result<Verdict, SequenceError> {
+fn produce(
+    m: &mut ProducerStateMap,
+    b: &ProducerBatch,
+    end: &mut i64,
+) -> Result<Verdict, SequenceError> {
     let v = m.check(b)?;
     if v == Verdict::Append {
         let last = *end + i64::from(b.offset_delta);
@@ -182,9 +186,9 @@ impl Model {
     }
 
     fn next_seq(&self, id: i64) -> (i16, i32) {
-        self.producers.get(&id).map_or((0, 0), |(e, h)| {
-            (*e, h.last().map_or(0, |x| increment_sequence(x.1, 1)))
-        })
+        self.producers
+            .get(&id)
+            .map_or((0, 0), |(e, h)| (*e, h.last().map_or(0, |x| increment_sequence(x.1, 1))))
     }
 }
 
