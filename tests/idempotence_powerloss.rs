@@ -96,13 +96,15 @@ async fn sequences(log: &PartitionLog<MemFileSystem>) -> BTreeMap<i64, Vec<(i32,
 }
 
 async fn verify(fs: &MemFileSystem, flush: FlushPolicy, producers: &[Rc<RefCell<Producer>>]) {
+    let lasts: Vec<Option<(Bytes, i64)>> =
+        producers.iter().map(|p| p.borrow().acked.last().cloned()).collect();
     let log = open(fs, flush).await;
     if std::env::var("IDEM_DEBUG").is_ok() {
         let acked: usize = producers.iter().map(|p| p.borrow().acked.len()).sum();
         eprintln!("segments {} acked {acked} end {}", log.segment_count(), log.log_end_offset());
     }
     for (pid, p) in producers.iter().enumerate() {
-        let p = p.borrow();
+        let p = std::mem::take(&mut *p.borrow_mut());
         for (b, base) in p.acked.iter().rev().take(RETRIED) {
             let info = log.append(b.clone(), Epoch(1), 1_000).await.expect("retry");
             assert!(info.duplicate, "producer {pid}: acked batch at {base} not recognized");
@@ -127,8 +129,8 @@ async fn verify(fs: &MemFileSystem, flush: FlushPolicy, producers: &[Rc<RefCell<
     log.close().await.expect("close");
     // After a clean close the snapshot alone restores the window.
     let log = open(fs, flush).await;
-    for (pid, p) in producers.iter().enumerate() {
-        if let Some((b, base)) = p.borrow().acked.last() {
+    for (pid, last) in lasts.iter().enumerate() {
+        if let Some((b, base)) = last {
             let info = log.append(b.clone(), Epoch(1), 1_000).await.expect("retry");
             assert!(info.duplicate && info.base_offset.0 == *base, "producer {pid} after close");
         }

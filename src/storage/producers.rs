@@ -44,6 +44,9 @@ pub fn parse_snapshot_name(name: &str) -> Option<i64> {
     digits.parse().ok()
 }
 
+/// Where replay scans one segment: start position, written size, path, file.
+type SegmentScan<F> = (u64, u64, PathBuf, Rc<<F as FileSystem>::File>);
+
 impl<F: FileSystem> LogInner<F> {
     /// The answer to a retry of batch `d`: its original offsets (Kafka's duplicate append
     /// info). The log append time is the stored batch's, for LogAppendTime topics.
@@ -171,7 +174,8 @@ impl<F: FileSystem> LogInner<F> {
         from: Offset,
         upto: Offset,
     ) -> Result<u64, StorageError> {
-        let segments: Vec<(i64, i64, u64, u64, PathBuf, Rc<F::File>)> = {
+        // (scan start, written size, path, file) of each segment holding offsets >= from.
+        let segments: Vec<SegmentScan<F>> = {
             let st = self.st.borrow();
             st.segments
                 .values()
@@ -179,19 +183,12 @@ impl<F: FileSystem> LogInner<F> {
                 .map(|s| {
                     let start =
                         if from > s.base { u64::from(s.index.lookup(s.relative(from))) } else { 0 };
-                    (
-                        s.base.0,
-                        s.next_offset.0,
-                        start,
-                        s.written_bytes,
-                        s.path.clone(),
-                        s.file.clone(),
-                    )
+                    (start, s.written_bytes, s.path.clone(), s.file.clone())
                 })
                 .collect()
         };
         let mut applied = 0;
-        for (_, _, start, size, path, file) in segments {
+        for (start, size, path, file) in segments {
             let scan = scan_file(&*file, &path, start, size, i64::MIN).await?;
             for (_, h) in &scan.batches {
                 if h.last_offset() < from.0 || h.last_offset() >= upto.0 {

@@ -55,7 +55,7 @@ fn duplicates_of_the_last_five_batches_return_their_offsets() {
         assert_eq!((d.first_offset(), d.last_offset, d.first_seq()), (*first, *last, b.first_seq));
     }
     // Same first sequence, different length: not a duplicate, and out of order.
-    assert!(matches!(m.check(&pb(1, 0, sent[5].0.first_seq, 1)), Err(_)));
+    assert!(m.check(&pb(1, 0, sent[5].0.first_seq, 1)).is_err());
 }
 
 #[test]
@@ -147,10 +147,13 @@ fn entry_memory_is_bounded() {
     assert_eq!(std::mem::size_of::<BatchMeta>(), 24);
 }
 
+/// (first sequence, last sequence, first offset, last offset) of an appended batch.
+type Appended = (i32, i32, i64, i64);
+
 /// The model: every producer's whole history in its current epoch.
 #[derive(Default)]
 struct Model {
-    producers: HashMap<i64, (i16, Vec<(i32, i32, i64, i64)>)>,
+    producers: HashMap<i64, (i16, Vec<Appended>)>,
 }
 
 impl Model {
