@@ -181,3 +181,35 @@ fn crash_keeps_the_producer_window() {
         round(seed, true);
     }
 }
+
+/// Truncation (replication's `truncate_to`) rebuilds the window at the new end: batches
+/// above it are forgotten (their retry is appended again), batches below are still
+/// duplicates, and snapshots past the new end are gone.
+#[test]
+fn truncation_rebuilds_the_window() {
+    run_local(async {
+        let fs = MemFileSystem::new();
+        let log = open(&fs, FlushPolicy::EveryBatch).await;
+        let mut sent = Vec::new();
+        for seq in 0..40 {
+            let b = batch(1, seq, 1, 600);
+            let info = log.append(b.clone(), Epoch(1), 1_000).await.expect("append");
+            sent.push((b, info.base_offset.0));
+        }
+        log.flush().await.expect("flush");
+        assert!(log.segment_count() > 2, "several segments, several snapshots");
+        log.truncate_to(Offset(30)).await.expect("truncate");
+        for (b, base) in &sent[25..30] {
+            let info = log.append(b.clone(), Epoch(1), 1_000).await.expect("retry");
+            assert!(info.duplicate && info.base_offset.0 == *base, "below the truncation point");
+        }
+        let info = log.append(sent[30].0.clone(), Epoch(1), 1_000).await.expect("re-append");
+        assert!(!info.duplicate, "above the truncation point: appended again");
+        assert_eq!(info.base_offset.0, 30);
+        log.close().await.expect("close");
+        let log = open(&fs, FlushPolicy::EveryBatch).await;
+        let info = log.append(sent[30].0.clone(), Epoch(1), 1_000).await.expect("retry");
+        assert!(info.duplicate && info.base_offset.0 == 30);
+        log.close().await.expect("close");
+    });
+}
