@@ -10,7 +10,7 @@
 //! deleted before loading; snapshots are replaced atomically (write temp, fsync, rename,
 //! fsync dir) and CRC-checked on load (a bad one is skipped: the log is replayed further).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use super::batch::BatchHeader;
@@ -46,6 +46,36 @@ pub fn parse_snapshot_name(name: &str) -> Option<i64> {
 
 /// Where replay scans one segment: start position, written size, path, file.
 type SegmentScan<F> = (u64, u64, PathBuf, Rc<<F as FileSystem>::File>);
+
+/// Snapshot offsets present in `dir`, ascending.
+async fn snapshot_offsets_in<F: FileSystem>(fs: &F, dir: &Path) -> Result<Vec<i64>, StorageError> {
+    let names = fs.list_dir(dir).await.map_err(StorageError::io("list", dir, 0))?;
+    let mut offsets: Vec<i64> = names.iter().filter_map(|n| parse_snapshot_name(n)).collect();
+    offsets.sort_unstable();
+    Ok(offsets)
+}
+
+/// The latest snapshot in `dir` at or below `upto` that passes its checks, with its offset
+/// (bad ones are skipped with a warning).
+pub(super) async fn latest_snapshot<F: FileSystem>(
+    fs: &F,
+    dir: &Path,
+    upto: i64,
+) -> Result<Option<(i64, ProducerStateMap)>, StorageError> {
+    let offsets = snapshot_offsets_in(fs, dir).await?;
+    for o in offsets.iter().rev().filter(|o| **o <= upto) {
+        let path = segment_path(dir, Offset(*o), SNAPSHOT_SUFFIX);
+        let data = fs.read_file(&path).await.map_err(StorageError::io("read", &path, 0))?;
+        let why = match data.as_deref().map(ProducerStateMap::decode) {
+            Some(Ok((at, state))) if at == *o => return Ok(Some((at, state))),
+            Some(Ok((at, _))) => format!("names offset {at}"),
+            Some(Err(e)) => e,
+            None => "vanished".into(),
+        };
+        tracing::warn!(file = %path.display(), reason = %why, "ignoring a bad producer snapshot");
+    }
+    Ok(None)
+}
 
 impl<F: FileSystem> LogInner<F> {
     /// The answer to a retry of batch `d`: its original offsets (Kafka's duplicate append
@@ -88,11 +118,7 @@ impl<F: FileSystem> LogInner<F> {
 
     /// Snapshot offsets present in the directory, ascending.
     async fn snapshot_offsets(&self) -> Result<Vec<i64>, StorageError> {
-        let names =
-            self.fs.list_dir(&self.dir).await.map_err(StorageError::io("list", &self.dir, 0))?;
-        let mut offsets: Vec<i64> = names.iter().filter_map(|n| parse_snapshot_name(n)).collect();
-        offsets.sort_unstable();
-        Ok(offsets)
+        snapshot_offsets_in(&*self.fs, &self.dir).await
     }
 
     async fn remove_snapshot(&self, offset: i64) -> Result<(), StorageError> {
@@ -109,40 +135,33 @@ impl<F: FileSystem> LogInner<F> {
     /// producer fields of every batch from there to `upto`. Also removes snapshots below both
     /// the loaded one and the first segment (left behind by merged or deleted segments).
     pub(super) async fn load_producer_state(&self, upto: Offset) -> Result<(), StorageError> {
-        let offsets = self.snapshot_offsets().await?;
-        let mut changed = false;
-        for o in offsets.iter().filter(|o| **o > upto.0) {
-            tracing::info!(dir = %self.dir.display(), offset = o, "deleting a producer snapshot past the log end");
-            self.remove_snapshot(*o).await?;
-            changed = true;
-        }
-        let mut loaded: Option<(i64, ProducerStateMap)> = None;
-        for o in offsets.iter().rev().filter(|o| **o <= upto.0) {
-            let path = self.snapshot_path(*o);
-            let data =
-                self.fs.read_file(&path).await.map_err(StorageError::io("read", &path, 0))?;
-            match data.as_deref().map(ProducerStateMap::decode) {
-                Some(Ok((at, state))) if at == *o => {
-                    loaded = Some((at, state));
-                    break;
-                }
-                other => {
-                    let why = match other {
-                        Some(Err(e)) => e,
-                        Some(Ok((at, _))) => format!("names offset {at}"),
-                        None => "vanished".into(),
-                    };
-                    tracing::warn!(file = %path.display(), reason = %why, "ignoring a bad producer snapshot");
-                }
-            }
-        }
+        let loaded = latest_snapshot(&*self.fs, &self.dir, upto.0).await?;
         let first_base = self.st.borrow().segments.keys().next().copied().unwrap_or(0);
         let (from, mut state) = loaded.unwrap_or((first_base, ProducerStateMap::default()));
-        for o in offsets.iter().filter(|o| **o < from && **o < first_base) {
+        let replayed = self.replay_producers(&mut state, Offset(from), upto).await?;
+        self.install_producer_state(from, state, upto, replayed).await
+    }
+
+    /// Makes `state` (the snapshot at `from` plus `replayed` batches up to `upto`) the log's
+    /// producer state, deleting snapshots above `upto` and strays below `from` and the first
+    /// segment.
+    pub(super) async fn install_producer_state(
+        &self,
+        from: i64,
+        state: ProducerStateMap,
+        upto: Offset,
+        replayed: u64,
+    ) -> Result<(), StorageError> {
+        let offsets = self.snapshot_offsets().await?;
+        let first_base = self.st.borrow().segments.keys().next().copied().unwrap_or(0);
+        let mut changed = false;
+        for o in offsets.iter().filter(|o| **o > upto.0 || (**o < from && **o < first_base)) {
+            if *o > upto.0 {
+                tracing::info!(dir = %self.dir.display(), offset = o, "deleting a producer snapshot past the log end");
+            }
             self.remove_snapshot(*o).await?;
             changed = true;
         }
-        let replayed = self.replay_producers(&mut state, Offset(from), upto).await?;
         if replayed > 0 || from != upto.0 {
             tracing::info!(
                 dir = %self.dir.display(),
@@ -154,14 +173,15 @@ impl<F: FileSystem> LogInner<F> {
             );
         }
         if changed {
+            // Durable before any append: a stale snapshot must not outlive a log that grows
+            // past its offset again.
             self.fs
                 .sync_dir(&self.dir)
                 .await
                 .map_err(StorageError::io("sync dir", &self.dir, 0))?;
         }
-        crate::metrics::producers_tracked(
-            state.len() as i64 - self.st.borrow().producers.len() as i64,
-        );
+        let before = self.st.borrow().producers.len();
+        crate::metrics::producers_tracked(state.len() as i64 - before as i64);
         self.st.borrow_mut().producers = state;
         Ok(())
     }
@@ -224,5 +244,64 @@ impl<F: FileSystem> LogInner<F> {
         crate::metrics::producers_tracked(-(n as i64));
         self.st.borrow_mut().producers.clear();
         Ok(())
+    }
+}
+
+/// The producer state recovery rebuilds while it loads segments: the latest snapshot (at
+/// `from`) plus the producer fields of every batch of the segments it scans from their
+/// first byte anyway, so the tail is not read twice. Valid only if the scanned segments
+/// cover everything from `from` to the log end.
+pub(super) struct ProducerFold {
+    from: i64,
+    state: ProducerStateMap,
+    /// The state covers every batch below this offset (and above `from`).
+    next: i64,
+    /// Offsets at or above `next` were loaded without a scan: replay instead.
+    broken: bool,
+    applied: u64,
+}
+
+impl ProducerFold {
+    /// Starts from `snapshot`, or from nothing at `first_base`.
+    pub(super) fn new(snapshot: Option<(i64, ProducerStateMap)>, first_base: i64) -> Self {
+        let (from, state) = snapshot.unwrap_or((first_base, ProducerStateMap::default()));
+        ProducerFold { from, state, next: from, broken: false, applied: 0 }
+    }
+
+    /// A segment ending at `end` loaded without a full scan (trusted).
+    pub(super) fn skipped(&mut self, end: i64) {
+        if end > self.next {
+            self.broken = true;
+        }
+    }
+
+    /// A segment from `base` scanned from its first byte: its batches in order, up to `end`.
+    pub(super) fn scanned<'a>(
+        &mut self,
+        base: i64,
+        headers: impl Iterator<Item = &'a BatchHeader>,
+        end: i64,
+    ) {
+        if self.broken || base > self.next {
+            self.broken = true;
+            return;
+        }
+        for h in headers.filter(|h| h.last_offset() >= self.next) {
+            if let Some(p) = producer_batch(h) {
+                self.state.apply(&p, h.last_offset(), h.max_timestamp);
+                self.applied += 1;
+            }
+        }
+        self.next = self.next.max(end);
+    }
+
+    /// The state at `log_end` (snapshot offset, state, batches applied), if the fold covers
+    /// exactly up to it.
+    pub(super) fn finish(self, log_end: i64) -> Option<(i64, ProducerStateMap, u64)> {
+        (!self.broken && self.from <= log_end && self.next == log_end).then_some((
+            self.from,
+            self.state,
+            self.applied,
+        ))
     }
 }
