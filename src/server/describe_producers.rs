@@ -7,7 +7,6 @@
 use std::rc::Rc;
 
 use bytes::Bytes;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
@@ -17,8 +16,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::dispatch::{respond, ResponseFuture};
-use super::route::Routed;
-use crate::partition::ops::{PartitionOp, PartitionResult};
+use super::route::{self, Scatter};
+use crate::partition::ops::{PartitionOp, PartitionResult, ProducerInfo};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
 
@@ -32,51 +31,46 @@ pub async fn start(
     let (header, req) =
         decode_request::<DescribeProducersRequest>(frame, ApiKey::DescribeProducers, version)
             .map_err(|e| e.to_string())?;
-    let mut routed = Routed::default();
-    let mut slots = Vec::new();
+    let mut scatter = Scatter::default();
     let mut response = DescribeProducersResponse::default();
     for (t, topic) in req.topics.into_iter().enumerate() {
         let name = topic.name.0.to_string();
         for index in topic.partition_indexes {
-            let owner = ctx.owner_of(&name, index);
-            if let Some((shard, _)) = owner {
-                let op = PartitionOp::DescribeProducers { topic: name.clone(), partition: index };
-                routed.push(shard, slots.len(), op);
-            }
-            slots.push((t, index, owner.is_some()));
+            let target = route::owner(ctx, &name, index);
+            scatter.push((t, index), target, || PartitionOp::DescribeProducers {
+                topic: name.clone(),
+                partition: index,
+            });
         }
         response.topics.push(TopicResponse::default().with_name(topic.name));
     }
-    let in_flight = routed.send(ctx).await;
+    let in_flight = scatter.send(ctx).await;
     let correlation_id = header.correlation_id;
     Ok(Box::pin(async move {
-        let results = in_flight.gather(slots.len()).await;
-        for ((t, index, known), result) in slots.into_iter().zip(results) {
+        for ((t, index), outcome) in in_flight.gather().await {
             let base = PartitionResponse::default().with_partition_index(index);
-            let part = match result {
-                Some(PartitionResult::DescribeProducers(Ok(producers))) => base
-                    .with_active_producers(
-                        producers
-                            .into_iter()
-                            .map(|p| {
-                                ProducerState::default()
-                                    .with_producer_id(ProducerId(p.producer_id))
-                                    .with_producer_epoch(i32::from(p.epoch))
-                                    .with_last_sequence(p.last_sequence)
-                                    .with_last_timestamp(p.last_timestamp_ms)
-                                    .with_coordinator_epoch(-1)
-                                    .with_current_txn_start_offset(-1)
-                            })
-                            .collect(),
-                    ),
-                Some(PartitionResult::DescribeProducers(Err((code, message)))) => base
+            let part = match outcome {
+                Ok(PartitionResult::DescribeProducers(Ok(producers))) => {
+                    base.with_active_producers(producers.into_iter().map(producer_state).collect())
+                }
+                Ok(PartitionResult::DescribeProducers(Err((code, message)))) => base
                     .with_error_code(code.code())
                     .with_error_message(message.map(StrBytes::from_string)),
-                _ if !known => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-                _ => base.with_error_code(ResponseError::NotLeaderOrFollower.code()),
+                other => base.with_error_code(route::error_of(other).code()),
             };
             response.topics[t].partitions.push(part);
         }
         respond(ApiKey::DescribeProducers, version, correlation_id, &response)
     }))
+}
+
+/// No transactions: coordinator epoch and transaction start offset are always -1.
+fn producer_state(p: ProducerInfo) -> ProducerState {
+    ProducerState::default()
+        .with_producer_id(ProducerId(p.producer_id))
+        .with_producer_epoch(i32::from(p.epoch))
+        .with_last_sequence(p.last_sequence)
+        .with_last_timestamp(p.last_timestamp_ms)
+        .with_coordinator_epoch(-1)
+        .with_current_txn_start_offset(-1)
 }
