@@ -54,6 +54,12 @@ pub const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 60 * 60 * 1000;
 /// Kafka's `min.cleanable.dirty.ratio` default.
 pub const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
 /// Read size of the log cleaner: segments are scanned this many bytes at a time.
+/// Batches remembered per producer id and partition for duplicate detection: the window
+/// behind the clients' `max.in.flight.requests.per.connection` <= 5 (Kafka's
+/// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`).
+pub const PRODUCER_BATCHES_RETAINED: usize = 5;
+/// Kafka's `producer.id.expiration.ms` default: 1 day since a producer id's last batch.
+pub const PRODUCER_ID_EXPIRATION_MS_DEFAULT: i64 = 24 * 60 * 60 * 1000;
 pub const CLEANER_READ_CHUNK_BYTES: usize = 1024 * 1024;
 /// Longest a throttled cleaner sleeps before checking whether the shard is shutting down.
 pub const THROTTLE_ABORT_CHECK_MS: u64 = 100;
@@ -230,6 +236,9 @@ const _: () = assert!(LOG_WRITE_BYTES_MAX as u64 % DIRECT_IO_ALIGNMENT_BYTES == 
 const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as usize) <= LOG_UNWRITTEN_BYTES_MAX);
 const _: () = assert!(LOG_READ_CHUNK_BYTES_MIN as u64 % DIRECT_IO_ALIGNMENT_BYTES == 0);
 const _: () = assert!(PRODUCER_ID_BLOCK_SIZE > 0);
+// The window must cover every batch a client may have in flight on one connection.
+const _: () = assert!(PRODUCER_BATCHES_RETAINED >= 5 && PRODUCER_BATCHES_RETAINED < 256);
+const _: () = assert!(PRODUCER_BATCHES_RETAINED <= CONNECTION_IN_FLIGHT_MAX);
 const _: () = assert!(TOPIC_PARTITIONS_MAX > 0);
 const _: () = assert!(BENCH_BATCH_BYTES_MAX <= BENCH_REQUEST_BYTES_MAX);
 const _: () = assert!(GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT <= GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT);

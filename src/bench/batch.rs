@@ -6,7 +6,8 @@
 //! tests' companion bench numbers of the report). Invariants: the CRC-32C covers
 //! `attributes` to the end of the batch; `batchLength` counts from `partitionLeaderEpoch`
 //! to the end; a batch carries no producer id (non-idempotent, like
-//! `kafka-producer-perf-test` with `enable.idempotence=false`).
+//! `kafka-producer-perf-test` with `enable.idempotence=false`) unless the lane is
+//! idempotent (`--idempotent`: producer id, epoch and base sequence set).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
@@ -84,6 +85,9 @@ fn put_record(buf: &mut BytesMut, offset_delta: i32, spec: &RecordSpec<'_>, valu
     put_varint(buf, 0); // no headers
 }
 
+/// An idempotent producer's fields of a batch: producer id, epoch, base sequence.
+pub type ProducerFields = Option<(i64, i16, i32)>;
+
 /// Encodes one v2 batch of `records` (all with timestamp `timestamp_ms`) at the end of
 /// `out`. `scratch` holds the uncompressed records when a codec is used.
 pub fn encode_batch(
@@ -93,6 +97,7 @@ pub fn encode_batch(
     value: &[u8],
     timestamp_ms: i64,
     compression: CompressionArg,
+    producer: ProducerFields,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(!records.is_empty(), "empty batch");
     let start = out.len();
@@ -105,9 +110,10 @@ pub fn encode_batch(
     out.put_i32(records.len() as i32 - 1); // last offset delta
     out.put_i64(timestamp_ms);
     out.put_i64(timestamp_ms);
-    out.put_i64(-1); // producer id
-    out.put_i16(-1); // producer epoch
-    out.put_i32(-1); // base sequence
+    let (producer_id, epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
+    out.put_i64(producer_id);
+    out.put_i16(epoch);
+    out.put_i32(base_sequence);
     out.put_i32(records.len() as i32);
     if compression == CompressionArg::None {
         for (i, r) in records.iter().enumerate() {
@@ -253,8 +259,9 @@ mod tests {
             .collect();
         let mut out = BytesMut::new();
         let mut scratch = BytesMut::new();
-        encode_batch(&mut out, &mut scratch, &recs, &value, 1_700_000_000_000, c).unwrap();
-        encode_batch(&mut out, &mut scratch, &recs[..3], &value, 1_700_000_000_001, c).unwrap();
+        encode_batch(&mut out, &mut scratch, &recs, &value, 1_700_000_000_000, c, None).unwrap();
+        encode_batch(&mut out, &mut scratch, &recs[..3], &value, 1_700_000_000_001, c, None)
+            .unwrap();
         out.freeze()
     }
 

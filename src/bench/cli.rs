@@ -129,6 +129,11 @@ pub struct ProducerArgs {
     /// absent = closed loop at maximum throughput.
     #[arg(long)]
     pub rate: Option<f64>,
+    /// Idempotent producer (Kafka's enable.idempotence=true): each connection gets a
+    /// producer id with InitProducerId and numbers its batches per partition. No retries:
+    /// a failed batch leaves a gap the broker then refuses as out of order.
+    #[arg(long)]
+    pub idempotent: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use glommio::sync::Semaphore;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName};
 
 use super::batch::{encode_batch, RecordSpec};
 use super::cli::ProducerArgs;
@@ -26,6 +26,7 @@ use super::rate::{latency_us, now_ns, Schedule};
 use super::runtime::Lane;
 use super::stats::{Shared, CLIENT_ERROR_TIMEOUT};
 use super::wire::{decode_response, encode_request, Conn, ConnReader, ConnWriter};
+use crate::storage::producer_state::increment_sequence;
 
 /// Target bytes of one produce request (Kafka's max.request.size default is 1 MiB).
 const REQUEST_TARGET_BYTES: u64 = 1024 * 1024;
@@ -93,6 +94,10 @@ struct LaneState {
     batch_buf: BytesMut,
     scratch: BytesMut,
     frame_buf: BytesMut,
+    /// `--idempotent`: this lane's producer id and epoch, and the next sequence of each of
+    /// its partitions (by index).
+    producer: Option<(i64, i16)>,
+    next_sequence: Vec<i32>,
 }
 
 impl LaneState {
@@ -113,6 +118,8 @@ impl LaneState {
             batch_buf: BytesMut::new(),
             scratch: BytesMut::new(),
             frame_buf: BytesMut::new(),
+            producer: None,
+            next_sequence: vec![0; partitions.len()],
             plan,
             partitions,
         }
@@ -175,7 +182,20 @@ impl LaneState {
                 .collect();
             let comp = self.plan.args.compression;
             let value = &self.plan.value;
-            encode_batch(&mut self.batch_buf, &mut self.scratch, &specs, value, ts_ms, comp)?;
+            let fields = self.producer.map(|(id, epoch)| {
+                let seq = self.next_sequence[idx];
+                self.next_sequence[idx] = increment_sequence(seq, specs.len() as i32);
+                (id, epoch, seq)
+            });
+            encode_batch(
+                &mut self.batch_buf,
+                &mut self.scratch,
+                &specs,
+                value,
+                ts_ms,
+                comp,
+                fields,
+            )?;
             let batch = self.batch_buf.split().freeze();
             parts.push(PartitionProduceData::default().with_index(p).with_records(Some(batch)));
         }
@@ -201,12 +221,15 @@ pub async fn run_lane(
     lane: Lane,
     shared: Arc<Shared>,
 ) -> anyhow::Result<()> {
-    let conn = Conn::connect(&lane.addr).await?;
+    let mut conn = Conn::connect(&lane.addr).await?;
+    let producer =
+        if plan.args.idempotent { Some(init_producer_id(&mut conn).await?) } else { None };
     let Conn { writer, reader, .. } = conn;
     let in_flight = Rc::new(Semaphore::new(plan.args.in_flight as u64));
     let pending: PendingQueue = Rc::new(RefCell::new(VecDeque::new()));
     let failure: Rc<RefCell<Option<anyhow::Error>>> = Rc::new(RefCell::new(None));
     let mut state = LaneState::new(plan.clone(), lane.partitions.clone());
+    state.producer = producer;
     let reader_task = (plan.args.acks != 0).then(|| {
         let ctx = ReaderCtx {
             plan: plan.clone(),
@@ -239,6 +262,22 @@ pub async fn run_lane(
         return Err(e);
     }
     written
+}
+
+/// `--idempotent`: a producer id and epoch for this lane's connection (InitProducerId v4,
+/// no transactional id).
+async fn init_producer_id(conn: &mut Conn) -> anyhow::Result<(i64, i16)> {
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000);
+    let resp = conn.call(&req, 4).await?;
+    anyhow::ensure!(
+        resp.error_code == 0,
+        "InitProducerId to {} failed with error {}",
+        conn.addr(),
+        resp.error_code
+    );
+    Ok((resp.producer_id.0, resp.producer_epoch))
 }
 
 /// Waits for in-flight requests; those still unanswered after the grace period count

@@ -36,6 +36,18 @@ pub fn owned_partitions(partitions: usize, leaders: usize) {
     });
 }
 
+/// A retried idempotent batch was answered with its original offsets instead of written.
+pub fn duplicate_batch_dropped() {
+    with(|r| r.count(super::Count::DuplicateBatchesDropped, 1));
+}
+
+/// The producer ids tracked by this shard's partitions changed by `delta`.
+pub fn producers_tracked(delta: i64) {
+    if delta != 0 {
+        with(|r| r.adjust(Level::ProducerIds, delta));
+    }
+}
+
 /// Records in a run of v2 record batches: the sum of `lastOffsetDelta + 1`. Stops at a
 /// truncated batch (a fetch may end with a partial one).
 #[must_use]

@@ -32,7 +32,7 @@ pub mod view;
 
 use std::time::Duration;
 
-pub use hooks::{fetched, owned_partitions, produced};
+pub use hooks::{duplicate_batch_dropped, fetched, owned_partitions, produced, producers_tracked};
 pub use recorder::{LatencyHist, ShardRecorder};
 pub use timer::{hop, RequestTimer};
 
@@ -110,10 +110,12 @@ pub enum Count {
     CleanerBytesReclaimed = 13,
     /// Bytes the cleaner read and wrote (what `log.cleaner.io.max.bytes.per.second` limits).
     CleanerIoBytes = 14,
+    /// Idempotent producers' retried batches answered from the producer state, not written.
+    DuplicateBatchesDropped = 15,
 }
 
 impl Count {
-    pub const COUNT: usize = 15;
+    pub const COUNT: usize = 16;
     pub const ALL: [Count; Count::COUNT] = [
         Count::Requests,
         Count::RequestBytes,
@@ -130,6 +132,7 @@ impl Count {
         Count::CleanerSegmentsRewritten,
         Count::CleanerBytesReclaimed,
         Count::CleanerIoBytes,
+        Count::DuplicateBatchesDropped,
     ];
 }
 
@@ -147,10 +150,13 @@ pub enum Level {
     /// The largest dirty ratio, in percent, among this shard's compacted logs at the last
     /// cleaner check (Kafka's `max-dirty-percent`; the scrape shows the max over shards).
     CleanerMaxDirtyPercent = 5,
+    /// Producer ids with sequence state in this shard's partitions (one per partition they
+    /// wrote to).
+    ProducerIds = 6,
 }
 
 impl Level {
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 7;
     pub const ALL: [Level; Level::COUNT] = [
         Level::ConnectionsActive,
         Level::RequestsInFlight,
@@ -158,6 +164,7 @@ impl Level {
         Level::Partitions,
         Level::Leaders,
         Level::CleanerMaxDirtyPercent,
+        Level::ProducerIds,
     ];
 }
 

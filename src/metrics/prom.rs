@@ -159,6 +159,11 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "Bytes the log cleaner read and wrote",
             c(Count::CleanerIoBytes),
         ),
+        (
+            "shardlog_producer_duplicate_batches",
+            "Idempotent producers' retried batches answered with their original offsets",
+            c(Count::DuplicateBatchesDropped),
+        ),
     ];
     for (name, help, value) in counters {
         enc.encode_descriptor(name, help, None, MetricType::Counter)?
@@ -192,6 +197,11 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             l(Level::Partitions),
         ),
         ("shardlog_partition_leaders", "Owned partitions this broker leads", l(Level::Leaders)),
+        (
+            "shardlog_producer_ids",
+            "Producer ids with sequence state, counted once per partition",
+            l(Level::ProducerIds),
+        ),
         (
             "shardlog_cleaner_max_dirty_percent",
             "Largest dirty ratio (percent) of a compacted log at the last cleaner check",
@@ -279,10 +289,11 @@ fn encode_shards(enc: &mut DescriptorEncoder, shards: &[ShardLoad]) -> fmt::Resu
         }
     }
     type PickG = fn(&ShardLoad) -> i64;
-    let gauges: [(&str, &str, PickG); 3] = [
+    let gauges: [(&str, &str, PickG); 4] = [
         ("shardlog_shard_connections", "Open connections, per shard", |l| l.connections),
         ("shardlog_shard_partitions", "Owned partitions, per shard", |l| l.partitions),
         ("shardlog_shard_leaders", "Owned partitions led, per shard", |l| l.leaders),
+        ("shardlog_shard_producer_ids", "Producer ids tracked, per shard", |l| l.producer_ids),
     ];
     for (name, help, pick) in gauges {
         let mut metric = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;

@@ -93,6 +93,9 @@ pub struct ShardLoad {
     pub partitions: i64,
     pub leaders: i64,
     pub mesh_queue_depth: i64,
+    /// Producer ids with sequence state in the shard's partitions.
+    #[serde(default)]
+    pub producer_ids: i64,
 }
 
 impl ShardLoad {
@@ -109,6 +112,7 @@ impl ShardLoad {
             partitions: s.levels[Level::Partitions as usize],
             leaders: s.levels[Level::Leaders as usize],
             mesh_queue_depth: s.levels[Level::MeshQueueDepth as usize],
+            producer_ids: s.levels[Level::ProducerIds as usize],
         }
     }
 }

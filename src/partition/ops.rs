@@ -50,6 +50,10 @@ pub enum PartitionOp {
         partition: i32,
         offset: i64,
     },
+    DescribeProducers {
+        topic: String,
+        partition: i32,
+    },
 }
 
 /// A partition-level error with the message Kafka clients log.
@@ -90,6 +94,15 @@ pub enum PartitionResult {
     EpochEnd(Result<(i32, i64), OpError>),
     /// The low watermark after a DeleteRecords.
     DeleteRecords(Result<i64, OpError>),
+    DescribeProducers(Result<Vec<ProducerInfo>, OpError>),
+}
+
+/// One idempotent producer of a partition, as DescribeProducers reports it.
+pub struct ProducerInfo {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp_ms: i64,
 }
 
 pub struct ProduceOk {
@@ -152,6 +165,9 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
         PartitionOp::DeleteRecords { topic, partition, offset } => {
             PartitionResult::DeleteRecords(delete_records(ctx, &topic, partition, offset).await)
         }
+        PartitionOp::DescribeProducers { topic, partition } => {
+            PartitionResult::DescribeProducers(describe_producers(ctx, &topic, partition))
+        }
     }
 }
 
@@ -202,8 +218,12 @@ async fn produce(
     let batch = records.unwrap_or_default();
     let (started, batch_bytes) = (std::time::Instant::now(), batch.len());
     let info = p.log.append(batch, p.leader_epoch.get(), now_ms()).await?;
+    // A duplicate (an idempotent producer's retry) waits for its original, like Kafka's
+    // delayed produce, then gets the original's offsets.
     p.log.wait_committed(info.last_offset).await?;
-    crate::metrics::produced(topic, batch_bytes, &info, started);
+    if !info.duplicate {
+        crate::metrics::produced(topic, batch_bytes, &info, started);
+    }
     p.hw_changed.notify_all();
     Ok(ProduceOk {
         base_offset: info.base_offset.0,
@@ -318,6 +338,25 @@ pub async fn wait_for_data(ctx: &ShardCtx, spec: WaitSpec) {
     waits.push(Box::pin(ctx.shutdown.changed_since(shutdown_seen)));
     let any = futures::future::select_all(waits);
     crate::shard::with_timeout(Duration::from_millis(spec.max_wait_ms), any).await;
+}
+
+/// The partition's idempotent producers, by producer id (DescribeProducers).
+fn describe_producers(
+    ctx: &ShardCtx,
+    topic: &str,
+    partition: i32,
+) -> Result<Vec<ProducerInfo>, OpError> {
+    let p = owned(ctx, topic, partition)?;
+    Ok(p.log
+        .producers()
+        .into_iter()
+        .map(|(producer_id, e)| ProducerInfo {
+            producer_id,
+            epoch: e.epoch,
+            last_sequence: e.last_seq(),
+            last_timestamp_ms: e.last_timestamp_ms(),
+        })
+        .collect())
 }
 
 /// Kafka's "delete up to the high watermark" sentinel.

@@ -251,6 +251,7 @@ fn log_config(topic: &TopicImage, broker: &BrokerDefaults) -> LogConfig {
         min_compaction_lag_ms: c.min_compaction_lag_ms,
         max_compaction_lag_ms: c.max_compaction_lag_ms,
         min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio,
+        ..LogConfig::default()
     }
 }
 

@@ -95,6 +95,7 @@ const PRODUCE: i16 = 0;
 const FETCH: i16 = 1;
 const LIST_OFFSETS: i16 = 2;
 const DELETE_RECORDS: i16 = 21;
+const DESCRIBE_PRODUCERS: i16 = 61;
 const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
 
 /// The Kafka API a cross-shard request serves, when it serves one (its hop is recorded
@@ -107,6 +108,7 @@ fn api_of(req: &ShardRequest) -> Option<i16> {
             PartitionOp::ListOffsets { .. } => LIST_OFFSETS,
             PartitionOp::EpochEnd { .. } => OFFSET_FOR_LEADER_EPOCH,
             PartitionOp::DeleteRecords { .. } => DELETE_RECORDS,
+            PartitionOp::DescribeProducers { .. } => DESCRIBE_PRODUCERS,
         }),
         _ => None,
     }

@@ -15,7 +15,7 @@ use kafka_protocol::messages::ApiKey;
 
 use super::admin_wiring::CONTROLLER_APIS;
 use super::{
-    admin, api_versions, delete_records, fetch, group, list_offsets, metadata,
+    admin, api_versions, delete_records, describe_producers, fetch, group, list_offsets, metadata,
     offset_for_leader_epoch, produce,
 };
 use crate::protocol::versions::{find, ApiRange};
@@ -42,6 +42,7 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::Metadata, admin::metadata::VERSIONS),
     ApiRange::new(ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS),
     ApiRange::new(ApiKey::DeleteRecords, delete_records::VERSIONS),
+    ApiRange::new(ApiKey::DescribeProducers, describe_producers::VERSIONS),
     ApiRange::new(ApiKey::ApiVersions, api_versions::VERSIONS),
     ApiRange::new(ApiKey::CreateTopics, admin::create_topics::VERSIONS),
     ApiRange::new(ApiKey::DeleteTopics, admin::delete_topics::VERSIONS),
@@ -93,6 +94,7 @@ pub async fn dispatch(
         ApiKey::Metadata => metadata::start(ctx, frame, version),
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
         ApiKey::DeleteRecords => delete_records::start(ctx, frame, version).await,
+        ApiKey::DescribeProducers => describe_producers::start(ctx, frame, version).await,
         ApiKey::DescribeConfigs | ApiKey::DescribeCluster => {
             metadata::start_read_only(ctx, api, frame, version)
         }

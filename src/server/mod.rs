@@ -12,6 +12,7 @@ pub mod call;
 pub mod connection;
 pub mod control;
 pub mod delete_records;
+pub mod describe_producers;
 pub mod dispatch;
 pub mod fetch;
 pub mod group;

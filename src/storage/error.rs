@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::producer_state::SequenceError;
 use crate::types::Offset;
 
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +45,10 @@ pub enum StorageError {
     /// On-disk data that fails a check below the recovery point: KAFKA_STORAGE_ERROR (56).
     #[error("corrupt log file {path:?} at byte {position}: {reason}")]
     Corrupt { path: PathBuf, position: u64, reason: String },
+    /// An idempotent producer's batch out of sequence or from a fenced epoch:
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER (45) or INVALID_PRODUCER_EPOCH (47).
+    #[error("{0}")]
+    Sequence(#[from] super::producer_state::SequenceError),
     /// The log was closed (or is closing): NOT_LEADER_OR_FOLLOWER-ish at the server's choice.
     #[error("log {path:?} is closed")]
     Closed { path: PathBuf },
@@ -61,6 +66,8 @@ impl StorageError {
             StorageError::MessageTooLarge { .. } => 10,
             StorageError::InvalidTimestamp { .. } => 32,
             StorageError::OffsetOutOfRange { .. } => 1,
+            StorageError::Sequence(SequenceError::OutOfOrder { .. }) => 45,
+            StorageError::Sequence(SequenceError::InvalidEpoch { .. }) => 47,
             StorageError::ReadOnly { .. }
             | StorageError::Io { .. }
             | StorageError::Corrupt { .. }

@@ -19,7 +19,11 @@ use super::cache::BatchCache;
 use super::checkpoint::{self, LEADER_EPOCH_FILE, LOG_START_FILE, RECOVERY_POINT_FILE};
 use super::epoch::EpochCache;
 use super::error::StorageError;
-use super::segment::{segment_path, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::producer_state::{ProducerStateMap, Verdict};
+use super::producers::producer_batch;
+use super::segment::{
+    segment_path, Segment, INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX,
+};
 use super::validate::{assign, validate};
 use super::{AppendInfo, FlushPolicy, LogConfig, TimestampType};
 use crate::constants::LOG_UNWRITTEN_BYTES_MAX;
@@ -73,6 +77,9 @@ pub(super) struct LogState<F: FileSystem> {
     /// tombstones (in memory, as Kafka's `latestDeleteHorizon`): once passed, the log is
     /// cleaned again to drop them.
     pub latest_delete_horizon_ms: Option<i64>,
+    /// Idempotent producers' sequence windows (`storage::producer_state`), covering every
+    /// batch below `log_end`; snapshotted at each roll and at close.
+    pub producers: ProducerStateMap,
 }
 
 impl<F: FileSystem> LogState<F> {
@@ -154,9 +161,11 @@ impl<F: FileSystem> LogInner<F> {
             || rel_last > i64::from(u32::MAX)
     }
 
-    /// Seals the active segment (the writer finalizes it) and opens a new one at the log end.
+    /// Seals the active segment (the writer finalizes it) and opens a new one at the log end,
+    /// after snapshotting the producer state at that offset (recovery replays from there).
     pub(super) async fn roll(self: &Rc<Self>) -> Result<(), StorageError> {
         let base = self.st.borrow().log_end;
+        self.write_producer_snapshot(base).await?;
         let seg = self.create_segment(base).await?;
         let mut st = self.st.borrow_mut();
         let old = st.active_mut();
@@ -189,6 +198,7 @@ impl<F: FileSystem> LogInner<F> {
     ) -> Result<AppendInfo, StorageError> {
         let config = self.cfg();
         let v = validate(&batch, &config, now_ms)?;
+        let producer = producer_batch(&v.header);
         let _turn = self.append_lock.acquire().await;
         self.wait_for_space(batch.len()).await?;
         let seg_base = self.st.borrow().active().base;
@@ -198,6 +208,13 @@ impl<F: FileSystem> LogInner<F> {
             self.roll().await?;
         }
         self.check_writable()?;
+        // Checked under the append lock, and applied below before it is released: two
+        // in-flight copies of one batch cannot both pass.
+        if let Some(p) = &producer {
+            if let Verdict::Duplicate(d) = self.st.borrow().producers.check(p)? {
+                return Ok(self.duplicate_info(&d, &config));
+            }
+        }
         let base = self.st.borrow().log_end;
         if self.st.borrow_mut().epochs.assign(leader_epoch, base) {
             self.write_epochs().await?;
@@ -216,6 +233,13 @@ impl<F: FileSystem> LogInner<F> {
         st.unwritten_bytes += stored.len();
         st.unwritten.push_back((base.0, last.0, stored.clone()));
         st.log_end = last.next();
+        if let Some(p) = &producer {
+            // Kafka's lastTimestamp is the batch's max timestamp (expiration measures from it).
+            let ts = if v.max_timestamp_ms >= 0 { v.max_timestamp_ms } else { now_ms };
+            if st.producers.apply(p, last.0, ts) {
+                crate::metrics::producers_tracked(1);
+            }
+        }
         if st.max_timestamp.is_none_or(|(t, _)| max_ts.0 > t) {
             st.max_timestamp = Some(max_ts);
         }
@@ -229,6 +253,7 @@ impl<F: FileSystem> LogInner<F> {
                 -1
             },
             log_start_offset: st.log_start,
+            duplicate: false,
         };
         drop(st);
         self.cache.insert(self.log_id, base.0, last.0, stored);
@@ -346,7 +371,7 @@ impl<F: FileSystem> LogInner<F> {
         }
         for seg in doomed {
             let _ = seg.file.close().await;
-            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, SNAPSHOT_SUFFIX] {
                 let p = segment_path(&self.dir, seg.base, suffix);
                 match self.fs.remove_file(&p).await {
                     Ok(()) => {}
@@ -516,6 +541,12 @@ impl<F: FileSystem> PartitionLog<F> {
     #[must_use]
     pub fn config(&self) -> Rc<LogConfig> {
         self.inner.cfg()
+    }
+
+    /// Every idempotent producer's state on this partition, by producer id.
+    #[must_use]
+    pub fn producers(&self) -> Vec<(i64, super::producer_state::ProducerEntry)> {
+        self.inner.st.borrow().producers.entries()
     }
 
     /// Number of segments (for tests and metrics).

@@ -52,6 +52,9 @@ impl<F: FileSystem> LogInner<F> {
         self.delete_segments(doomed).await?;
         self.shrink_segment(seg_base, pos, new_end).await?;
         self.invalidate_cached_from(new_end.0);
+        // Kafka's `loadProducerState(targetOffset)`: the latest snapshot at or below the new
+        // end (later ones are deleted), then the batches above it.
+        self.load_producer_state(new_end).await?;
         // The batch holding `offset` may start below the log start (Kafka: the log start
         // never exceeds the log end).
         if new_end < start {
@@ -153,6 +156,7 @@ impl<F: FileSystem> LogInner<F> {
             self.write_epochs().await?;
         }
         checkpoint::write(&*self.fs, &self.dir, LOG_START_FILE, offset).await?;
+        self.reset_producers().await?;
         let doomed: Vec<Segment<F>> = {
             let mut st = self.st.borrow_mut();
             std::mem::take(&mut st.segments).into_values().rev().collect()
@@ -182,6 +186,7 @@ impl<F: FileSystem> LogInner<F> {
         let files: Vec<_> = {
             let mut st = self.st.borrow_mut();
             st.closed = true;
+            crate::metrics::producers_tracked(-(st.producers.len() as i64));
             st.segments.values().map(|s| s.file.clone()).collect()
         };
         for f in files {
@@ -198,6 +203,8 @@ impl<F: FileSystem> LogInner<F> {
             (st.active().base.0, st.log_end)
         };
         self.finalize_files(active).await?;
+        // The next open loads this and replays nothing.
+        self.write_producer_snapshot(end).await?;
         checkpoint::write(&*self.fs, &self.dir, RECOVERY_POINT_FILE, end).await?;
         checkpoint::write(&*self.fs, &self.dir, CLEAN_SHUTDOWN_FILE, end).await
     }

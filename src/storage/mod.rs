@@ -12,7 +12,8 @@
 //! [`checkpoint`] (small checkpoint files), [`cache`] (per-shard batch cache), `log` (the
 //! partition log: append, wait_committed, read, truncation), `writer` (group commit), `read`
 //! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files), [`cleaner`]
-//! (log compaction with crash-safe segment swaps).
+//! (log compaction with crash-safe segment swaps), [`producer_state`] (idempotent producers'
+//! sequence windows, pure) and `producers` (their snapshots and rebuild from the log).
 
 pub mod batch;
 pub mod cache;
@@ -23,6 +24,8 @@ pub mod error;
 pub mod index;
 mod log;
 mod maintenance;
+pub mod producer_state;
+mod producers;
 mod read;
 mod readahead;
 pub mod records;
@@ -100,6 +103,9 @@ pub struct LogConfig {
     pub min_compaction_lag_ms: i64,
     pub max_compaction_lag_ms: i64,
     pub min_cleanable_dirty_ratio: f64,
+    /// `producer.id.expiration.ms` (a broker config in Kafka): a producer id whose last batch
+    /// is this old is forgotten by the retention pass.
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -123,6 +129,7 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             min_cleanable_dirty_ratio: constants::MIN_CLEANABLE_DIRTY_RATIO_DEFAULT,
+            producer_id_expiration_ms: constants::PRODUCER_ID_EXPIRATION_MS_DEFAULT,
         }
     }
 }
@@ -136,4 +143,7 @@ pub struct AppendInfo {
     /// The stamped LogAppendTime, -1 for CreateTime topics.
     pub log_append_time_ms: i64,
     pub log_start_offset: Offset,
+    /// An idempotent producer's retry of a batch already in the log: the offsets are the
+    /// original's and nothing was appended.
+    pub duplicate: bool,
 }

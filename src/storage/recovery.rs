@@ -24,6 +24,7 @@ use super::epoch::EpochCache;
 use super::error::StorageError;
 use super::index::{OffsetIndex, TimeIndex};
 use super::log::{LogInner, LogState};
+use super::producers::ProducerFold;
 use super::segment::{
     parse_log_name, scan_file, segment_path, Segment, INDEX_SUFFIX, TIME_INDEX_SUFFIX,
 };
@@ -80,6 +81,9 @@ pub(super) async fn open<F: FileSystem>(
         read_checkpoint(&*fs, dir, CLEANER_CHECKPOINT_FILE).await.unwrap_or(Offset(0));
     let mut epochs = load_epochs(&*fs, dir).await;
 
+    // The latest producer snapshot, extended by the batches the scan below reads anyway.
+    let snapshot = super::producers::latest_snapshot(&*fs, dir, i64::MAX).await?;
+    let mut fold = ProducerFold::new(snapshot, bases.first().map_or(0, |b| b.0));
     let mut segments = BTreeMap::new();
     let mut scanned_epochs = Vec::new();
     let mut torn_before: Option<Offset> = None;
@@ -91,7 +95,7 @@ pub(super) async fn open<F: FileSystem>(
         }
         let next = bases.get(i + 1);
         let trusted = clean || next.is_some_and(|n| *n <= recovery_point);
-        let mut loaded = load_segment(&*fs, dir, *base, trusted, &config).await?;
+        let mut loaded = load_segment(&*fs, dir, *base, trusted, &config, &mut fold).await?;
         // The writer finalizes a segment before writing the next, so a scanned segment that
         // ends short of the next one's base lost its tail, and nothing after it was written.
         if !trusted && next.is_some_and(|n| loaded.seg.next_offset < *n) {
@@ -146,6 +150,7 @@ pub(super) async fn open<F: FileSystem>(
             recovery_point,
             cleaner_checkpoint,
             latest_delete_horizon_ms: None,
+            producers: super::producer_state::ProducerStateMap::default(),
         }),
         append_lock: TicketLock::default(),
         progress: Notify::default(),
@@ -187,6 +192,15 @@ pub(super) async fn open<F: FileSystem>(
     fs.sync_dir(dir).await.map_err(io_err("sync dir", dir))?;
     // Segments below the log start whose deletion a crash interrupted.
     inner.advance_log_start_after_open(log_start).await?;
+    // The producer state: the latest snapshot plus the scanned batches when they cover
+    // everything above it; otherwise (a snapshot past the log end, or trusted segments above
+    // it) the latest snapshot at or below the log end and a replay of the batches above it.
+    match fold.finish(log_end.0) {
+        Some((from, state, applied)) => {
+            inner.install_producer_state(from, state, log_end, applied).await?;
+        }
+        None => inner.load_producer_state(log_end).await?,
+    }
     inner.kick_writer();
     Ok(inner)
 }
@@ -237,6 +251,7 @@ async fn load_segment<F: FileSystem>(
     base: Offset,
     trusted: bool,
     config: &LogConfig,
+    fold: &mut ProducerFold,
 ) -> Result<Loaded<F>, StorageError> {
     let path = segment_path(dir, base, super::segment::LOG_SUFFIX);
     let file = fs.open(&path, false).await.map_err(io_err("open", &path))?;
@@ -269,11 +284,15 @@ async fn load_segment<F: FileSystem>(
             }
             seg.next_offset =
                 scan.batches.last().map_or(base, |(_, h)| Offset(h.last_offset() + 1));
+            fold.skipped(seg.next_offset.0);
             return Ok(Loaded { seg, torn: false, epochs: Vec::new() });
         }
         tracing::warn!(file = %path.display(), "index fails its sanity check; rebuilding from the log");
     }
     let scan = scan_file(&*seg.file, &path, 0, file_size, base.0).await?;
+    // The headers are here anyway: rebuild the producer state from them as well.
+    let end = scan.batches.last().map_or(base.0, |(_, h)| h.last_offset() + 1);
+    fold.scanned(base.0, scan.batches.iter().map(|(_, h)| h), end);
     let mut epochs = Vec::new();
     for (_, h) in &scan.batches {
         let max_ts = (h.max_timestamp, Offset(h.base_offset));

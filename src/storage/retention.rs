@@ -18,7 +18,9 @@ use std::time::Duration;
 use super::checkpoint::{self, LOG_START_FILE};
 use super::error::StorageError;
 use super::log::LogInner;
-use super::segment::{segment_path, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::segment::{
+    segment_path, Segment, INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX,
+};
 use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
 
@@ -49,6 +51,7 @@ impl<F: FileSystem> LogInner<F> {
         now_ms: i64,
     ) -> Result<RetentionOutcome, StorageError> {
         self.check_writable()?;
+        self.expire_producers(now_ms);
         if self.active_past_retention(now_ms) {
             // Kafka rolls an active segment that alone is past retention, so it can go.
             self.roll_for_retention().await?;
@@ -181,7 +184,9 @@ impl<F: FileSystem> LogInner<F> {
         }
         let mut renamed = Vec::new();
         for seg in doomed {
-            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            // The segment's producer snapshot goes with it (the latest snapshot is at or
+            // above the active segment's base, which is never deleted).
+            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, SNAPSHOT_SUFFIX] {
                 let from = segment_path(&self.dir, seg.base, suffix);
                 let to = deleted_path(&from);
                 match self.fs.rename(&from, &to).await {

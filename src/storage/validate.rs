@@ -48,6 +48,13 @@ pub fn validate(batch: &[u8], config: &LogConfig, now_ms: i64) -> Result<Validat
     if h.is_control() {
         return Err(StorageError::invalid_record("clients may not write control batches"));
     }
+    // Kafka's `LogValidator.validateBatch`: an idempotent batch must carry a sequence.
+    if h.producer_id >= 0 && h.base_sequence < 0 {
+        return Err(StorageError::invalid_record(format!(
+            "invalid sequence number {} in record batch with producerId {}",
+            h.base_sequence, h.producer_id
+        )));
+    }
     if h.records_count <= 0 {
         return Err(StorageError::invalid_record("batch without records"));
     }

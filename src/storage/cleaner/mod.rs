@@ -20,7 +20,8 @@
 //! crash-safely (see [`swap`]); the checkpoint is persisted last.
 //!
 //! Invariants: offsets never change (gaps appear); keyless records and control batches are
-//! kept; the last batch of a segment is kept (maybe empty) so the segment's offset range, and
+//! kept; each live idempotent producer's last batch is kept (maybe empty, as Kafka does);
+//! the last batch of a segment is kept (maybe empty) so the segment's offset range, and
 //! thus recovery's end-of-segment check, is unchanged; a group is swapped only under the
 //! append lock and only if all its segments are still in the log unchanged. Memory: the key
 //! map's bound plus one read chunk plus one cleaned segment.
@@ -365,7 +366,10 @@ impl<F: FileSystem> LogInner<F> {
         opts: &CleanOptions<'_>,
         out: &mut CleanOutcome,
     ) -> Result<Option<CleanedSegment>, StorageError> {
-        let mut cleaned = CleanedSegment::default();
+        let mut cleaned = CleanedSegment {
+            producer_last_offsets: self.st.borrow().producers.last_offsets(),
+            ..CleanedSegment::default()
+        };
         let retention_ms = self.cfg().delete_retention_ms;
         for span in group {
             let mut reader = SegmentReader::new(span);
@@ -543,6 +547,10 @@ struct CleanedSegment {
     /// The header-only form of the latest batch that kept no record: written only if it
     /// turns out to be the segment's last batch (it then marks where the segment ends).
     pending_empty: Option<Bytes>,
+    /// Producer id → last offset of its last batch: that batch is kept even when emptied
+    /// (header only), as Kafka's cleaner keeps each live producer's last batch, so replaying
+    /// the log finds the producer's sequence.
+    producer_last_offsets: std::collections::HashMap<i64, i64>,
 }
 
 impl CleanedSegment {
@@ -585,7 +593,9 @@ impl CleanedSegment {
         }
         self.changed = true;
         let rebuilt = rebuild(&h, b, &set, &keep, new_horizon)?;
-        if keep.is_empty() {
+        let producer_last = h.producer_id >= 0
+            && self.producer_last_offsets.get(&h.producer_id) == Some(&h.last_offset());
+        if keep.is_empty() && !producer_last {
             self.pending_empty = Some(rebuilt);
         } else {
             self.batches.push(rebuilt);
