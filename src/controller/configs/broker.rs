@@ -277,6 +277,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          facilitate faster log compaction and cache loads.",
     ),
     only(
+        "producer.id.expiration.ms",
+        L,
+        Some("86400000"),
+        AtLeast(1),
+        DYNAMIC,
+        "The time in ms that a topic partition leader will wait before expiring producer IDs. \
+         Producer IDs will not expire while a transaction associated to them is still ongoing.",
+    ),
+    only(
         "socket.request.max.bytes",
         I,
         Some("104857600"),
