@@ -36,6 +36,8 @@ enum Command {
     Groups(shardlog::group::cli::GroupsArgs),
     /// Describe or alter topic and broker configs (like kafka-configs.sh).
     Configs(shardlog::controller::cli::ConfigsArgs),
+    /// List, describe (leader, AR, ISR, OSR, preferred leader), create or delete topics.
+    Topics(shardlog::controller::topics_cli::TopicsArgs),
 }
 
 impl Command {
@@ -52,6 +54,7 @@ impl Command {
             Command::Bench(_) => ("bench", Uses::Bootstrap),
             Command::Groups(_) => ("groups", Uses::Bootstrap),
             Command::Configs(_) => ("configs", Uses::Bootstrap),
+            Command::Topics(_) => ("topics", Uses::Bootstrap),
         }
     }
 }
@@ -77,6 +80,7 @@ fn main() {
         Command::Bench(args) => shardlog::bench::run(args),
         Command::Groups(args) => shardlog::group::cli::run(args),
         Command::Configs(args) => shardlog::controller::cli::run(args),
+        Command::Topics(args) => shardlog::controller::topics_cli::run(args),
     };
     if let Err(err) = result {
         let status = shardlog::cli::exit_status(&err);

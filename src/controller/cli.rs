@@ -314,7 +314,7 @@ fn broker_addr(bootstrap: &str, id: i32) -> anyhow::Result<String> {
 }
 
 /// A Kafka error as one line: its name (e.g. `INVALID_CONFIG`) and the broker's message.
-fn check(code: i16, message: Option<&str>) -> anyhow::Result<()> {
+pub(crate) fn check(code: i16, message: Option<&str>) -> anyhow::Result<()> {
     if code == 0 {
         return Ok(());
     }

@@ -24,6 +24,7 @@ mod placement;
 pub mod records;
 mod topic_name;
 mod topics;
+pub mod topics_cli;
 
 #[cfg(test)]
 mod tests;
