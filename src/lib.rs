@@ -3,7 +3,7 @@
 //! Module map (a record's path: [`server`] decodes a Produce request with [`protocol`],
 //! [`shard`] routes the partition's batch to its owner shard, [`storage`] validates and
 //! appends it through [`io`], and Fetch reads it back the same way; [`controller`] owns
-//! cluster metadata; [`bench`] is the bundled load generator):
+//! cluster metadata; [`bench`](mod@bench) is the bundled load generator):
 //!
 //! - [`types`]: newtypes for offsets, epochs, node/shard/producer ids, topic-partitions.
 //! - [`constants`]: every limit and default with its unit.
@@ -22,7 +22,7 @@
 //! - [`sim`]: the deterministic simulator of the quorum (seeded RNG, virtual ticks, faulty
 //!   network, crashes and power loss on the in-memory file system).
 //! - [`group`]: consumer group coordinator, committed offsets, `__consumer_offsets` codec.
-//! - [`bench`]: the `shardlog bench` load generator.
+//! - [`bench`](mod@bench): the `shardlog bench` load generator.
 //! - [`cli`]: what the subcommands share on the command line: address flags, duration and
 //!   size units, one-line errors and exit statuses.
 //! - [`doctor`]: host checks (`shardlog doctor`, and `serve`'s preflight).

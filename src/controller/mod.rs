@@ -4,7 +4,7 @@
 //! Lives on the controller shard (shard 0) and is called synchronously from there; it holds
 //! no glommio types. Every change follows "log, then apply": the records of one operation are
 //! validated, written as one CRC-checked frame and fsynced (see [`log`]), then applied to the
-//! in-memory state through the same [`Controller::apply`] replay uses, so a restart rebuilds
+//! in-memory state through the same `Controller::apply` replay uses, so a restart rebuilds
 //! exactly the state clients were told about. After each change a new immutable
 //! [`MetadataImage`] is built, which the server publishes to every shard.
 //!

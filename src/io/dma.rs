@@ -16,7 +16,7 @@ use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
 use super::{align_up, DataFile, FileSystem, LocalTask, DIRECT_IO_ALIGNMENT_BYTES};
 
-/// Name prefix of the probe files [`probe`] writes in each data directory (one per executor).
+/// Name prefix of the probe files `probe` writes in each data directory (one per executor).
 pub const PROBE_FILE_NAME: &str = ".shardlog-iopoll-probe";
 
 /// The glommio DMA file system. Stateless: handles are per file.
