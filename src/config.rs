@@ -205,6 +205,8 @@ pub struct ServeConfig {
     pub offsets_topic_segment_bytes: i32,
     /// `connections.max.idle.ms`; `None` (a negative setting): never closed for idleness.
     pub connections_max_idle_ms: Option<u64>,
+    /// `quota.window.num` and `quota.window.size.seconds`: how client byte rates are measured.
+    pub quota_window: crate::quota::QuotaWindow,
     /// Stored for replication (single node: every partition has one replica).
     pub min_insync_replicas: i32,
     /// Stored for replication; topics created with -1 get it.
@@ -348,6 +350,10 @@ impl ServeConfig {
             offsets_topic_num_partitions: s.int("offsets.topic.num.partitions"),
             offsets_topic_segment_bytes: s.int("offsets.topic.segment.bytes"),
             connections_max_idle_ms: u64::try_from(s.long("connections.max.idle.ms")).ok(),
+            quota_window: crate::quota::QuotaWindow::new(
+                u32::try_from(s.int("quota.window.num")).unwrap_or(1),
+                u32::try_from(s.int("quota.window.size.seconds")).unwrap_or(1),
+            ),
             min_insync_replicas: s.int("min.insync.replicas"),
             default_replication_factor: broker.default_replication_factor,
             broker_settings: broker.settings.clone(),

@@ -76,6 +76,14 @@ pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
 /// Kafka's `connections.max.idle.ms` default: a connection with no request and no
 /// response for 10 minutes is closed.
 pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: u64 = 600_000;
+
+/// Client states (measured rates) one shard keeps for client quotas; beyond it idle states are
+/// dropped, and a new client is not throttled until room frees up (bounded memory per shard).
+pub const CLIENT_QUOTA_STATES_MAX: usize = 100_000;
+/// `quota.window.num`: samples a client's byte rate is measured over (Kafka's default).
+pub const QUOTA_WINDOW_NUM_DEFAULT: u32 = 11;
+/// `quota.window.size.seconds`: the span of one sample (Kafka's default).
+pub const QUOTA_WINDOW_SIZE_SECONDS_DEFAULT: u32 = 1;
 /// Default Kafka listener port.
 pub const KAFKA_PORT_DEFAULT: u16 = 9092;
 /// Requests a connection may have decoded but not yet answered (pipelining depth). Kafka

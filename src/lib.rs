@@ -28,6 +28,8 @@
 //! - [`doctor`]: host checks (`shardlog doctor`, and `serve`'s preflight).
 //! - [`crashpoint`]: named SIGKILL points for crash tests of a real broker.
 //! - [`top`]: `shardlog top`, a live per-shard view read from the admin endpoint.
+//! - [`quota`]: client byte-rate quotas: Kafka's windowed rate and throttle math, per-shard
+//!   client state.
 //! - [`metrics`]: per-shard recorders, Prometheus/`.hgrm` rendering, the admin HTTP endpoint.
 #![warn(rustdoc::broken_intra_doc_links)]
 #![allow(async_fn_in_trait)]
@@ -45,6 +47,7 @@ pub mod metrics;
 pub mod partition;
 pub mod protocol;
 pub mod quorum;
+pub mod quota;
 pub mod server;
 pub mod shard;
 pub mod sim;

@@ -54,6 +54,8 @@ pub struct MetadataImage {
     pub topics: BTreeMap<String, Arc<TopicImage>>,
     pub topic_ids: HashMap<Uuid, String>,
     pub broker_defaults: Arc<BrokerDefaults>,
+    /// Client quotas (AlterClientQuotas), enforced by every shard.
+    pub client_quotas: Arc<crate::quota::ClientQuotaConfigs>,
 }
 
 impl MetadataImage {

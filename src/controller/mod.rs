@@ -13,6 +13,7 @@
 //! the move recorded); producer ids are never handed out twice, across restarts too.
 
 mod broker_configs;
+mod client_quotas;
 pub mod cli;
 pub mod configs;
 mod delta;
@@ -30,6 +31,7 @@ pub mod topics_cli;
 mod tests;
 
 pub use broker_configs::BrokerChange;
+pub use client_quotas::QuotaChange;
 pub use configs::{BrokerDefaults, TopicConfig};
 pub use delta::{ImageDelta, PartitionRef};
 pub use error::ControllerError;
@@ -57,6 +59,8 @@ pub struct Controller {
     defaults: Arc<BrokerDefaults>,
     /// Dynamic broker configs by node (`None`: the cluster default), as recorded.
     broker_configs: BTreeMap<Option<NodeId>, BTreeMap<String, String>>,
+    /// Client quotas by entity, as recorded (published in every image).
+    client_quotas: Arc<crate::quota::ClientQuotaConfigs>,
     store: Box<dyn MetadataStore + Send>,
     /// Set after a failed log write: the file may end in a partial frame, so the controller
     /// refuses changes until a restart replays (and truncates) it.
@@ -111,6 +115,7 @@ impl Controller {
             shard_count,
             defaults,
             broker_configs: BTreeMap::new(),
+            client_quotas: Arc::default(),
             store,
             failed: None,
             topics: BTreeMap::new(),
@@ -269,6 +274,7 @@ impl Controller {
                 self.producer_id_block_end = block_end;
             }
             MetadataRecord::BrokerConfig(c) => self.apply_broker_config(c),
+            MetadataRecord::ClientQuota(q) => self.apply_client_quota(q)?,
         }
         Ok(())
     }
@@ -316,6 +322,7 @@ impl Controller {
         image.version = self.version;
         image.topics = self.topics.clone();
         image.topic_ids = self.topic_ids.clone();
+        image.client_quotas = Arc::clone(&self.client_quotas);
         self.image = Arc::new(image);
     }
 }
@@ -330,6 +337,7 @@ fn empty_image(meta: &MetaProperties, shard_count: u32, d: &Arc<BrokerDefaults>)
         topics: BTreeMap::new(),
         topic_ids: HashMap::new(),
         broker_defaults: Arc::clone(d),
+        client_quotas: Arc::default(),
     }
 }
 

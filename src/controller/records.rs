@@ -8,6 +8,27 @@ use uuid::Uuid;
 
 use crate::types::{Epoch, NodeId, ShardId};
 
+/// One part of a quota entity: Kafka's entity type (`client-id`, later `user`) and name
+/// (`None`: the `<default>` entity of that type).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntityPart {
+    pub kind: String,
+    pub name: Option<String>,
+}
+
+/// A client quota value set (`value: Some`) or removed (`None`) for an entity (one part for
+/// client-id quotas; user + client-id entities have two). Kafka's `ClientQuotaRecord`.
+/// Layout: `[parts u32]([kind str][present u8][name str])*[key str][present u8][value f64]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientQuotaRecord {
+    pub entity: Vec<EntityPart>,
+    pub key: String,
+    pub value: Option<f64>,
+}
+
+// Values are whole positive numbers (validated), so equality is exact.
+impl Eq for ClientQuotaRecord {}
+
 /// One change to cluster metadata.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetadataRecord {
@@ -22,6 +43,7 @@ pub enum MetadataRecord {
         block_end: i64,
     },
     BrokerConfig(BrokerConfigRecord),
+    ClientQuota(ClientQuotaRecord),
 }
 
 /// A topic came into existence.
@@ -69,6 +91,7 @@ const TYPE_CONFIG: u8 = 3;
 const TYPE_REMOVE_TOPIC: u8 = 4;
 const TYPE_PRODUCER_IDS: u8 = 5;
 const TYPE_BROKER_CONFIG: u8 = 6;
+const TYPE_CLIENT_QUOTA: u8 = 7;
 /// The `node` field of a cluster-default broker config (Kafka's empty resource name).
 const NODE_CLUSTER_DEFAULT: i32 = -1;
 const VERSION_0: u8 = 0;
@@ -130,6 +153,23 @@ impl MetadataRecord {
                 put_opt_str(&mut p, c.value.as_deref());
                 TYPE_BROKER_CONFIG
             }
+            MetadataRecord::ClientQuota(q) => {
+                let parts = u32::try_from(q.entity.len()).unwrap_or(u32::MAX);
+                p.extend_from_slice(&parts.to_be_bytes());
+                for part in &q.entity {
+                    put_str(&mut p, &part.kind);
+                    put_opt_str(&mut p, part.name.as_deref());
+                }
+                put_str(&mut p, &q.key);
+                match q.value {
+                    Some(v) => {
+                        p.push(1);
+                        p.extend_from_slice(&v.to_bits().to_be_bytes());
+                    }
+                    None => p.push(0),
+                }
+                TYPE_CLIENT_QUOTA
+            }
         };
         out.push(kind);
         out.push(VERSION_0);
@@ -179,6 +219,7 @@ impl MetadataRecord {
                 let node = (node != NODE_CLUSTER_DEFAULT).then_some(NodeId(node));
                 MetadataRecord::BrokerConfig(BrokerConfigRecord { node, name, value })
             }
+            TYPE_CLIENT_QUOTA => MetadataRecord::ClientQuota(decode_client_quota(&mut p)?),
             other => return Err(DecodeError::UnknownType(other)),
         };
         if p.pos != payload.len() {
@@ -186,6 +227,23 @@ impl MetadataRecord {
         }
         Ok((record, r.pos))
     }
+}
+
+fn decode_client_quota(p: &mut Reader<'_>) -> Result<ClientQuotaRecord, DecodeError> {
+    let parts = p.u32()? as usize;
+    // Each part takes at least 9 bytes: a count beyond the payload is corruption.
+    if parts > p.buf.len().saturating_sub(p.pos) / 9 {
+        return Err(DecodeError::Truncated);
+    }
+    let mut entity = Vec::with_capacity(parts);
+    for _ in 0..parts {
+        let kind = p.string()?;
+        let name = if p.u8()? == 0 { None } else { Some(p.string()?) };
+        entity.push(EntityPart { kind, name });
+    }
+    let key = p.string()?;
+    let value = if p.u8()? == 0 { None } else { Some(f64::from_bits(p.u64()?)) };
+    Ok(ClientQuotaRecord { entity, key, value })
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -236,6 +294,9 @@ impl<'a> Reader<'a> {
     }
     fn i32(&mut self) -> Result<i32, DecodeError> {
         Ok(i32::from_be_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.array()?))
     }
     fn i64(&mut self) -> Result<i64, DecodeError> {
         Ok(i64::from_be_bytes(self.array()?))
@@ -295,6 +356,16 @@ mod tests {
             MetadataRecord::BrokerConfig(BrokerConfigRecord {
                 node: None,
                 name: "log.cleaner.backoff.ms".into(),
+                value: None,
+            }),
+            MetadataRecord::ClientQuota(ClientQuotaRecord {
+                entity: vec![EntityPart { kind: "client-id".into(), name: Some("app".into()) }],
+                key: "producer_byte_rate".into(),
+                value: Some(1024.0),
+            }),
+            MetadataRecord::ClientQuota(ClientQuotaRecord {
+                entity: vec![EntityPart { kind: "client-id".into(), name: None }],
+                key: "consumer_byte_rate".into(),
                 value: None,
             }),
         ]

@@ -335,6 +335,7 @@ pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
         topics: [("t".to_string(), std::sync::Arc::new(topic))].into_iter().collect(),
         topic_ids: [(id, "t".to_string())].into_iter().collect(),
         broker_defaults: Default::default(),
+        client_quotas: Default::default(),
     }
 }
 

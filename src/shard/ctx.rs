@@ -202,6 +202,7 @@ fn placeholder_image(config: &ServeConfig) -> MetadataImage {
         // The static settings until the controller's first image (cleaner settings are read
         // from the image).
         broker_defaults: Arc::new(config.broker_defaults()),
+        client_quotas: Arc::default(),
     }
 }
 

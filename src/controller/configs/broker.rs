@@ -286,6 +286,22 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          Producer IDs will not expire while a transaction associated to them is still ongoing.",
     ),
     only(
+        "quota.window.num",
+        I,
+        Some("11"),
+        AtLeast(1),
+        READ_ONLY,
+        "The number of samples to retain in memory for client quotas",
+    ),
+    only(
+        "quota.window.size.seconds",
+        I,
+        Some("1"),
+        AtLeast(1),
+        READ_ONLY,
+        "The time span of each sample for client quotas",
+    ),
+    only(
         "socket.request.max.bytes",
         I,
         Some("104857600"),
