@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    AlterClientQuotasRequest, AlterConfigsRequest, ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
     IncrementalAlterConfigsRequest, InitProducerIdRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -27,6 +27,7 @@ pub const CONTROLLER_APIS: &[ApiKey] = &[
     ApiKey::InitProducerId,
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::AlterClientQuotas,
 ];
 
 pub(super) fn run(
@@ -59,6 +60,11 @@ pub(super) fn run(
         ApiKey::IncrementalAlterConfigs => {
             mutate::<IncrementalAlterConfigsRequest, _>(c, api, version, frame, |c, r| {
                 admin::incremental_alter_configs::handle(c, r, version)
+            })
+        }
+        ApiKey::AlterClientQuotas => {
+            mutate::<AlterClientQuotasRequest, _>(c, api, version, frame, |c, r| {
+                admin::alter_client_quotas::handle(c, r, version)
             })
         }
         other => Err(format!("{other:?} is not a controller API")),

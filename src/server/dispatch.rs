@@ -52,6 +52,8 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::IncrementalAlterConfigs, admin::incremental_alter_configs::VERSIONS),
     ApiRange::new(ApiKey::DescribeConfigs, admin::describe_configs::VERSIONS),
     ApiRange::new(ApiKey::DescribeCluster, admin::describe_cluster::VERSIONS),
+    ApiRange::new(ApiKey::DescribeClientQuotas, admin::describe_client_quotas::VERSIONS),
+    ApiRange::new(ApiKey::AlterClientQuotas, admin::alter_client_quotas::VERSIONS),
     ApiRange::new(ApiKey::FindCoordinator, group::find_coordinator::VERSIONS),
     ApiRange::new(ApiKey::JoinGroup, group::join_group::VERSIONS),
     ApiRange::new(ApiKey::SyncGroup, group::sync_group::VERSIONS),
@@ -95,7 +97,7 @@ pub async fn dispatch(
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
         ApiKey::DeleteRecords => delete_records::start(ctx, frame, version).await,
         ApiKey::DescribeProducers => describe_producers::start(ctx, frame, version).await,
-        ApiKey::DescribeConfigs | ApiKey::DescribeCluster => {
+        ApiKey::DescribeConfigs | ApiKey::DescribeCluster | ApiKey::DescribeClientQuotas => {
             metadata::start_read_only(ctx, api, frame, version)
         }
         api if CONTROLLER_APIS.contains(&api) => Ok(controller_api(ctx, api, version, frame)),
@@ -172,6 +174,8 @@ mod tests {
             (ApiKey::OffsetFetch, 9),
             (ApiKey::DescribeGroups, 6),
             (ApiKey::ApiVersions, 4),
+            (ApiKey::DescribeClientQuotas, 1),
+            (ApiKey::AlterClientQuotas, 1),
         ] {
             assert_eq!(find(API_TABLE, api).map(|r| r.max), Some(max), "{api:?}");
         }

@@ -1,4 +1,4 @@
-//! Metadata, DescribeConfigs and DescribeCluster: answered on the connection's shard from
+//! Metadata, DescribeConfigs, DescribeCluster and DescribeClientQuotas: answered on the connection's shard from
 //! its cached image with the controller's pure builders. Unknown topics that Metadata may
 //! auto-create go to the controller shard; the answer is rebuilt after every shard holds
 //! the new image, so the client can produce at once.
@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, DescribeClusterRequest, DescribeConfigsRequest, MetadataRequest,
+    ApiKey, DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest, MetadataRequest,
 };
 
 use super::admin::{self, Advertised};
@@ -56,6 +56,12 @@ pub fn start_read_only(
             let (header, req) = decode_request::<DescribeClusterRequest>(frame, api, version)
                 .map_err(|e| e.to_string())?;
             let response = admin::describe_cluster::handle(&image, &req, version, &advertised(ctx));
+            respond(api, version, header.correlation_id, &response)
+        }
+        ApiKey::DescribeClientQuotas => {
+            let (header, req) = decode_request::<DescribeClientQuotasRequest>(frame, api, version)
+                .map_err(|e| e.to_string())?;
+            let response = admin::describe_client_quotas::handle(&image, &req, version);
             respond(api, version, header.correlation_id, &response)
         }
         other => return Err(format!("{other:?} is not a read-only metadata API")),

@@ -3,17 +3,20 @@
 //! it fully implements declared as `VERSIONS` (the server builds ApiVersions from them).
 //!
 //! Mutating handlers (CreateTopics, DeleteTopics, CreatePartitions, InitProducerId,
-//! AlterConfigs, IncrementalAlterConfigs) run on
+//! AlterConfigs, IncrementalAlterConfigs, AlterClientQuotas) run on
 //! the controller shard with `&mut Controller` and return a [`Mutation`]: the response and
 //! whether the image changed, so the server publishes the new image to every shard before
-//! answering. Read-only handlers (Metadata, DescribeConfigs, DescribeCluster) take a
+//! answering. Read-only handlers (Metadata, DescribeConfigs, DescribeCluster,
+//! DescribeClientQuotas) take a
 //! [`MetadataImage`] and run on any shard. This is the protocol boundary of the controller:
 //! [`ControllerError`]s become Kafka error codes here and nowhere else.
 
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod incremental_alter_configs;
