@@ -163,6 +163,47 @@ impl ShardQuotas {
         record_and_throttle_ms(rate, window, bound, bytes as f64, now_ms)
     }
 
+    /// Takes back `bytes` recorded at `now_ms` (Kafka's `unrecordQuotaSensor`, for a fetch
+    /// answered empty because it was throttled).
+    pub fn unrecord(
+        &mut self,
+        configs: &ClientQuotaConfigs,
+        kind: QuotaKind,
+        client_id: &str,
+        bytes: u64,
+        now_ms: u64,
+    ) {
+        if configs.quota(client_id, kind.key()).is_none() {
+            return;
+        }
+        let window = self.window;
+        if let Some(state) = self.clients.get_mut(client_id) {
+            let rate = match kind {
+                QuotaKind::Produce => &mut state.produce,
+                QuotaKind::Fetch => &mut state.fetch,
+            };
+            #[allow(clippy::cast_precision_loss)]
+            rate.record(window, -(bytes as f64), now_ms);
+        }
+    }
+
+    /// The most bytes one window of this shard's share allows (Kafka's
+    /// `getMaxValueInQuotaWindow`): fetches are capped at it, so one response cannot exceed
+    /// what the quota lets through in a window. `None` without a quota.
+    #[must_use]
+    pub fn max_bytes_in_window(
+        &self,
+        configs: &ClientQuotaConfigs,
+        kind: QuotaKind,
+        client_id: &str,
+    ) -> Option<u64> {
+        let quota = configs.quota(client_id, kind.key())?;
+        #[allow(clippy::cast_precision_loss)]
+        let window_s = self.window.window_ms as f64 / 1000.0;
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        Some((self.share(quota) * window_s).max(1.0) as u64)
+    }
+
     /// Whether a new client state fits, after dropping states idle for the whole measured
     /// span (their rates would read zero anyway). A client beyond the limit is not throttled.
     fn make_room(&mut self, now_ms: u64) -> bool {

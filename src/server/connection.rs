@@ -8,7 +8,9 @@
 //! version) closes the connection with a logged reason, after writing the responses of
 //! the requests before it; on shutdown no new request is read and in-flight ones finish.
 //! A connection with no request read, no response written and nothing in flight for
-//! `connections.max.idle.ms` is closed, as Kafka's socket server does.
+//! `connections.max.idle.ms` is closed, as Kafka's socket server does. A client over its
+//! quota gets its response at once and the connection is then muted (not read) for the
+//! throttle time (KIP-219; see [`super::throttle`]).
 
 use std::cell::Cell;
 use std::net::IpAddr;
@@ -20,6 +22,7 @@ use futures::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures::{SinkExt, StreamExt};
 
 use super::dispatch::{dispatch, Outcome, ResponseFuture};
+use super::throttle::Mute;
 use crate::constants::CONNECTION_IN_FLIGHT_MAX;
 use crate::metrics::RequestTimer;
 use crate::protocol::read_frame;
@@ -36,26 +39,48 @@ where
     let (tx, rx) = mpsc::channel::<(ResponseFuture, RequestTimer)>(CONNECTION_IN_FLIGHT_MAX);
     let closed = Rc::new(Notify::new());
     let activity = Rc::new(Activity::new());
-    let writer_task = ctx.spawn(write_loop(writer, rx, closed.clone(), activity.clone()));
-    read_loop(&ctx, &mut reader, tx, &closed, peer, &activity).await;
+    let mute = Rc::new(Mute::default());
+    let writer_task =
+        ctx.spawn(write_loop(writer, rx, closed.clone(), activity.clone(), mute.clone()));
+    let conn = Conn { closed: &closed, peer, activity: &activity, mute: &mute };
+    read_loop(&ctx, &mut reader, tx, &conn).await;
     let _ = writer_task.await;
     ctx.connections.set(ctx.connections.get() - 1);
     crate::metrics::adjust(crate::metrics::Level::ConnectionsActive, -1);
     ctx.connections_changed.notify_all();
 }
 
+/// The reader's view of its connection's shared state.
+struct Conn<'a> {
+    closed: &'a Notify,
+    peer: Option<IpAddr>,
+    activity: &'a Activity,
+    mute: &'a Mute,
+}
+
+/// Waits out a mute, unless shutdown or the writer's close comes first (then `false`).
+async fn unmuted(ctx: &ShardCtx, conn: &Conn<'_>) -> bool {
+    let (shutdown_seen, closed_seen) = (ctx.shutdown.version(), conn.closed.version());
+    let wait = conn.mute.wait();
+    futures::pin_mut!(wait);
+    let stop = futures::future::select(
+        ctx.shutdown.changed_since(shutdown_seen),
+        conn.closed.changed_since(closed_seen),
+    );
+    matches!(futures::future::select(wait, stop).await, futures::future::Either::Left(_))
+}
+
 async fn read_loop<R: AsyncRead + Unpin>(
     ctx: &Rc<ShardCtx>,
     reader: &mut R,
     mut tx: mpsc::Sender<(ResponseFuture, RequestTimer)>,
-    closed: &Notify,
-    peer: Option<IpAddr>,
-    activity: &Activity,
+    conn: &Conn<'_>,
 ) {
+    let (closed, peer, activity) = (conn.closed, conn.peer, conn.activity);
     let max_bytes = ctx.config.socket_request_max_bytes;
     let idle_limit = ctx.config.connections_max_idle_ms.map(Duration::from_millis);
     loop {
-        if ctx.is_shutting_down() || closed.version() != 0 {
+        if ctx.is_shutting_down() || closed.version() != 0 || !unmuted(ctx, conn).await {
             return;
         }
         let (shutdown_seen, closed_seen) = (ctx.shutdown.version(), closed.version());
@@ -85,6 +110,10 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return;
             }
         };
+        // A request read while the writer muted the connection waits out the mute too.
+        if !unmuted(ctx, conn).await {
+            return;
+        }
         activity.request_started();
         let api_key = crate::protocol::peek_api(&frame).map_or(-1, |p| p.api_key);
         let mut timer = RequestTimer::start(api_key, frame.len());
@@ -109,11 +138,25 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut rx: mpsc::Receiver<(ResponseFuture, RequestTimer)>,
     closed: Rc<Notify>,
     activity: Rc<Activity>,
+    mute: Rc<Mute>,
 ) {
     while let Some((fut, mut timer)) = rx.next().await {
-        let outcome = fut.await;
+        let mut outcome = fut.await;
+        let mut mute_ms = 0;
+        if let Outcome::Throttled(inner, throttle) = outcome {
+            if throttle.mute {
+                mute_ms = throttle.ms;
+            } else {
+                // Before KIP-219 the broker held the response for the throttle time.
+                crate::shard::sleep(std::time::Duration::from_millis(throttle.ms)).await;
+            }
+            outcome = *inner;
+        }
         activity.request_finished();
         let send = timer.writer_took();
+        if mute_ms > 0 {
+            mute.mute_for(mute_ms);
+        }
         match outcome {
             Outcome::Respond(frame) => {
                 if let Err(err) = writer.write_all(&frame).await {
@@ -122,7 +165,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 }
                 timer.finish(send, frame.len());
             }
-            Outcome::Silent => timer.finish(send, 0),
+            Outcome::Silent | Outcome::Throttled(..) => timer.finish(send, 0),
             Outcome::Close(reason) => {
                 tracing::info!("closing connection: {reason}");
                 break;

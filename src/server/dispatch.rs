@@ -30,6 +30,9 @@ pub enum Outcome {
     Silent,
     /// Close the connection, logging the reason.
     Close(String),
+    /// An outcome whose client is over its quota: the writer delays it or mutes the
+    /// connection after it (see [`super::throttle`]).
+    Throttled(Box<Outcome>, super::throttle::Throttle),
 }
 
 pub type ResponseFuture = Pin<Box<dyn Future<Output = Outcome>>>;

@@ -21,6 +21,7 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod route;
+pub mod throttle;
 
 use crate::config::ServeConfig;
 use crate::shard::runtime::App;

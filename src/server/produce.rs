@@ -7,6 +7,9 @@
 //! from v11 only for transaction V2 producers (KIP-890), which need the
 //! `transaction.version` feature this broker does not finalize. From v10 a
 //! NOT_LEADER_OR_FOLLOWER partition names its current leader and endpoint (KIP-951).
+//! The request's size counts against the client's `producer_byte_rate` on the connection's
+//! shard; over quota, the response carries `throttle_time_ms` and the connection is muted
+//! (v6+, KIP-219) or the response delayed (older versions).
 
 use std::rc::Rc;
 
@@ -24,6 +27,7 @@ use super::route::{self, PartitionOutcome, Scatter};
 use crate::controller::MetadataImage;
 use crate::partition::ops::{PartitionOp, PartitionResult, ProduceError};
 use crate::protocol::decode_request;
+use crate::quota::QuotaKind;
 use crate::shard::ShardCtx;
 
 /// Advertised from 0 (librdkafka needs it for compression), served from 3; 13 (topic
@@ -36,6 +40,8 @@ pub const TOPIC_ID_VERSION: i16 = 13;
 
 /// The first version carrying the current leader and node endpoints on leader errors.
 const CURRENT_LEADER_VERSION: i16 = 10;
+/// The first version whose clients throttle themselves on `throttle_time_ms` (KIP-219).
+const CLIENT_THROTTLE_VERSION: i16 = 6;
 
 /// Where a partition's answer goes: its topic's slot in the response, its name (for the
 /// leader hint), its index.
@@ -53,8 +59,12 @@ pub async fn start(
     if version < SERVED_MIN_VERSION {
         return Err(format!("Produce v{version} uses a message format Kafka 4 no longer accepts"));
     }
+    let request_bytes = frame.len() as u64;
     let (header, req) = decode_request::<ProduceRequest>(frame, ApiKey::Produce, version)
         .map_err(|e| e.to_string())?;
+    let client_id = header.client_id.as_ref().map(|c| c.as_str());
+    let throttle_ms = super::throttle::record(ctx, QuotaKind::Produce, client_id, request_bytes);
+    let mute = version >= CLIENT_THROTTLE_VERSION;
     let acks = req.acks;
     let acks_error = (![0, 1, -1].contains(&acks)).then_some(ResponseError::InvalidRequiredAcks);
     let mut scatter = Scatter::default();
@@ -88,7 +98,8 @@ pub async fn start(
     let correlation_id = header.correlation_id;
     let ctx = ctx.clone();
     Ok(Box::pin(async move {
-        let mut response = ProduceResponse::default();
+        let mut response = ProduceResponse::default()
+            .with_throttle_time_ms(super::throttle::as_field(throttle_ms));
         // The name before v13, the id from v13: the other keeps its default.
         response.responses = topics
             .into_iter()
@@ -118,13 +129,14 @@ pub async fn start(
         }
         if acks == 0 {
             return match first_error {
-                None => Outcome::Silent,
+                None => super::throttle::wrap(Outcome::Silent, throttle_ms, mute),
                 Some((p, code)) => {
                     Outcome::Close(format!("acks=0 produce failed (partition {p}, error {code})"))
                 }
             };
         }
-        respond(ApiKey::Produce, version, correlation_id, &response)
+        let outcome = respond(ApiKey::Produce, version, correlation_id, &response);
+        super::throttle::wrap(outcome, throttle_ms, mute)
     }))
 }
 

@@ -42,6 +42,10 @@ pub struct ShardCtx {
     pub shutdown: Notify,
     pub connections: Cell<usize>,
     pub connections_changed: Notify,
+    /// Measured client rates against their quotas (see [`crate::quota`]).
+    pub quotas: RefCell<crate::quota::ShardQuotas>,
+    /// The zero of [`ShardCtx::quota_clock_ms`].
+    clock_zero: std::time::Instant,
     latency_queue: TaskQueueHandle,
     background_queue: TaskQueueHandle,
 }
@@ -60,6 +64,7 @@ impl ShardCtx {
     pub(crate) fn new(parts: CtxParts) -> Self {
         let id = ShardId(u32::try_from(parts.senders.peer_id()).unwrap_or(u32::MAX));
         let image = Arc::new(placeholder_image(&parts.config));
+        let quotas = crate::quota::ShardQuotas::new(parts.config.quota_window, parts.config.shards);
         Self {
             id,
             shard_count: parts.config.shards,
@@ -76,9 +81,17 @@ impl ShardCtx {
             shutdown: Notify::new(),
             connections: Cell::new(0),
             connections_changed: Notify::new(),
+            quotas: RefCell::new(quotas),
+            clock_zero: std::time::Instant::now(),
             latency_queue: parts.latency_queue,
             background_queue: parts.background_queue,
         }
+    }
+
+    /// Monotonic milliseconds since this shard started: the clock quota math runs on.
+    #[must_use]
+    pub fn quota_clock_ms(&self) -> u64 {
+        u64::try_from(self.clock_zero.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// The metadata image this shard currently serves from.
