@@ -202,7 +202,12 @@ pub struct Wire(shardlog::protocol::blocking::BlockingConn);
 
 impl Wire {
     pub fn connect(addr: &str) -> Wire {
-        Wire(shardlog::protocol::blocking::BlockingConn::open(addr, "test-wire").expect("connect"))
+        Wire::connect_as(addr, "test-wire")
+    }
+
+    /// Connects with `client_id` in every request header (quotas are per client id).
+    pub fn connect_as(addr: &str, client_id: &'static str) -> Wire {
+        Wire(shardlog::protocol::blocking::BlockingConn::open(addr, client_id).expect("connect"))
     }
 
     /// Sends `body` as `api` v`version` and decodes the answer.

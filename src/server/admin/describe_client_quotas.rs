@@ -108,7 +108,7 @@ mod tests {
         ComponentData::default()
             .with_entity_type(sb(ENTITY_CLIENT_ID))
             .with_match_type(match_type)
-            .with__match(m.map(sb))
+            .with_match(m.map(sb))
     }
 
     #[test]
