@@ -2,7 +2,8 @@
 //! AlterClientQuotas is described back and survives a restart; a producer whose client id
 //! has a `producer_byte_rate` gets `throttle_time_ms > 0` and, held back only by the broker
 //! muting its connection (this client does not wait on `throttle_time_ms` by itself), stays
-//! near its quota over a few seconds, while another client id is not throttled. Loose
+//! near its quota over a few seconds, while another client id is not throttled; a reader
+//! with a `consumer_byte_rate` likewise (throttled fetches are answered empty). Loose
 //! bounds (within 2x), never a tight timed assertion.
 
 mod common;
@@ -53,6 +54,56 @@ fn described_rate(addr: &str, client: &str) -> Option<f64> {
     assert_eq!(resp.error_code, 0, "{:?}", resp.error_message);
     let entries = resp.entries.unwrap_or_default();
     entries.first()?.values.iter().find(|v| v.key.as_str() == "producer_byte_rate").map(|v| v.value)
+}
+
+/// Kafka's ConfigCommand `--add-config consumer_byte_rate=<rate>` for `client`.
+fn set_fetch_quota(addr: &str, client: &str, rate: f64) {
+    let entity =
+        EntityData::default().with_entity_type(s("client-id")).with_entity_name(Some(s(client)));
+    let op = OpData::default().with_key(s("consumer_byte_rate")).with_value(rate);
+    let entry = EntryData::default().with_entity(vec![entity]).with_ops(vec![op]);
+    let req = AlterClientQuotasRequest::default().with_entries(vec![entry]);
+    let resp: AlterClientQuotasResponse =
+        Wire::connect(addr).call(ApiKey::AlterClientQuotas, 1, &req);
+    assert_eq!(resp.entries[0].error_code, 0, "{:?}", resp.entries[0].error_message);
+}
+
+/// Fetches (v11) from offset 0 onwards as `client` for `secs`: (record bytes received per
+/// second, the largest throttle_time_ms seen, throttled responses that were empty).
+fn fetch_for(addr: &str, client: &'static str, secs: u64) -> (f64, i32, usize) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let mut wire = Wire::connect_as(addr, client);
+    let (start, mut offset, mut bytes, mut throttle_max, mut empty) =
+        (Instant::now(), 0i64, 0usize, 0, 0);
+    while start.elapsed() < Duration::from_secs(secs) {
+        let part = FetchPartition::default()
+            .with_partition(0)
+            .with_fetch_offset(offset)
+            .with_partition_max_bytes(1 << 20);
+        let req = FetchRequest::default()
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_max_bytes(4 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(s(TOPIC)))
+                .with_partitions(vec![part])]);
+        let resp: FetchResponse = wire.call(ApiKey::Fetch, 11, &req);
+        throttle_max = throttle_max.max(resp.throttle_time_ms);
+        let Some(p) = resp.responses.first().and_then(|t| t.partitions.first()) else {
+            assert!(resp.throttle_time_ms > 0, "only a throttled fetch is answered empty");
+            empty += 1;
+            continue;
+        };
+        assert_eq!(p.error_code, 0, "fetch as {client}");
+        let records = p.records.clone().unwrap_or_default();
+        bytes += records.len();
+        if let Some((_, next)) = common::split_batches(records).last() {
+            offset = *next;
+        }
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let rate = bytes as f64 / start.elapsed().as_secs_f64();
+    (rate, throttle_max, empty)
 }
 
 /// One uncompressed batch of one `len`-byte record.
@@ -123,6 +174,17 @@ fn producer_quota_throttles_its_client_only_and_survives_a_restart() {
     eprintln!("quota-free: {free_rate:.0} B/s, max throttle {free_throttle} ms");
     assert_eq!(free_throttle, 0, "a client without a quota is not throttled");
     assert!(free_rate > QUOTA_BYTES_PER_S * 2.0, "unthrottled client at {free_rate:.0} B/s");
+
+    // consumer_byte_rate: the reader is held near its quota; data is refetched, not lost.
+    set_fetch_quota(&broker.addr, "quota-reader", QUOTA_BYTES_PER_S * 2.0);
+    let (read_rate, read_throttle, empty) = fetch_for(&broker.addr, "quota-reader", 3);
+    eprintln!("quota-reader: {read_rate:.0} B/s, max throttle {read_throttle} ms, {empty} empty");
+    assert!(read_throttle > 0 && empty > 0, "the reader over its quota is throttled");
+    let read_quota = QUOTA_BYTES_PER_S * 2.0;
+    assert!(
+        read_rate > read_quota / 2.0 && read_rate < read_quota * 2.0,
+        "fetch rate {read_rate:.0} B/s not near the {read_quota} B/s quota"
+    );
 
     broker.terminate();
     let broker = Broker::start_with(dir.path(), &flags);

@@ -10,6 +10,11 @@
 //! NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its current leader and the
 //! leader's endpoint (KIP-951). The follower-only fields (replica state v15, directory id
 //! v17, the replica's high watermark v18) are read and ignored: there are no followers.
+//!
+//! Client quotas: `max_bytes` is capped at one quota window of the client's
+//! `consumer_byte_rate` share, and the response's size counts against that rate on the
+//! connection's shard; over quota, the data is taken back and an empty response carries
+//! `throttle_time_ms`, the connection then muted (v8+, KIP-219) or the response delayed.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -30,6 +35,7 @@ use super::route::{self, Scatter};
 use crate::constants::FETCH_MAX_WAIT_MS_CAP;
 use crate::partition::ops::{FetchPart, PartitionOp, PartitionResult, WaitSpec};
 use crate::protocol::decode_request;
+use crate::quota::QuotaKind;
 use crate::shard::ShardCtx;
 use crate::types::ShardId;
 
@@ -40,6 +46,8 @@ pub const VERSIONS: (i16, i16) = (4, 18);
 pub const TOPIC_ID_VERSION: i16 = 13;
 /// The first version carrying the current leader and node endpoints on leader errors.
 const CURRENT_LEADER_VERSION: i16 = 16;
+/// The first version whose clients throttle themselves on `throttle_time_ms` (KIP-219).
+const CLIENT_THROTTLE_VERSION: i16 = 8;
 
 struct Wanted {
     topic: usize,
@@ -68,6 +76,7 @@ struct Plan {
     max_bytes: usize,
     max_wait: Duration,
     session_error: Option<ResponseError>,
+    client_id: Option<String>,
 }
 
 pub async fn start(
@@ -77,10 +86,18 @@ pub async fn start(
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<FetchRequest>(frame, ApiKey::Fetch, version).map_err(|e| e.to_string())?;
-    let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
+    let client_id = header.client_id.as_ref().map(ToString::to_string);
+    let image = ctx.image();
+    let quota_window_bytes = ctx.quotas.borrow().max_bytes_in_window(
+        &image.client_quotas,
+        QuotaKind::Fetch,
+        client_id.as_deref().unwrap_or(""),
+    );
+    let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0).min(
+        quota_window_bytes.map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)),
+    );
     let mut wanted = Vec::new();
     let mut topics = Vec::with_capacity(req.topics.len());
-    let image = ctx.image();
     for (t, topic) in req.topics.into_iter().enumerate() {
         let (name, unknown_id) = if version >= TOPIC_ID_VERSION {
             match image.topic_by_id(&topic.topic_id) {
@@ -118,6 +135,7 @@ pub async fn start(
         max_wait: Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_CAP) as u64),
         // Without sessions, only "no session" (id 0) is valid.
         session_error: (req.session_id != 0).then_some(ResponseError::FetchSessionIdNotFound),
+        client_id,
     };
     let ctx = ctx.clone();
     Ok(Box::pin(async move { run(&ctx, plan).await }))
@@ -139,12 +157,35 @@ async fn run(ctx: &Rc<ShardCtx>, plan: Plan) -> Outcome {
     }
     trim_to_max_bytes(&mut parts, plan.max_bytes);
     let leaders = Leaders::of(ctx);
-    respond(
-        ApiKey::Fetch,
-        plan.version,
-        plan.correlation_id,
-        &build_response(plan, parts, &leaders),
-    )
+    let (version, correlation_id) = (plan.version, plan.correlation_id);
+    let client_id = plan.client_id.clone();
+    let response = build_response(plan, parts, &leaders);
+    let outcome = respond(ApiKey::Fetch, version, correlation_id, &response);
+    apply_quota(ctx, outcome, (version, correlation_id), client_id.as_deref())
+}
+
+/// Counts the response against the client's `consumer_byte_rate`; over quota, the data is
+/// taken back and an empty response carries the throttle time (Kafka's throttled fetch:
+/// the client fetches the same offsets again once unmuted).
+fn apply_quota(
+    ctx: &ShardCtx,
+    outcome: Outcome,
+    (version, correlation_id): (i16, i32),
+    client_id: Option<&str>,
+) -> Outcome {
+    use super::throttle;
+    let Outcome::Respond(frame) = &outcome else { return outcome };
+    let bytes = frame.len() as u64;
+    let ms = throttle::record(ctx, QuotaKind::Fetch, client_id, bytes);
+    if ms == 0 {
+        return outcome;
+    }
+    throttle::unrecord(ctx, QuotaKind::Fetch, client_id, bytes);
+    let empty = FetchResponse::default()
+        .with_session_id(0)
+        .with_throttle_time_ms(throttle::as_field(ms));
+    let empty = respond(ApiKey::Fetch, version, correlation_id, &empty);
+    throttle::wrap(empty, ms, version >= CLIENT_THROTTLE_VERSION)
 }
 
 async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {

@@ -25,13 +25,16 @@ pub struct Throttle {
 }
 
 /// Records `bytes` of `kind` for `client_id` on this shard and returns the throttle time in
-/// ms (0: within quota or no quota). Counts the bytes in the per-client metrics too.
+/// ms (0: within quota or no quota). Counts the bytes moved and the throttle time in the
+/// per-client metrics too.
 pub fn record(ctx: &ShardCtx, kind: QuotaKind, client_id: Option<&str>, bytes: u64) -> u64 {
     let client = client_id.unwrap_or("");
     let image = ctx.image();
     let now_ms = ctx.quota_clock_ms();
     let ms = ctx.quotas.borrow_mut().record(&image.client_quotas, kind, client, bytes, now_ms);
-    crate::metrics::client_quota(kind, client, bytes, ms);
+    // A throttled fetch is answered empty: its bytes never reach the client.
+    let moved = if kind == QuotaKind::Fetch && ms > 0 { 0 } else { bytes };
+    crate::metrics::client_quota(kind, client, moved, ms);
     ms
 }
 
