@@ -206,6 +206,8 @@ pub const METRICS_HISTOGRAM_SIGFIG: u8 = 3;
 pub const METRICS_PUBLISH_INTERVAL_MS: u64 = 200;
 /// Distinct topics with their own byte/record counters per shard; more fold into `_other`.
 pub const METRICS_TOPICS_MAX: usize = 10_000;
+/// Distinct client ids with their own quota counters per shard; more fold into `_other`.
+pub const METRICS_CLIENTS_MAX: usize = 10_000;
 /// Consumer-lag series kept (group, topic, partition); more are dropped from /metrics.
 pub const METRICS_LAG_SERIES_MAX: usize = 100_000;
 /// Default admin HTTP address (`--admin-listen`).

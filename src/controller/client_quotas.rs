@@ -88,7 +88,7 @@ mod tests {
     use crate::types::NodeId;
 
     fn open(dir: &Path) -> Controller {
-        let defaults = BrokerDefaults::from_settings(std::iter::empty()).unwrap();
+        let defaults = BrokerDefaults::from_settings(std::iter::empty::<(&str, &str)>()).unwrap();
         Controller::open(dir, NodeId(1), 2, defaults).unwrap()
     }
 

@@ -211,7 +211,7 @@ pub fn topic_in(topic: &str, bytes: u64, records: u64) {
 /// its request got (0: not throttled). Counted on the connection's shard.
 #[inline]
 pub fn client_quota(kind: crate::quota::QuotaKind, client_id: &str, bytes: u64, throttle_ms: u64) {
-    let _ = (kind, client_id, bytes, throttle_ms);
+    with(|r| r.client_quota(kind, client_id, bytes, throttle_ms));
 }
 
 /// Bytes and records fetched from `topic` (counted on the partition's owner shard).

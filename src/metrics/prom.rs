@@ -56,6 +56,7 @@ impl Collector for MergedCollector {
         encode_requests(&mut enc, m)?;
         encode_totals(&mut enc, m)?;
         encode_topics(&mut enc, m)?;
+        encode_clients(&mut enc, m)?;
         encode_storage(&mut enc, m)?;
         encode_shards(&mut enc, &m.shards)?;
         encode_lag(&mut enc, m)
@@ -234,6 +235,40 @@ fn encode_topics(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
     Ok(())
 }
 
+fn encode_clients(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
+    type Pick = fn(&super::snapshot::ClientTotals) -> u64;
+    let families: [(&str, &str, Pick); 6] = [
+        ("shardlog_client_produce_bytes", "Produce request bytes, by client id", |t| {
+            t.produce_bytes
+        }),
+        ("shardlog_client_fetch_bytes", "Fetch response bytes sent, by client id", |t| {
+            t.fetch_bytes
+        }),
+        ("shardlog_client_produce_throttle_ms", "Produce throttle time given, by client id", |t| {
+            t.produce_throttle_ms
+        }),
+        ("shardlog_client_fetch_throttle_ms", "Fetch throttle time given, by client id", |t| {
+            t.fetch_throttle_ms
+        }),
+        ("shardlog_client_produce_throttled", "Produce requests throttled, by client id", |t| {
+            t.produce_throttled
+        }),
+        ("shardlog_client_fetch_throttled", "Fetches throttled (answered empty), by client id", |t| {
+            t.fetch_throttled
+        }),
+    ];
+    for (name, help, pick) in families {
+        let mut metric = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (client, totals) in &m.total.clients {
+            let labels: Labels = vec![("client_id", client.clone())];
+            metric
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&pick(totals), None)?;
+        }
+    }
+    Ok(())
+}
+
 fn encode_storage(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
     let mut metric = enc.encode_descriptor(
         "shardlog_storage_flush_latency_seconds",
@@ -342,6 +377,31 @@ mod tests {
         let mut s = ShardSnapshot::default();
         r.publish(&mut s);
         merge([&s])
+    }
+
+    #[test]
+    fn client_quota_counters_merge_across_shards() {
+        use crate::quota::QuotaKind;
+        let snaps: Vec<ShardSnapshot> = (0..2)
+            .map(|shard| {
+                let r = ShardRecorder::new(shard);
+                r.client_quota(QuotaKind::Produce, "app", 1000, 0);
+                r.client_quota(QuotaKind::Produce, "app", 500, 40);
+                r.client_quota(QuotaKind::Fetch, "app", 0, 7);
+                let mut s = ShardSnapshot::default();
+                r.publish(&mut s);
+                s
+            })
+            .collect();
+        let text = render(merge(snaps.iter()));
+        for line in [
+            "shardlog_client_produce_bytes_total{client_id=\"app\"} 3000",
+            "shardlog_client_produce_throttle_ms_total{client_id=\"app\"} 80",
+            "shardlog_client_produce_throttled_total{client_id=\"app\"} 2",
+            "shardlog_client_fetch_throttled_total{client_id=\"app\"} 2",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]

@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::snapshot::{LagKey, ShardSnapshot, TopicTotals};
+use super::snapshot::{ClientTotals, LagKey, ShardSnapshot, TopicTotals};
 use super::{micros, Count, Level, Stage};
+use crate::quota::QuotaKind;
 use crate::constants::{
-    METRICS_HISTOGRAM_SIGFIG, METRICS_LAG_SERIES_MAX, METRICS_LATENCY_US_MAX, METRICS_TOPICS_MAX,
+    METRICS_CLIENTS_MAX, METRICS_HISTOGRAM_SIGFIG, METRICS_LAG_SERIES_MAX, METRICS_LATENCY_US_MAX, METRICS_TOPICS_MAX,
 };
 
 /// Highest Kafka API key tracked with its own histograms; higher keys share the last slot.
@@ -90,6 +91,7 @@ pub struct ShardRecorder {
     counts: [Cell<u64>; Count::COUNT],
     levels: [Cell<i64>; Level::COUNT],
     topics: RefCell<HashMap<String, TopicCell>>,
+    clients: RefCell<HashMap<String, (ClientTotals, bool)>>,
     flush_us: RefCell<LatencyHist>,
     group_commit: RefCell<LatencyHist>,
     lag: RefCell<HashMap<LagKey, i64>>,
@@ -105,6 +107,7 @@ impl ShardRecorder {
             counts: Default::default(),
             levels: Default::default(),
             topics: RefCell::new(HashMap::new()),
+            clients: RefCell::new(HashMap::new()),
             flush_us: RefCell::new(LatencyHist::new()),
             group_commit: RefCell::new(LatencyHist::new()),
             lag: RefCell::new(HashMap::new()),
@@ -170,6 +173,35 @@ impl ShardRecorder {
         topics.insert(key.to_owned(), cell);
     }
 
+    /// Bytes moved for a client and the throttle time its request got (see
+    /// [`super::client_quota`]); client ids past [`METRICS_CLIENTS_MAX`] fold into `_other`.
+    pub fn client_quota(&self, kind: QuotaKind, client: &str, bytes: u64, throttle_ms: u64) {
+        let mut clients = self.clients.borrow_mut();
+        let key = if clients.contains_key(client) || clients.len() < METRICS_CLIENTS_MAX {
+            client
+        } else {
+            OTHER_TOPICS
+        };
+        if !clients.contains_key(key) {
+            clients.insert(key.to_owned(), (ClientTotals::default(), true));
+        }
+        let Some((t, dirty)) = clients.get_mut(key) else { return };
+        *dirty = true;
+        let throttled = u64::from(throttle_ms > 0);
+        match kind {
+            QuotaKind::Produce => {
+                t.produce_bytes += bytes;
+                t.produce_throttle_ms += throttle_ms;
+                t.produce_throttled += throttled;
+            }
+            QuotaKind::Fetch => {
+                t.fetch_bytes += bytes;
+                t.fetch_throttle_ms += throttle_ms;
+                t.fetch_throttled += throttled;
+            }
+        }
+    }
+
     pub fn flush(&self, elapsed: Duration, appends: u64) {
         self.count(Count::StorageFlushes, 1);
         self.count(Count::GroupCommitAppends, appends);
@@ -213,6 +245,10 @@ impl ShardRecorder {
         for (name, cell) in self.topics.borrow_mut().iter_mut().filter(|(_, c)| c.dirty) {
             cell.dirty = false;
             snap.topics.insert(name.clone(), cell.totals);
+        }
+        for (name, (totals, dirty)) in self.clients.borrow_mut().iter_mut().filter(|(_, c)| c.1) {
+            *dirty = false;
+            snap.clients.insert(name.clone(), *totals);
         }
         publish_hist(&self.flush_us, &mut snap.flush_us);
         publish_hist(&self.group_commit, &mut snap.group_commit);

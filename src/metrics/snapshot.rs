@@ -30,6 +30,28 @@ impl TopicTotals {
     }
 }
 
+/// Per-client quota totals (by client id): bytes moved and throttling, per direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientTotals {
+    pub produce_bytes: u64,
+    pub fetch_bytes: u64,
+    pub produce_throttle_ms: u64,
+    pub fetch_throttle_ms: u64,
+    pub produce_throttled: u64,
+    pub fetch_throttled: u64,
+}
+
+impl ClientTotals {
+    fn add(&mut self, o: &ClientTotals) {
+        self.produce_bytes += o.produce_bytes;
+        self.fetch_bytes += o.fetch_bytes;
+        self.produce_throttle_ms += o.produce_throttle_ms;
+        self.fetch_throttle_ms += o.fetch_throttle_ms;
+        self.produce_throttled += o.produce_throttled;
+        self.fetch_throttled += o.fetch_throttled;
+    }
+}
+
 /// A consumer-lag series key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LagKey {
@@ -52,6 +74,8 @@ pub struct ShardSnapshot {
     pub counts: [u64; Count::COUNT],
     pub levels: [i64; Level::COUNT],
     pub topics: BTreeMap<String, TopicTotals>,
+    /// Client-quota totals by client id (every client, quota or not).
+    pub clients: BTreeMap<String, ClientTotals>,
     pub flush_us: LatencyHist,
     /// Appends per flush (values are counts, not microseconds).
     pub group_commit: LatencyHist,
@@ -70,6 +94,7 @@ impl Default for ShardSnapshot {
             counts: [0; Count::COUNT],
             levels: [0; Level::COUNT],
             topics: BTreeMap::new(),
+            clients: BTreeMap::new(),
             flush_us: LatencyHist::new(),
             group_commit: LatencyHist::new(),
             lag: BTreeMap::new(),
@@ -162,6 +187,9 @@ impl Merger {
         self.merged.max_dirty_percent = self.merged.max_dirty_percent.max(dirty);
         for (name, totals) in &s.topics {
             t.topics.entry(name.clone()).or_default().add(totals);
+        }
+        for (name, totals) in &s.clients {
+            t.clients.entry(name.clone()).or_default().add(totals);
         }
         t.flush_us.add(&s.flush_us);
         t.group_commit.add(&s.group_commit);

@@ -423,6 +423,7 @@ mod tests {
             max_bytes: 100,
             max_wait: Duration::ZERO,
             session_error: None,
+            client_id: None,
         }
     }
 
