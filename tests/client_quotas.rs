@@ -31,7 +31,8 @@ fn s(v: &str) -> StrBytes {
 /// Kafka's ConfigCommand for `--entity-type clients --entity-name <client> --add-config
 /// producer_byte_rate=<rate>`.
 fn set_quota(addr: &str, client: &str, rate: f64) {
-    let entity = EntityData::default().with_entity_type(s("client-id")).with_entity_name(Some(s(client)));
+    let entity =
+        EntityData::default().with_entity_type(s("client-id")).with_entity_name(Some(s(client)));
     let op = OpData::default().with_key(s("producer_byte_rate")).with_value(rate);
     let entry = EntryData::default().with_entity(vec![entity]).with_ops(vec![op]);
     let req = AlterClientQuotasRequest::default().with_entries(vec![entry]);
@@ -46,9 +47,8 @@ fn described_rate(addr: &str, client: &str) -> Option<f64> {
         .with_entity_type(s("client-id"))
         .with_match_type(0)
         .with_match(Some(s(client)));
-    let req = DescribeClientQuotasRequest::default()
-        .with_components(vec![component])
-        .with_strict(true);
+    let req =
+        DescribeClientQuotasRequest::default().with_components(vec![component]).with_strict(true);
     let resp: DescribeClientQuotasResponse =
         Wire::connect(addr).call(ApiKey::DescribeClientQuotas, 1, &req);
     assert_eq!(resp.error_code, 0, "{:?}", resp.error_message);
@@ -134,10 +134,10 @@ fn batch(len: usize) -> Bytes {
 fn produce_for(addr: &str, client: &'static str, secs: u64) -> (f64, i32) {
     let mut wire = Wire::connect_as(addr, client);
     let part = PartitionProduceData::default().with_index(0).with_records(Some(batch(10_000)));
-    let topic = TopicProduceData::default()
-        .with_name(TopicName(s(TOPIC)))
-        .with_partition_data(vec![part]);
-    let req = ProduceRequest::default().with_acks(1).with_timeout_ms(5_000).with_topic_data(vec![topic]);
+    let topic =
+        TopicProduceData::default().with_name(TopicName(s(TOPIC))).with_partition_data(vec![part]);
+    let req =
+        ProduceRequest::default().with_acks(1).with_timeout_ms(5_000).with_topic_data(vec![topic]);
     let (start, mut bytes, mut throttle_max) = (Instant::now(), 0usize, 0);
     while start.elapsed() < Duration::from_secs(secs) {
         let resp: ProduceResponse = wire.call(ApiKey::Produce, 9, &req);
@@ -155,8 +155,7 @@ fn produce_for(addr: &str, client: &'static str, secs: u64) -> (f64, i32) {
 fn producer_quota_throttles_its_client_only_and_survives_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     // Two 1 s samples: the rate settles within a second (Kafka's 11 would allow a 10 s burst).
-    let flags =
-        ["--shards", "1", "--quota-window-num", "2", "--quota-window-size-seconds", "1"];
+    let flags = ["--shards", "1", "--quota-window-num", "2", "--quota-window-size-seconds", "1"];
     let mut broker = Broker::start_with(dir.path(), &flags);
     Wire::connect(&broker.addr).create_topic(TOPIC, 1, &[]);
     set_quota(&broker.addr, "quota-slow", QUOTA_BYTES_PER_S);

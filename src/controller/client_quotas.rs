@@ -45,7 +45,10 @@ impl Controller {
             .filter(|(key, value)| current.and_then(|q| q.get(key)).copied() != *value)
             .map(|(key, value)| {
                 MetadataRecord::ClientQuota(ClientQuotaRecord {
-                    entity: vec![EntityPart { kind: ENTITY_CLIENT_ID.into(), name: entity.clone() }],
+                    entity: vec![EntityPart {
+                        kind: ENTITY_CLIENT_ID.into(),
+                        name: entity.clone(),
+                    }],
                     key: key.clone(),
                     value: *value,
                 })

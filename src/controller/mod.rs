@@ -13,8 +13,8 @@
 //! the move recorded); producer ids are never handed out twice, across restarts too.
 
 mod broker_configs;
-mod client_quotas;
 pub mod cli;
+mod client_quotas;
 pub mod configs;
 mod delta;
 mod error;

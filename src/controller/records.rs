@@ -400,7 +400,8 @@ mod tests {
     }
 
     /// The bytes of each record type as released, so a later version proves it still reads
-    /// data directories written before it (type 6 came with dynamic broker configs).
+    /// data directories written before it (type 6 came with dynamic broker configs, type 7 with
+    /// client quotas).
     #[test]
     fn released_encodings_still_decode() {
         let topic_id = Uuid::from_u128(0x1234);
@@ -424,6 +425,23 @@ mod tests {
         broker_v0[5] = u8::try_from(broker_v0.len() - 6).unwrap();
         let (rec, used) = MetadataRecord::decode(&broker_v0).unwrap();
         assert_eq!(used, broker_v0.len());
+        // Type 7 (client quotas), version 0: client-id "a", producer_byte_rate = 1024.
+        let mut quota_v0 = vec![7, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 9];
+        quota_v0.extend_from_slice(b"client-id");
+        quota_v0.extend_from_slice(&[1, 0, 0, 0, 1, b'a', 0, 0, 0, 18]);
+        quota_v0.extend_from_slice(b"producer_byte_rate");
+        quota_v0.extend_from_slice(&[1, 0x40, 0x90, 0, 0, 0, 0, 0, 0]);
+        quota_v0[5] = u8::try_from(quota_v0.len() - 6).unwrap();
+        let (rec, used) = MetadataRecord::decode(&quota_v0).unwrap();
+        assert_eq!(used, quota_v0.len());
+        assert_eq!(
+            rec,
+            MetadataRecord::ClientQuota(ClientQuotaRecord {
+                entity: vec![EntityPart { kind: "client-id".into(), name: Some("a".into()) }],
+                key: "producer_byte_rate".into(),
+                value: Some(1024.0),
+            })
+        );
         assert_eq!(
             rec,
             MetadataRecord::BrokerConfig(BrokerConfigRecord {

@@ -253,9 +253,11 @@ fn encode_clients(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
         ("shardlog_client_produce_throttled", "Produce requests throttled, by client id", |t| {
             t.produce_throttled
         }),
-        ("shardlog_client_fetch_throttled", "Fetches throttled (answered empty), by client id", |t| {
-            t.fetch_throttled
-        }),
+        (
+            "shardlog_client_fetch_throttled",
+            "Fetches throttled (answered empty), by client id",
+            |t| t.fetch_throttled,
+        ),
     ];
     for (name, help, pick) in families {
         let mut metric = enc.encode_descriptor(name, help, None, MetricType::Counter)?;

@@ -262,8 +262,14 @@ mod tests {
     #[test]
     fn validation_follows_kafka() {
         assert!(validate(PRODUCER_BYTE_RATE, 1024.0).is_ok());
-        assert!(matches!(validate("request_percentage", 5.0), Err(QuotaConfigError::UnknownKey(_))));
+        assert!(matches!(
+            validate("request_percentage", 5.0),
+            Err(QuotaConfigError::UnknownKey(_))
+        ));
         assert!(matches!(validate(CONSUMER_BYTE_RATE, 1.5), Err(QuotaConfigError::NotALong(_))));
-        assert!(matches!(validate(CONSUMER_BYTE_RATE, 0.0), Err(QuotaConfigError::NotPositive(..))));
+        assert!(matches!(
+            validate(CONSUMER_BYTE_RATE, 0.0),
+            Err(QuotaConfigError::NotPositive(..))
+        ));
     }
 }

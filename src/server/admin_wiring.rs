@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    AlterClientQuotasRequest, AlterConfigsRequest, ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    AlterClientQuotasRequest, AlterConfigsRequest, ApiKey, CreatePartitionsRequest,
+    CreateTopicsRequest, DeleteTopicsRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 

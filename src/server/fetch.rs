@@ -93,9 +93,9 @@ pub async fn start(
         QuotaKind::Fetch,
         client_id.as_deref().unwrap_or(""),
     );
-    let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0).min(
-        quota_window_bytes.map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)),
-    );
+    let max_bytes = usize::try_from(req.max_bytes)
+        .unwrap_or(0)
+        .min(quota_window_bytes.map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)));
     let mut wanted = Vec::new();
     let mut topics = Vec::with_capacity(req.topics.len());
     for (t, topic) in req.topics.into_iter().enumerate() {
@@ -181,9 +181,8 @@ fn apply_quota(
         return outcome;
     }
     throttle::unrecord(ctx, QuotaKind::Fetch, client_id, bytes);
-    let empty = FetchResponse::default()
-        .with_session_id(0)
-        .with_throttle_time_ms(throttle::as_field(ms));
+    let empty =
+        FetchResponse::default().with_session_id(0).with_throttle_time_ms(throttle::as_field(ms));
     let empty = respond(ApiKey::Fetch, version, correlation_id, &empty);
     throttle::wrap(empty, ms, version >= CLIENT_THROTTLE_VERSION)
 }

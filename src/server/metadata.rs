@@ -7,7 +7,8 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest, MetadataRequest,
+    ApiKey, DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    MetadataRequest,
 };
 
 use super::admin::{self, Advertised};

@@ -69,7 +69,9 @@ fn alter_one(
     for op in &entry.ops {
         let key = op.key.to_string();
         if !seen.insert(key.clone()) {
-            return Err(invalid(format!("Duplicate quota key {key} not updating quota for entity")));
+            return Err(invalid(format!(
+                "Duplicate quota key {key} not updating quota for entity"
+            )));
         }
         changes.push((key, (!op.remove).then_some(op.value)));
     }

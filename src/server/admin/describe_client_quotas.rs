@@ -10,9 +10,7 @@ use std::collections::HashSet;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
-use kafka_protocol::messages::describe_client_quotas_response::{
-    EntityData, EntryData, ValueData,
-};
+use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 
 use super::sb;
