@@ -425,6 +425,14 @@ mod tests {
         broker_v0[5] = u8::try_from(broker_v0.len() - 6).unwrap();
         let (rec, used) = MetadataRecord::decode(&broker_v0).unwrap();
         assert_eq!(used, broker_v0.len());
+        assert_eq!(
+            rec,
+            MetadataRecord::BrokerConfig(BrokerConfigRecord {
+                node: None,
+                name: "a.b.c".into(),
+                value: Some("7".into())
+            })
+        );
         // Type 7 (client quotas), version 0: client-id "a", producer_byte_rate = 1024.
         let mut quota_v0 = vec![7, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 9];
         quota_v0.extend_from_slice(b"client-id");
@@ -440,14 +448,6 @@ mod tests {
                 entity: vec![EntityPart { kind: "client-id".into(), name: Some("a".into()) }],
                 key: "producer_byte_rate".into(),
                 value: Some(1024.0),
-            })
-        );
-        assert_eq!(
-            rec,
-            MetadataRecord::BrokerConfig(BrokerConfigRecord {
-                node: None,
-                name: "a.b.c".into(),
-                value: Some("7".into())
             })
         );
     }
