@@ -9,6 +9,9 @@
   acknowledged rate stays near its share of the quota (the broker's shards each enforce
   quota / shard count; its one connection lands on one shard), within 2x; a producer with
   another client id is not throttled.
+- The Java producer (client.id qc-java, its own quota) reports the throttling in its
+  `produce-throttle-time-avg`/`-max` metrics and is held near its share
+  (`java/ThrottleCheck.java`).
 
 Bounded: every tool run and client call times out.
 Usage: KAFKA_CLASSPATH=... python3 quota_check.py BOOTSTRAP SHARDS
@@ -45,6 +48,9 @@ def config_command(bs):
     code, out = configs(bs, "--alter", "--entity-type", "clients", "--entity-name", "qc-slow",
                         "--add-config", f"producer_byte_rate={RATE}")
     check(code == 0 and "Completed updating config for client qc-slow" in out, f"alter: {out!r}")
+    code, out = configs(bs, "--alter", "--entity-type", "clients", "--entity-name", "qc-java",
+                        "--add-config", f"producer_byte_rate={RATE}")
+    check(code == 0, f"alter qc-java: {out!r}")
     code, out = configs(bs, "--alter", "--entity-type", "clients", "--entity-default",
                         "--add-config", "consumer_byte_rate=1048576")
     check(code == 0, f"alter <default>: {out!r}")
@@ -111,6 +117,12 @@ def main():
     print(f"     qc-free: {rate:.0f} B/s, throttle max {throttle} ms", flush=True)
     check(throttle == 0, "a client without a quota is not throttled")
     check(rate > RATE * 2, "and is not held to the other client's rate")
+    java = ["java", "-Xmx256m", "-cp", os.environ["KAFKA_CLASSPATH"],
+            os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "ThrottleCheck.java"),
+            bs, topic, str(RATE), str(shards)]
+    done = subprocess.run(java, capture_output=True, text=True, timeout=90)
+    print(done.stdout, end="", flush=True)
+    check(done.returncode == 0, f"Java producer throttled: {done.stderr[-2000:]!r}")
     print("PASS")
 
 

@@ -3,7 +3,8 @@
 # Kafka's ConfigCommand (kafka-configs.sh) sets and describes client-id quotas (one client
 # and the <default> entity) and deletes one; a confluent-kafka producer with a
 # producer_byte_rate is throttled (librdkafka's `throttle` statistics) and held near its
-# share by the broker's muting, while another client id is not.
+# share by the broker's muting, while another client id is not; the Java producer's
+# produce-throttle-time metrics show the throttling (java/ThrottleCheck.java).
 # Prerequisites: tests/interop/install.sh (confluent-kafka, Kafka jars). Bounded: < 2 min.
 # Usage: tests/quotas/run.sh [PORT]   (default 26190)
 set -euo pipefail
