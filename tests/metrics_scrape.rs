@@ -86,7 +86,17 @@ fn scrape_matches_a_produce_consume_run() {
         let (text, samples) = scrape(&b.admin);
         let count = value(&samples, "shardlog_request_latency_seconds_count", &produce_total);
         let recs = value(&samples, "shardlog_topic_records_in_total", &[("topic", TOPIC)]);
-        if count == Some(produced as f64) && recs == Some(records as f64) {
+        // Each shard publishes its figures every 200 ms: wait until the fetch count (recorded
+        // on another shard, maybe) has arrived too, not only the produce figures.
+        let fetched = value(
+            &samples,
+            "shardlog_request_latency_seconds_count",
+            &[("api", "Fetch"), ("stage", "total")],
+        );
+        if count == Some(produced as f64)
+            && recs == Some(records as f64)
+            && fetched == Some(fetches as f64)
+        {
             break (text, samples);
         }
         assert!(Instant::now() < deadline, "figures never matched the run:\n{text}");
