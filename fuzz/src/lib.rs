@@ -7,6 +7,11 @@
 //! harness in `tests/targets.rs` runs each under bolero: corpus replay plus random inputs in
 //! `cargo test`, coverage-guided under `cargo bolero test` (see README.md).
 
+// Links bolero into every binary of this package: under `cargo bolero test` the instrumented
+// code of each needs the libFuzzer runtime that bolero brings.
+#[doc(hidden)]
+pub use bolero as _bolero;
+
 mod frames;
 mod records;
 mod state;

@@ -3,6 +3,8 @@
 //! `BOLERO_RANDOM_TEST_TIME_MS` (set by `.ci/run`); under `cargo bolero test <target>` it is a
 //! coverage-guided fuzzer (fuzz/README.md).
 
+mod seeds;
+
 macro_rules! targets {
     ($($name:ident),* $(,)?) => {$(
         #[test]

@@ -2,7 +2,7 @@
 //! encoders and the kafka-protocol crate's: real requests for every advertised API at its
 //! lowest and highest version, batches with every codec, decompression bombs, and one valid
 //! file of each on-disk format. Run after a format or API change, then commit the files:
-//! `cargo test --manifest-path fuzz/Cargo.toml --test seeds -- --ignored`
+//! `cargo test --manifest-path fuzz/Cargo.toml --test targets write_seeds -- --ignored`
 
 use std::path::{Path, PathBuf};
 
