@@ -251,7 +251,7 @@ mod tests {
     use super::*;
     use crate::storage::records::build_simple_batch;
 
-    /// Found by the `segment_scan` fuzz target: a valid batch whose baseOffset (not covered
+    /// Replayed by the `segment_scan` fuzz target (corpus/crash-base-offset-max): a valid batch whose baseOffset (not covered
     /// by the CRC) is i64::MAX made recovery's next-offset arithmetic overflow.
     #[test]
     fn scan_refuses_a_last_offset_that_overflows() {
