@@ -229,11 +229,37 @@ pub fn scan_batch(buf: &[u8]) -> ScanStep {
     if h.last_offset_delta < 0 || h.records_count < 0 {
         return ScanStep::Invalid("negative lastOffsetDelta or recordsCount".into());
     }
+    // baseOffset is outside the CRC: a damaged one near i64::MAX must not make the next
+    // expected offset overflow (a panic in debug, a wrap to negative offsets in release).
+    if h.base_offset.checked_add(i64::from(h.last_offset_delta) + 1).is_none() {
+        return ScanStep::Invalid(format!(
+            "baseOffset {} + lastOffsetDelta {} overflows",
+            h.base_offset, h.last_offset_delta
+        ));
+    }
     if buf.len() < h.total_size() {
         return ScanStep::Incomplete;
     }
     match check_crc(&h, &buf[..h.total_size()]) {
         Ok(()) => ScanStep::Batch(h),
         Err(e) => ScanStep::Invalid(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::records::build_simple_batch;
+
+    /// Replayed by the `segment_scan` fuzz target (corpus/crash-base-offset-max): a valid batch whose baseOffset (not covered
+    /// by the CRC) is i64::MAX made recovery's next-offset arithmetic overflow.
+    #[test]
+    fn scan_refuses_a_last_offset_that_overflows() {
+        let mut b = build_simple_batch(3, 8, 0).to_vec();
+        assert!(matches!(scan_batch(&b), ScanStep::Batch(_)));
+        b[..8].copy_from_slice(&(i64::MAX - 2).to_be_bytes());
+        assert!(matches!(scan_batch(&b), ScanStep::Invalid(r) if r.contains("overflows")));
+        b[..8].copy_from_slice(&(i64::MAX - 3).to_be_bytes());
+        assert!(matches!(scan_batch(&b), ScanStep::Batch(h) if h.last_offset() == i64::MAX - 1));
     }
 }

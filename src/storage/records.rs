@@ -120,7 +120,17 @@ pub fn for_each_record(
 
 /// Decompresses a record set, bounded by [`DECOMPRESSED_BATCH_BYTES_MAX`].
 pub fn decompress(codec: Compression, data: &[u8]) -> Result<Vec<u8>, StorageError> {
-    let limit = DECOMPRESSED_BATCH_BYTES_MAX as u64;
+    decompress_bounded(codec, data, DECOMPRESSED_BATCH_BYTES_MAX)
+}
+
+/// Decompresses a record set, refusing (without allocating it) output past `limit_bytes`:
+/// a tiny compressed input may claim gigabytes.
+fn decompress_bounded(
+    codec: Compression,
+    data: &[u8],
+    limit_bytes: usize,
+) -> Result<Vec<u8>, StorageError> {
+    let limit = limit_bytes as u64;
     let fail = |e: std::io::Error| StorageError::corrupt_message(format!("{codec:?}: {e}"));
     let mut out = Vec::new();
     match codec {
@@ -139,7 +149,7 @@ pub fn decompress(codec: Compression, data: &[u8]) -> Result<Vec<u8>, StorageErr
             let dec = lz4::Decoder::new(data).map_err(fail)?;
             dec.take(limit + 1).read_to_end(&mut out).map_err(fail)?;
         }
-        Compression::Snappy => out = snappy_decompress(data)?,
+        Compression::Snappy => out = snappy_decompress(data, limit_bytes)?,
     }
     if out.len() as u64 > limit {
         return Err(StorageError::corrupt_message("decompressed batch exceeds the limit"));
@@ -152,10 +162,10 @@ pub fn decompress(codec: Compression, data: &[u8]) -> Result<Vec<u8>, StorageErr
 const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
 const XERIAL_HEADER_BYTES: usize = 16;
 
-fn snappy_block(block: &[u8], out: &mut Vec<u8>) -> Result<(), StorageError> {
+fn snappy_block(block: &[u8], out: &mut Vec<u8>, limit_bytes: usize) -> Result<(), StorageError> {
     let fail = |e: snap::Error| StorageError::corrupt_message(format!("snappy: {e}"));
     let len = snap::raw::decompress_len(block).map_err(fail)?;
-    if out.len() + len > DECOMPRESSED_BATCH_BYTES_MAX {
+    if out.len().saturating_add(len) > limit_bytes {
         return Err(StorageError::corrupt_message("decompressed batch exceeds the limit"));
     }
     let start = out.len();
@@ -164,10 +174,10 @@ fn snappy_block(block: &[u8], out: &mut Vec<u8>) -> Result<(), StorageError> {
     Ok(())
 }
 
-fn snappy_decompress(data: &[u8]) -> Result<Vec<u8>, StorageError> {
+fn snappy_decompress(data: &[u8], limit_bytes: usize) -> Result<Vec<u8>, StorageError> {
     let mut out = Vec::new();
     if data.len() < XERIAL_HEADER_BYTES || data[..8] != XERIAL_MAGIC {
-        snappy_block(data, &mut out)?;
+        snappy_block(data, &mut out, limit_bytes)?;
         return Ok(out);
     }
     let mut rest = &data[XERIAL_HEADER_BYTES..];
@@ -180,7 +190,7 @@ fn snappy_decompress(data: &[u8]) -> Result<Vec<u8>, StorageError> {
         if rest.len() < len {
             return Err(StorageError::corrupt_message("xerial snappy: truncated block"));
         }
-        snappy_block(&rest[..len], &mut out)?;
+        snappy_block(&rest[..len], &mut out, limit_bytes)?;
         rest = &rest[len..];
     }
     Ok(out)
@@ -315,4 +325,48 @@ pub fn build_simple_batch(count: usize, value_bytes: usize, timestamp_ms: i64) -
         })
         .collect();
     build_batch(&recs, Compression::None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT_BYTES: usize = 1 << 20;
+
+    /// A 4 MiB run of zeros with `codec`: the compressed form is a few KiB at most.
+    fn bomb(codec: Compression) -> Vec<u8> {
+        compress(codec, &vec![0u8; 4 * LIMIT_BYTES])
+    }
+
+    fn refused(codec: Compression, data: &[u8]) -> bool {
+        matches!(
+            decompress_bounded(codec, data, LIMIT_BYTES),
+            Err(StorageError::CorruptMessage { reason }) if reason.contains("exceeds the limit")
+        )
+    }
+
+    #[test]
+    fn decompression_bombs_are_refused_at_the_limit() {
+        for codec in [Compression::Gzip, Compression::Zstd, Compression::Lz4] {
+            let data = bomb(codec);
+            assert!(data.len() < 64 << 10, "{codec:?} bomb is {} bytes", data.len());
+            assert!(refused(codec, &data), "{codec:?}");
+            let fits = compress(codec, &vec![0u8; LIMIT_BYTES]);
+            assert_eq!(
+                decompress_bounded(codec, &fits, LIMIT_BYTES).expect("fits").len(),
+                LIMIT_BYTES
+            );
+        }
+        // Snappy's length header is checked before any allocation: a 6-byte block that
+        // claims 4 GiB, and xerial framing whose blocks only together pass the limit.
+        assert!(refused(Compression::Snappy, &[0xff, 0xff, 0xff, 0xff, 0x0f, 0x00]));
+        let block = compress(Compression::Snappy, &vec![0u8; LIMIT_BYTES / 2 + 1]);
+        let mut xerial = XERIAL_MAGIC.to_vec();
+        xerial.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+        for _ in 0..2 {
+            xerial.extend_from_slice(&(block.len() as u32).to_be_bytes());
+            xerial.extend_from_slice(&block);
+        }
+        assert!(refused(Compression::Snappy, &xerial));
+    }
 }
