@@ -13,6 +13,7 @@
 //! shard count is at least 1, the advertised listener has a host and a port, every Kafka
 //! setting passed its registry validator, and the group session-timeout bounds are ordered.
 
+mod cluster;
 mod kafka;
 
 use std::collections::BTreeMap;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
+pub use cluster::{parse_voters, ClusterConfig, ClusterInput, Voter};
 pub use kafka::{flag_name, KafkaArgs};
 use kafka::{parse_listener, render_listener, Settings};
 
@@ -54,9 +56,15 @@ pub struct ServeArgs {
     /// Number of shards, one pinned executor each (default: the cores this process may use).
     #[arg(long)]
     pub shards: Option<u32>,
-    /// This broker's node id (default 0).
+    /// This node's id (default 0; required, and at least 1, when
+    /// --controller-quorum-voters is given).
     #[arg(long)]
     pub node_id: Option<i32>,
+    /// HOST:PORT the controller quorum listens on (default: this node's entry in
+    /// --controller-quorum-voters). It speaks Shardlog's Raft framing between nodes, not the
+    /// Kafka protocol: point Kafka clients at --listen instead.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub controller_listen: Option<SocketAddr>,
     /// TOML configuration file; flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -91,6 +99,7 @@ struct FileConfig {
     data_dir: Option<PathBuf>,
     shards: Option<u32>,
     node_id: Option<i32>,
+    controller_listen: Option<SocketAddr>,
     log_level: Option<String>,
     admin_listen: Option<SocketAddr>,
     spin_before_park_us: Option<u64>,
@@ -138,6 +147,7 @@ const FILE_KEYS: &[&str] = &[
     "data_dir",
     "shards",
     "node_id",
+    "controller_listen",
     "log_level",
     "admin_listen",
     "spin_before_park_us",
@@ -184,6 +194,8 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     pub shards: u32,
     pub node_id: NodeId,
+    /// Roles, controller quorum voters and the quorum's listen address.
+    pub cluster: ClusterConfig,
     pub log_level: Option<String>,
     pub admin_listen: Option<SocketAddr>,
     pub spin_before_park_us: u64,
@@ -315,6 +327,18 @@ impl ServeConfig {
         let s = Settings(&broker.settings);
         let group = group_config(&s)?;
         let cleaner_io = s.double("log.cleaner.io.max.bytes.per.second");
+        let node_id_given = args.node_id.or(file.node_id);
+        let node_id = NodeId(node_id_given.unwrap_or(0));
+        let cluster = ClusterConfig::resolve(
+            &ClusterInput {
+                roles: broker.settings.get("process.roles").map_or("broker,controller", |v| v),
+                voters: broker.settings.get("controller.quorum.voters").map(String::as_str),
+                controller_listen: args.controller_listen.or(file.controller_listen),
+                node_id_given,
+                election_timeout_ms: s.long("controller.quorum.election.timeout.ms").unsigned_abs(),
+            },
+            node_id,
+        )?;
         Ok(Self {
             listen,
             advertised_host,
@@ -325,7 +349,8 @@ impl ServeConfig {
                 .or(file.data_dir)
                 .unwrap_or_else(|| PathBuf::from("shardlog-data")),
             shards,
-            node_id: NodeId(args.node_id.or(file.node_id).unwrap_or(0)),
+            node_id,
+            cluster,
             log_level: args.log_level.clone().or(file.log_level),
             admin_listen: args.admin_listen.or(file.admin_listen),
             spin_before_park_us: args

@@ -8,6 +8,7 @@
 //! subcommand, after it, after its sub-subcommand); [`check_placement`] then refuses one
 //! given to a subcommand that does not read it, instead of ignoring it.
 
+pub mod format;
 pub mod units;
 
 use clap::error::ErrorKind;

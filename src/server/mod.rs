@@ -36,5 +36,27 @@ const APP: App = App {
 
 /// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.
 pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
+    check_formatted(&config)?;
     crate::shard::runtime::serve(config, APP)
+}
+
+/// A cluster node starts only from a data directory `shardlog format` gave the cluster's id:
+/// a first start that invented one would form a cluster of its own. A single node may
+/// create its identity on first start, as before.
+fn check_formatted(config: &ServeConfig) -> anyhow::Result<()> {
+    if config.cluster.is_single_node() {
+        return Ok(());
+    }
+    let path = config.data_dir.join("meta.properties");
+    if !path.exists() {
+        anyhow::bail!(
+            "{} is not formatted: a cluster node needs the cluster's id first; run `shardlog \
+             format --cluster-id ID --data-dir {} --node-id {}` with the same ID on every node \
+             (`shardlog format --print-random-uuid` prints a new one)",
+            config.data_dir.display(),
+            config.data_dir.display(),
+            config.node_id
+        );
+    }
+    Ok(())
 }

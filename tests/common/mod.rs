@@ -5,6 +5,8 @@
 //! die by itself, search its last log lines, and speak raw Kafka protocol ([`Wire`]).
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -102,6 +102,26 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          and no response for this many milliseconds. Negative disables the timeout.",
     ),
     only(
+        "controller.quorum.election.timeout.ms",
+        I,
+        Some("1000"),
+        AtLeast(100),
+        READ_ONLY,
+        "Maximum time in milliseconds without fetching from the leader before triggering a new \
+         election. Shardlog rounds it to whole quorum ticks (controller.quorum.tick.ms).",
+    ),
+    only(
+        "controller.quorum.voters",
+        S,
+        None,
+        Any,
+        READ_ONLY,
+        "Map of id/endpoint information for the set of voters in a comma-separated list of \
+         {id}@{host}:{port} entries, e.g. 1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293. \
+         The endpoints are the voters' --controller-listen addresses, which speak Shardlog's \
+         Raft framing, not the Kafka protocol. Unset: a single node that is its own quorum.",
+    ),
+    only(
         "default.replication.factor",
         I,
         Some("1"),
@@ -275,6 +295,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         READ_ONLY,
         "The offsets topic segment bytes should be kept relatively small in order to \
          facilitate faster log compaction and cache loads.",
+    ),
+    only(
+        "process.roles",
+        ConfigType::List,
+        Some("broker,controller"),
+        Validator::ListOf(&["broker", "controller"]),
+        READ_ONLY,
+        "The roles this process plays: 'broker', 'controller', or 'broker,controller' if it \
+         is both (Shardlog's default, so a single node needs no setting).",
     ),
     only(
         "producer.id.expiration.ms",

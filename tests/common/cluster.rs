@@ -1,0 +1,182 @@
+//! A cluster of real `shardlog` processes on loopback for the multi-broker tests: each node
+//! is formatted with one cluster id (`shardlog format`), then started with its own node id,
+//! data dir, Kafka port (ephemeral), controller port (from the test's port block, since
+//! every node must know the voters before it starts), one shard on a chosen core and no
+//! spinning, so three nodes share this machine's two cores without starving each other.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::{Broker, Wire};
+
+/// One node's fixed identity; its process comes and goes.
+pub struct Node {
+    pub id: i32,
+    pub controller_port: u16,
+    pub data_dir: PathBuf,
+    /// Extra `serve` arguments (roles, shards).
+    pub extra: Vec<String>,
+    pub broker: Option<Broker>,
+}
+
+pub struct Cluster {
+    pub cluster_id: String,
+    /// `controller.quorum.voters`.
+    pub voters: String,
+    pub nodes: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+/// Runs `shardlog format` for `data_dir`.
+pub fn format(data_dir: &Path, cluster_id: &str, node_id: i32) {
+    let out = Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .args(["format", "--cluster-id", cluster_id, "--node-id", &node_id.to_string()])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()
+        .expect("run shardlog format");
+    assert!(out.status.success(), "format failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A new random cluster id from `shardlog format --print-random-uuid`.
+pub fn random_cluster_id() -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .args(["format", "--print-random-uuid"])
+        .output()
+        .expect("run shardlog format");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Cluster {
+    /// Formats and starts `voters` combined broker+controller nodes (ids 1..=voters) whose
+    /// controller ports are `base_port + 100 * id`.
+    pub fn start(voters: usize, base_port: u16) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cluster_id = random_cluster_id();
+        let ports: Vec<(i32, u16)> =
+            (1..=voters as i32).map(|id| (id, base_port + 100 * id as u16)).collect();
+        let voters_text: Vec<String> =
+            ports.iter().map(|(id, port)| format!("{id}@127.0.0.1:{port}")).collect();
+        let mut cluster =
+            Cluster { cluster_id, voters: voters_text.join(","), nodes: Vec::new(), _dir: dir };
+        for (id, port) in ports {
+            cluster.add_node(id, port, &[]);
+        }
+        for i in 0..cluster.nodes.len() {
+            cluster.start_node(i);
+        }
+        cluster
+    }
+
+    /// Adds (formats, does not start) a node.
+    pub fn add_node(&mut self, id: i32, controller_port: u16, extra: &[&str]) -> usize {
+        let data_dir = self._dir.path().join(format!("node-{id}"));
+        format(&data_dir, &self.cluster_id, id);
+        self.nodes.push(Node {
+            id,
+            controller_port,
+            data_dir,
+            extra: extra.iter().map(|s| (*s).to_string()).collect(),
+            broker: None,
+        });
+        self.nodes.len() - 1
+    }
+
+    /// Starts node `i` (index in `nodes`), waiting for its Kafka listener.
+    pub fn start_node(&mut self, i: usize) {
+        let node = &self.nodes[i];
+        let id = node.id.to_string();
+        let cpu = (node.id as usize % cores()).to_string();
+        let mut args: Vec<String> = vec![
+            "--node-id".into(),
+            id,
+            "--controller-quorum-voters".into(),
+            self.voters.clone(),
+            "--shards".into(),
+            "1".into(),
+            "--cpus".into(),
+            cpu,
+            "--spin-before-park-us".into(),
+            "0".into(),
+        ];
+        let is_voter = self.voters.split(',').any(|v| v.starts_with(&format!("{}@", node.id)));
+        if is_voter {
+            args.push("--controller-listen".into());
+            args.push(format!("127.0.0.1:{}", node.controller_port));
+        }
+        args.extend(node.extra.iter().cloned());
+        // A later `--shards`/`--cpus` in `extra` wins (clap keeps the last).
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let broker = Broker::start_with(&node.data_dir, &refs);
+        self.nodes[i].broker = Some(broker);
+    }
+
+    pub fn broker(&self, i: usize) -> &Broker {
+        self.nodes[i].broker.as_ref().expect("node running")
+    }
+
+    pub fn running(&self) -> impl Iterator<Item = (usize, &Broker)> {
+        self.nodes.iter().enumerate().filter_map(|(i, n)| n.broker.as_ref().map(|b| (i, b)))
+    }
+
+    /// Kafka addresses of the running nodes, comma-separated (a bootstrap list).
+    pub fn bootstrap(&self) -> String {
+        self.running().map(|(_, b)| b.addr.clone()).collect::<Vec<_>>().join(",")
+    }
+
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut b) = self.nodes[i].broker.take() {
+            b.kill();
+        }
+    }
+
+    pub fn terminate(&mut self, i: usize) {
+        if let Some(mut b) = self.nodes[i].broker.take() {
+            b.terminate();
+        }
+    }
+
+    pub fn signal(&self, i: usize, sig: i32) {
+        // SAFETY: a signal to our own child process.
+        unsafe {
+            libc::kill(self.broker(i).pid(), sig);
+        }
+    }
+
+    /// Index of the node with id `id`.
+    pub fn index_of(&self, id: i32) -> usize {
+        self.nodes.iter().position(|n| n.id == id).expect("node id")
+    }
+
+    /// Polls `check` on a fresh connection to any running node until it returns `Some`, or
+    /// panics after `limit` with `what`.
+    pub fn wait_for<T>(
+        &self,
+        limit: Duration,
+        what: &str,
+        mut check: impl FnMut(&mut Wire) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + limit;
+        loop {
+            for (_, b) in self.running() {
+                if let Ok(conn) =
+                    shardlog::protocol::blocking::BlockingConn::open(&b.addr, "cluster-test")
+                {
+                    let mut wire = Wire(conn);
+                    if let Ok(Some(v)) =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&mut wire)))
+                    {
+                        return v;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
