@@ -207,6 +207,11 @@ impl Wire {
         Wire::connect_as(addr, "test-wire")
     }
 
+    /// Connects, or `None` when the broker does not answer (it may be down).
+    pub fn try_connect(addr: &str) -> Option<Wire> {
+        shardlog::protocol::blocking::BlockingConn::open(addr, "test-wire").ok().map(Wire)
+    }
+
     /// Connects with `client_id` in every request header (quotas are per client id).
     pub fn connect_as(addr: &str, client_id: &'static str) -> Wire {
         Wire(shardlog::protocol::blocking::BlockingConn::open(addr, client_id).expect("connect"))
