@@ -23,6 +23,7 @@ pub mod describe_quorum;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod metadata;
+pub mod unavailable;
 
 #[cfg(test)]
 mod tests;
