@@ -1,0 +1,496 @@
+//! The cluster on the controller shard (shard 0) of every node: the metadata quorum
+//! ([`crate::quorum::QuorumDriver`]) over the controller's state machine
+//! ([`ControllerState`]), image publication, controller operations run by the active
+//! controller or forwarded to it, and this broker's registration ([`lifecycle`]).
+//!
+//! Two copies of the controller state live here. The *committed* copy is the quorum's state
+//! machine: it applies committed entries only, and every image published to the shards comes
+//! from it, so a client never sees metadata the quorum might lose. The *working* copy exists
+//! on the active controller only: an operation validates and applies to it at once, its
+//! records are proposed through Raft, and the client is answered once they are committed,
+//! applied to the committed copy and published to this node's shards. A new term, or a
+//! proposal the quorum superseded, replaces the working copy with a clone of the committed one.
+//!
+//! Invariants: controller operations run one at a time (`op_lock`); images are published one
+//! at a time (`publish_lock`), each at least as new as the last; a node forwards a request
+//! to the leader it knows and the leader never forwards it again; every wait is bounded.
+
+pub mod lifecycle;
+pub mod rpc;
+mod start;
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{ApiKey, DescribeQuorumRequest};
+
+pub use start::start;
+
+use self::rpc::{Call, Reply};
+use super::admin::describe_quorum::{self, QuorumView, ReplicaView};
+use super::admin::unavailable;
+use super::control::{publish_image, ControllerReply};
+use crate::config::Voter;
+use crate::controller::{BrokerHeartbeats, ControllerError, ControllerState};
+use crate::protocol::{decode_request, encode_response};
+use crate::quorum::{ProposeError, QuorumHandle, QuorumRole, StateMachine};
+use crate::shard::ShardCtx;
+use crate::types::NodeId;
+
+/// How long a controller request may wait for an active controller (below clients'
+/// `request.timeout.ms`, 30 s, so they get an answer rather than a timeout of their own).
+pub const CONTROLLER_REQUEST_TIMEOUT_MS: u64 = 15_000;
+/// How long a forwarded request's answer waits for this node to apply what it changed.
+const READ_YOUR_WRITES_WAIT_MS: u64 = 3_000;
+/// Pause before asking again when the quorum has no leader or the leader moved.
+const RETRY_PAUSE_MS: u64 = 100;
+
+/// Raft reserves id 0, Kafka's single node is node 0: a single node runs as Raft id 1.
+#[derive(Clone, Copy, Debug)]
+pub struct RaftIds {
+    zero_is_one: bool,
+}
+
+impl RaftIds {
+    #[must_use]
+    pub fn raft(self, node: NodeId) -> u64 {
+        if self.zero_is_one && node.0 == 0 {
+            1
+        } else {
+            u64::try_from(node.0).unwrap_or(0)
+        }
+    }
+
+    #[must_use]
+    pub fn node(self, raft: u64) -> NodeId {
+        if self.zero_is_one && raft == 1 {
+            NodeId(0)
+        } else {
+            NodeId(i32::try_from(raft).unwrap_or(-1))
+        }
+    }
+}
+
+/// Why a controller operation did not run to the end.
+#[derive(Debug)]
+pub enum OpError {
+    NotLeader(Option<NodeId>),
+    Propose(ProposeError),
+}
+
+/// The active controller's working state for one term.
+struct Active {
+    term: u64,
+    working: ControllerState,
+    heartbeats: BrokerHeartbeats,
+}
+
+/// The quorum's state machine: the committed copy.
+struct Committed(Rc<RefCell<ControllerState>>);
+
+impl StateMachine for Committed {
+    fn apply(&mut self, index: u64, data: &[u8]) -> Result<(), String> {
+        self.0.borrow_mut().apply_entry(index, data).map_err(|e| e.to_string())
+    }
+
+    fn restore(&mut self, index: u64, data: &[u8]) -> Result<(), String> {
+        self.0.borrow_mut().restore_snapshot(index, data).map_err(|e| e.to_string())
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.0.borrow().snapshot()
+    }
+}
+
+/// This node's part of the cluster. See the module docs.
+pub struct ClusterNode {
+    pub node_id: NodeId,
+    pub ids: RaftIds,
+    pub quorum: QuorumHandle,
+    /// Voters from the configuration (empty: a single node, its own quorum).
+    pub voters: Vec<Voter>,
+    pub is_broker: bool,
+    /// A voter (may become the active controller).
+    pub controller_role: bool,
+    committed: Rc<RefCell<ControllerState>>,
+    active: RefCell<Option<Active>>,
+    op_lock: futures::lock::Mutex<()>,
+    publish_lock: futures::lock::Mutex<()>,
+    /// The committed index the last published image reflects.
+    published_applied: Cell<u64>,
+    /// This broker's registration: (epoch, fenced), once registered.
+    pub(crate) registration: Cell<Option<(i64, bool)>>,
+}
+
+/// Wall-clock milliseconds (broker sessions and DescribeQuorum timestamps).
+#[must_use]
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    })
+}
+
+/// The cluster node of this process, on the controller shard.
+#[must_use]
+pub fn node(ctx: &ShardCtx) -> Option<Rc<ClusterNode>> {
+    ctx.app().and_then(|a: Rc<dyn Any>| a.downcast::<ClusterNode>().ok())
+}
+
+impl ClusterNode {
+    /// The committed index the quorum applied here.
+    #[must_use]
+    pub fn applied_index(&self) -> u64 {
+        self.quorum.status().applied_index
+    }
+
+    /// The active controller as this node knows it.
+    #[must_use]
+    pub fn leader(&self) -> Option<NodeId> {
+        self.quorum.status().leader_id.map(|r| self.ids.node(r))
+    }
+
+    fn is_ready_leader(&self) -> bool {
+        let st = self.quorum.status();
+        st.role == QuorumRole::Leader && st.leader_ready
+    }
+
+    /// Publishes the committed state's image to every shard of this node, unless the last
+    /// publication already covered it.
+    pub async fn publish(&self, ctx: &Rc<ShardCtx>) -> Result<(), String> {
+        let _serial = self.publish_lock.lock().await;
+        let leader = self.leader().unwrap_or(NodeId(-1));
+        let (image, applied) = {
+            let mut c = self.committed.borrow_mut();
+            c.set_controller_id(leader);
+            (c.image(), c.last_applied())
+        };
+        if image.version <= ctx.image().version && ctx.has_image() {
+            self.published_applied.set(self.published_applied.get().max(applied));
+            return Ok(());
+        }
+        publish_image(ctx, image).await?;
+        self.published_applied.set(self.published_applied.get().max(applied));
+        Ok(())
+    }
+
+    /// Waits (bounded) until this node's shards hold an image covering `index`.
+    async fn wait_published(&self, ctx: &Rc<ShardCtx>, index: u64, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.published_applied.get() < index && Instant::now() < deadline {
+            let seen = self.quorum.changed().version();
+            if self.quorum.status().applied_index >= index {
+                if let Err(err) = self.publish(ctx).await {
+                    tracing::warn!("publishing metadata failed: {err}");
+                }
+                continue;
+            }
+            crate::shard::with_timeout(
+                Duration::from_millis(RETRY_PAUSE_MS),
+                self.quorum.changed().changed_since(seen),
+            )
+            .await;
+        }
+    }
+
+    /// Runs `op` on the active controller's working state, proposes what it recorded (plus
+    /// the frames it hands back in its third argument), waits until they are committed and
+    /// published here, and returns its result with the last committed index.
+    pub async fn run_op<T>(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        op: impl FnOnce(&mut ControllerState, &mut BrokerHeartbeats, &mut Vec<Vec<u8>>) -> T,
+    ) -> Result<(T, u64), OpError> {
+        let _serial = self.op_lock.lock().await;
+        let st = self.quorum.status();
+        if st.role != QuorumRole::Leader || !st.leader_ready {
+            return Err(OpError::NotLeader(st.leader_id.map(|r| self.ids.node(r))));
+        }
+        let (result, proposals) = {
+            let mut active = self.active.borrow_mut();
+            if active.as_ref().map_or(true, |a| a.term != st.term) {
+                let mut working = self.committed.borrow().clone();
+                working.become_active();
+                let mut heartbeats = BrokerHeartbeats::new(working.broker_session_timeout_ms());
+                heartbeats.activate(&working, now_ms());
+                tracing::info!(term = st.term, "this node is the active controller");
+                *active = Some(Active { term: st.term, working, heartbeats });
+            }
+            let Some(a) = active.as_mut() else {
+                return Err(OpError::NotLeader(None));
+            };
+            let mut extra = Vec::new();
+            let result = op(&mut a.working, &mut a.heartbeats, &mut extra);
+            let mut proposals = a.working.take_proposals();
+            proposals.extend(extra);
+            (result, proposals)
+        };
+        if proposals.is_empty() {
+            return Ok((result, st.applied_index));
+        }
+        let pending: Vec<_> = proposals.into_iter().map(|p| self.quorum.propose(p)).collect();
+        let mut last = st.applied_index;
+        for outcome in futures::future::join_all(pending).await {
+            match outcome {
+                Ok(index) => last = last.max(index),
+                // Still in our log and may commit: the working copy stays as it is.
+                Err(ProposeError::Timeout) => return Err(OpError::Propose(ProposeError::Timeout)),
+                Err(err) => {
+                    // Lost with the leadership, or the store failed: start over from what
+                    // the quorum committed.
+                    *self.active.borrow_mut() = None;
+                    return Err(OpError::Propose(err));
+                }
+            }
+        }
+        if let Err(err) = self.publish(ctx).await {
+            tracing::error!("publishing metadata failed: {err}");
+        }
+        Ok((result, last))
+    }
+
+    /// Handles a call on this node as the active controller (or says who is).
+    pub async fn handle_local(self: &Rc<Self>, ctx: &Rc<ShardCtx>, call: Call) -> Reply {
+        let outcome = match call {
+            Call::Kafka { api, version, frame } => self.kafka_local(ctx, api, version, frame).await,
+            Call::AutoCreate(names) => self
+                .run_op(ctx, |w, _, _| {
+                    for (name, result) in w.create_topics_with_defaults(&names) {
+                        if let Err(err) = result {
+                            tracing::info!(topic = %name, "auto-create refused: {err}");
+                        }
+                    }
+                })
+                .await
+                .map(|((), applied_index)| Reply::AutoCreated { applied_index }),
+            Call::Register(req) => {
+                if !self.voters.is_empty() && !self.voters.iter().any(|v| v.id == req.node) {
+                    // A broker-only node follows the metadata log as a Raft learner.
+                    if let Err(err) = self.quorum.add_learner(self.ids.raft(req.node)).await {
+                        return match err {
+                            ProposeError::NotLeader { leader } => {
+                                Reply::NotLeader { leader: leader.map(|r| self.ids.node(r)) }
+                            }
+                            other => error_reply(ResponseError::RequestTimedOut, &other.to_string()),
+                        };
+                    }
+                }
+                let hint = i64::try_from(self.quorum.status().commit_index).unwrap_or(0) + 1;
+                match self
+                    .run_op(ctx, |w, hb, _| hb.register(w, &req, hint, now_ms()))
+                    .await
+                {
+                    Ok((Ok(epoch), _)) => Ok(Reply::Registered { epoch }),
+                    Ok((Err(err), _)) => Ok(controller_error_reply(&err)),
+                    Err(e) => Err(e),
+                }
+            }
+            Call::Heartbeat(hb) => {
+                match self
+                    .run_op(ctx, |w, hbs, extra| {
+                        hbs.heartbeat(w, hb, now_ms()).map(|mut o| {
+                            extra.append(&mut o.records);
+                            o
+                        })
+                    })
+                    .await
+                {
+                    Ok((Ok(o), _)) => Ok(Reply::Heartbeat {
+                        is_caught_up: o.is_caught_up,
+                        is_fenced: o.is_fenced,
+                        should_shutdown: o.should_shutdown,
+                    }),
+                    Ok((Err(err), _)) => Ok(controller_error_reply(&err)),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match outcome {
+            Ok(reply) => reply,
+            Err(OpError::NotLeader(leader)) => Reply::NotLeader { leader },
+            Err(OpError::Propose(ProposeError::NotLeader { leader })) => {
+                Reply::NotLeader { leader: leader.map(|r| self.ids.node(r)) }
+            }
+            Err(OpError::Propose(ProposeError::Superseded)) => Reply::NotLeader { leader: None },
+            Err(OpError::Propose(err)) => error_reply(ResponseError::RequestTimedOut, &err.to_string()),
+        }
+    }
+
+    async fn kafka_local(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        api: i16,
+        version: i16,
+        frame: Bytes,
+    ) -> Result<Reply, OpError> {
+        let Ok(api) = ApiKey::try_from(api) else {
+            return Ok(error_reply(ResponseError::InvalidRequest, &format!("api key {api}")));
+        };
+        if api == ApiKey::DescribeQuorum {
+            if !self.is_ready_leader() {
+                return Err(OpError::NotLeader(self.leader()));
+            }
+            let frame = self.describe_quorum(version, frame).unwrap_or_else(|e| {
+                tracing::warn!("DescribeQuorum: {e}");
+                Bytes::new()
+            });
+            return Ok(Reply::Kafka { frame, applied_index: 0 });
+        }
+        let (result, applied_index) = self
+            .run_op(ctx, |w, _, _| super::admin_wiring::run(w, api, version, frame))
+            .await?;
+        match result {
+            Ok(frame) => Ok(Reply::Kafka { frame, applied_index }),
+            Err(reason) => Ok(error_reply(ResponseError::InvalidRequest, &reason)),
+        }
+    }
+
+    /// DescribeQuorum from this node's status (exact on the leader).
+    fn describe_quorum(&self, version: i16, frame: Bytes) -> Result<Bytes, String> {
+        let (header, req) =
+            decode_request::<DescribeQuorumRequest>(frame, ApiKey::DescribeQuorum, version)
+                .map_err(|e| e.to_string())?;
+        let view = self.quorum_view();
+        let response = describe_quorum::handle(view.as_ref(), &req, version);
+        encode_response(ApiKey::DescribeQuorum, version, header.correlation_id, &response)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The quorum as DescribeQuorum reports it (`None` unless this node leads).
+    #[must_use]
+    pub fn quorum_view(&self) -> Option<QuorumView> {
+        let st = self.quorum.status();
+        if st.role != QuorumRole::Leader {
+            return None;
+        }
+        let row = |id: u64| {
+            let r = st.replicas.iter().find(|r| r.id == id);
+            let ms = |v: u64| if v == 0 { -1 } else { i64::try_from(v).unwrap_or(i64::MAX) };
+            ReplicaView {
+                id: self.ids.node(id).0,
+                log_end_offset: r.map_or(-1, |r| i64::try_from(r.log_end_offset).unwrap_or(-1)),
+                last_fetch_ms: r.map_or(-1, |r| ms(r.last_fetch_ms)),
+                last_caught_up_ms: r.map_or(-1, |r| ms(r.last_caught_up_ms)),
+            }
+        };
+        let voter_endpoints = if self.voters.is_empty() {
+            Vec::new()
+        } else {
+            self.voters.iter().map(|v| (v.id.0, v.host.clone(), v.port)).collect()
+        };
+        Some(QuorumView {
+            leader_id: st.leader_id.map_or(-1, |r| self.ids.node(r).0),
+            leader_epoch: i32::try_from(st.term).unwrap_or(i32::MAX),
+            high_watermark: i64::try_from(st.commit_index).unwrap_or(i64::MAX),
+            voters: st.voters.iter().map(|v| row(*v)).collect(),
+            observers: st.learners.iter().map(|l| row(*l)).collect(),
+            voter_endpoints,
+        })
+    }
+
+    /// Sends `call` to the active controller — this node, or the leader over the quorum's
+    /// connections — retrying while leadership moves, until `deadline`.
+    pub async fn to_controller(self: &Rc<Self>, ctx: &Rc<ShardCtx>, call: Call, deadline: Instant) -> Reply {
+        let mut last_leader = None;
+        loop {
+            let seen = self.quorum.changed().version();
+            let st = self.quorum.status();
+            let reply = if st.role == QuorumRole::Leader && st.leader_ready {
+                Some(self.handle_local(ctx, call.clone()).await)
+            } else if let Some(leader) = st.leader_id.filter(|l| *l != st.node_id) {
+                last_leader = Some(self.ids.node(leader));
+                let left = deadline.saturating_duration_since(Instant::now());
+                let timeout_ms = u64::try_from(left.as_millis()).unwrap_or(0).max(1);
+                match self.quorum.call(leader, call.encode(), timeout_ms).await {
+                    Ok(bytes) => match Reply::decode(bytes) {
+                        Ok(reply) => Some(reply),
+                        Err(err) => Some(error_reply(ResponseError::UnknownServerError, &err)),
+                    },
+                    Err(err) => {
+                        tracing::debug!(%leader, "cluster call failed: {err}");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            match reply {
+                Some(Reply::NotLeader { .. }) | None => {}
+                Some(reply) => return reply,
+            }
+            if Instant::now() >= deadline {
+                return match last_leader {
+                    None => error_reply(ResponseError::NotController, "no active controller"),
+                    Some(l) => error_reply(
+                        ResponseError::RequestTimedOut,
+                        &format!("the active controller ({l}) did not answer in time"),
+                    ),
+                };
+            }
+            crate::shard::with_timeout(
+                Duration::from_millis(RETRY_PAUSE_MS),
+                self.quorum.changed().changed_since(seen),
+            )
+            .await;
+        }
+    }
+
+    /// A Kafka controller request from a client of this node.
+    pub async fn admin(self: &Rc<Self>, ctx: &Rc<ShardCtx>, api: ApiKey, version: i16, frame: Bytes) -> ControllerReply {
+        let deadline = Instant::now() + Duration::from_millis(CONTROLLER_REQUEST_TIMEOUT_MS);
+        let call = Call::Kafka { api: api as i16, version, frame: frame.clone() };
+        match self.to_controller(ctx, call, deadline).await {
+            Reply::Kafka { frame, applied_index } if !frame.is_empty() => {
+                self.wait_published(ctx, applied_index, Duration::from_millis(READ_YOUR_WRITES_WAIT_MS))
+                    .await;
+                ControllerReply::Encoded(frame)
+            }
+            Reply::Error { code, message } => {
+                let error = ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError);
+                if api == ApiKey::DescribeQuorum {
+                    return match self.describe_quorum(version, frame) {
+                        Ok(f) => ControllerReply::Encoded(f),
+                        Err(e) => ControllerReply::Rejected(e),
+                    };
+                }
+                match unavailable::response(api, version, frame, error, &message) {
+                    Ok(f) => ControllerReply::Encoded(f),
+                    Err(e) => ControllerReply::Rejected(e),
+                }
+            }
+            other => ControllerReply::Rejected(format!("unexpected controller answer {other:?}")),
+        }
+    }
+
+    /// Auto-creates topics through the active controller and waits until this node sees them.
+    pub async fn auto_create(self: &Rc<Self>, ctx: &Rc<ShardCtx>, names: Vec<String>) -> ControllerReply {
+        let deadline = Instant::now() + Duration::from_millis(CONTROLLER_REQUEST_TIMEOUT_MS);
+        match self.to_controller(ctx, Call::AutoCreate(names), deadline).await {
+            Reply::AutoCreated { applied_index } => {
+                self.wait_published(ctx, applied_index, Duration::from_millis(READ_YOUR_WRITES_WAIT_MS))
+                    .await;
+                ControllerReply::Done
+            }
+            other => {
+                tracing::info!("auto-create did not complete: {other:?}");
+                ControllerReply::Done
+            }
+        }
+    }
+}
+
+fn error_reply(error: ResponseError, message: &str) -> Reply {
+    Reply::Error { code: error.code(), message: message.to_string() }
+}
+
+fn controller_error_reply(err: &ControllerError) -> Reply {
+    let error = match err {
+        ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch,
+        ControllerError::DuplicateBrokerRegistration(_) => ResponseError::DuplicateBrokerRegistration,
+        _ => super::admin::error_code_of(err),
+    };
+    error_reply(error, &err.to_string())
+}
