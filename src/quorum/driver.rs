@@ -419,8 +419,6 @@ impl<F: FileSystem, S: StateMachine> Core<F, S> {
                     () = wait.fuse() => {},
                     _ = FutureExt::fuse(timer) => {},
                 }
-            } else {
-                drop(wait);
             }
             let now = Instant::now();
             let mut ticks = 0;
