@@ -84,6 +84,10 @@ fn elects_replicates_fails_over_and_stops_applying_on_error() {
         }
         assert!(nodes.iter().all(|n| *n.1.borrow() == want));
         assert!(hs[l].counters().snapshots_taken.get() >= 2);
+        let m = hs[l].metrics();
+        assert_eq!(m.role, super::driver::QuorumRole::Leader);
+        assert_eq!(m.lag_by_voter.len(), 3, "{m:?}");
+        assert!(m.applied_index >= 11 && m.messages_sent > 0, "{m:?}");
 
         // Cut the leader off: the other two elect one of theirs and go on.
         net.set_cut(l as u64 + 1, true);
@@ -112,5 +116,46 @@ fn elects_replicates_fails_over_and_stops_applying_on_error() {
         for n in &nodes {
             n.0.shutdown();
         }
+    });
+}
+
+#[test]
+fn bootstrap_data_and_restart_restore_the_state() {
+    crate::io::run_local(async {
+        let fs = MemFileSystem::new();
+        let open = |fs: MemFileSystem| async move {
+            let net = LocalNet::new();
+            let mut cfg = DriverConfig::new(1, vec![1], PathBuf::from("/q"));
+            cfg.tick_ms = 5;
+            cfg.snapshot_every_entries = 3;
+            cfg.bootstrap_data = bytes::Bytes::from_static(b"boot");
+            let log = Log::default();
+            let sm = Machine { log: log.clone(), poison: b"poison" };
+            let t: Rc<dyn Transport> = net.endpoint(1);
+            let h = QuorumDriver::start(cfg, fs, sm, t).await.unwrap();
+            (h, log)
+        };
+        let (h, log) = open(fs.clone()).await;
+        assert_eq!(*log.borrow(), vec![b"boot".to_vec()], "bootstrap data restored at start");
+        leader(&[&h]).await;
+        let mut want = vec![b"boot".to_vec()];
+        for i in 0..5 {
+            let d = format!("e{i}").into_bytes();
+            h.propose(d.clone()).await.unwrap();
+            want.push(d);
+        }
+        assert_eq!(*log.borrow(), want);
+        h.shutdown();
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+        // Restart from the same disk: the snapshot (taken at 3 entries) plus the log after it.
+        let (h2, log2) = open(fs.clone()).await;
+        leader(&[&h2]).await;
+        assert_eq!(*log2.borrow(), want);
+        let st = h2.status();
+        assert!(st.applied_index >= 6, "{st:?}");
+        assert_eq!(h2.counters().snapshots_restored.get(), 0);
+        h2.propose(b"more".to_vec()).await.unwrap();
+        assert_eq!(log2.borrow().last().map(Vec::as_slice), Some(&b"more"[..]));
+        h2.shutdown();
     });
 }
