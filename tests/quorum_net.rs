@@ -60,8 +60,8 @@ enum Cmd {
     Propose(Vec<u8>, Reply<u64>),
     AddLearner(u64, Reply<()>),
     Call(u64, Vec<u8>, u64, Reply<Vec<u8>>),
-    /// Returns from the executor's main future without shutting anything down: the
-    /// executor and every task on it are dropped, as in a crash of that node.
+    /// Shuts the node's driver and transport down and returns from the executor's main
+    /// future: the node stops answering at once, its sockets close, its executor ends.
     Drop,
 }
 
@@ -82,6 +82,8 @@ struct Spec {
     voters: BTreeMap<u64, SocketAddr>,
     listen: Option<SocketAddr>,
     snapshot_every: u64,
+    /// Restart on this data dir (`None`: a fresh temp dir).
+    dir: Option<tempfile::TempDir>,
 }
 
 fn addr(port: u16) -> SocketAddr {
@@ -93,7 +95,10 @@ fn voters(ports: &[u16]) -> BTreeMap<u64, SocketAddr> {
 }
 
 fn spawn(spec: Spec) -> Node {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = match spec.dir {
+        Some(d) => d,
+        None => tempfile::tempdir().unwrap(),
+    };
     let path: PathBuf = dir.path().to_path_buf();
     let (tx, rx) = channel::<Cmd>();
     let status = Arc::new(Mutex::new(None));
@@ -103,24 +108,23 @@ fn spawn(spec: Spec) -> Node {
     let (st, lg, rf, rs) = (status.clone(), log.clone(), refused.clone(), restored.clone());
     let id = spec.id;
     let _ = shardlog::io::raise_memlock_limit(512 * 1024 * 1024);
+    let (cluster, voters, listen, snapshot_every) =
+        (spec.cluster, spec.voters, spec.listen, spec.snapshot_every);
     let thread = std::thread::spawn(move || {
         let ex = glommio::LocalExecutorBuilder::default().make().expect("executor");
         ex.run(async move {
             shardlog::io::probe_data_dir(&path).await.expect("probe");
             let net = NetConfig {
-                cluster_id: spec.cluster.to_string(),
-                node_id: spec.id,
-                listen: spec.listen,
-                voters: spec.voters.clone(),
+                cluster_id: cluster.to_string(),
+                node_id: id,
+                listen,
+                voters: voters.clone(),
             };
             let transport = TcpTransport::start(net).expect("transport");
-            let mut cfg = DriverConfig::new(
-                spec.id,
-                spec.voters.keys().copied().collect(),
-                path.join("quorum"),
-            );
-            cfg.snapshot_every_entries = spec.snapshot_every;
-            cfg.jitter_seed = Some(spec.id);
+            let mut cfg =
+                DriverConfig::new(id, voters.keys().copied().collect(), path.join("quorum"));
+            cfg.snapshot_every_entries = snapshot_every;
+            cfg.jitter_seed = Some(id);
             let dyn_t: Rc<dyn Transport> = Rc::new(transport.clone());
             let handle = QuorumDriver::start(cfg, DmaFileSystem, ListMachine(lg), dyn_t)
                 .await
@@ -140,7 +144,13 @@ fn spawn(spec: Spec) -> Node {
                 while let Ok(cmd) = rx.try_recv() {
                     let h = handle.clone();
                     match cmd {
-                        Cmd::Drop => return,
+                        Cmd::Drop => {
+                            // glommio leaks detached tasks (and their sockets) when the
+                            // executor's main future returns, so stop them first.
+                            handle.shutdown();
+                            glommio::timer::sleep(Duration::from_millis(50)).await;
+                            return;
+                        }
                         Cmd::Propose(d, reply) => {
                             glommio::spawn_local(async move {
                                 let r = h.propose(d).await;
@@ -193,7 +203,8 @@ impl Node {
     fn kill(&mut self) {
         let _ = self.tx.send(Cmd::Drop);
         if let Some(t) = self.thread.take() {
-            t.join().unwrap();
+            // A node thread that panicked already failed the test; do not panic again here.
+            let _ = t.join();
         }
     }
 }
@@ -232,6 +243,7 @@ fn three(ports: [u16; 3], snapshot_every: u64) -> Vec<Node> {
                 voters: v.clone(),
                 listen: Some(v[&id]),
                 snapshot_every,
+                dir: None,
             })
         })
         .collect()
@@ -274,6 +286,27 @@ fn three_voters_elect_replicate_and_fail_over() {
     wait_for("'b' on both survivors", Duration::from_secs(10), || {
         rest.iter().all(|n| n.log() == vec![b"a".to_vec(), b"b".to_vec()]).then_some(())
     });
+    // A second node cannot take a live node's controller address (no SO_REUSEPORT).
+    let v = voters(&[20101, 20102, 20103]);
+    assert!(std::net::TcpListener::bind(v[&new_leader]).is_err());
+
+    // The old leader comes back on its own data dir and port, and catches up.
+    let old_dir = nodes[li]._dir.take();
+    let t3 = Instant::now();
+    nodes[li] = spawn(Spec {
+        id: leader,
+        cluster: "qn",
+        voters: v.clone(),
+        listen: Some(v[&leader]),
+        snapshot_every: 10_000,
+        dir: old_dir,
+    });
+    wait_for("the restarted node caught up", Duration::from_secs(15), || {
+        let st = nodes[li].status()?;
+        let caught_up = nodes[li].log() == vec![b"a".to_vec(), b"b".to_vec()];
+        (caught_up && st.leader_id == Some(new_leader)).then_some(())
+    });
+    println!("restarted node caught up in {:?}", t3.elapsed());
 }
 
 #[test]
@@ -293,6 +326,7 @@ fn learner_catches_up_from_a_snapshot() {
         voters: voters(&[20111, 20112, 20113]),
         listen: None,
         snapshot_every: 5,
+        dir: None,
     });
     let t = Instant::now();
     l.ask(|r| Cmd::AddLearner(4, r)).expect("add learner");
@@ -328,6 +362,7 @@ fn misconfigured_nodes_are_refused() {
                 voters: good.clone(),
                 listen: Some(good[&id]),
                 snapshot_every: 100,
+                dir: None,
             })
         })
         .collect();
@@ -338,11 +373,19 @@ fn misconfigured_nodes_are_refused() {
         voters: good.clone(),
         listen: None,
         snapshot_every: 100,
+        dir: None,
     });
     // Right cluster id, a voter set with one more member.
     let mut more = good.clone();
     more.insert(3, addr(20123));
-    let odd = spawn(Spec { id: 8, cluster: "qn", voters: more, listen: None, snapshot_every: 100 });
+    let odd = spawn(Spec {
+        id: 8,
+        cluster: "qn",
+        voters: more,
+        listen: None,
+        snapshot_every: 100,
+        dir: None,
+    });
     wait_for("refusals on both sides", Duration::from_secs(10), || {
         let theirs =
             stranger.refused.load(Ordering::Relaxed) > 0 && odd.refused.load(Ordering::Relaxed) > 0;
@@ -369,6 +412,7 @@ fn rpc_round_trip_timeout_and_unreachable() {
                 voters: v.clone(),
                 listen: Some(v[&id]),
                 snapshot_every: 100,
+                dir: None,
             })
         })
         .collect();

@@ -144,7 +144,7 @@ impl TcpTransport {
     /// glommio executor.
     pub fn start(cfg: NetConfig) -> std::io::Result<Self> {
         let listener = match cfg.listen {
-            Some(addr) => Some(TcpListener::bind(addr).map_err(std::io::Error::from)?),
+            Some(addr) => Some(bind_exclusive(addr)?),
             None => None,
         };
         let inner = Rc::new(Inner {
@@ -189,6 +189,19 @@ impl TcpTransport {
         ids.sort_unstable();
         ids
     }
+}
+
+/// Binds without SO_REUSEPORT (glommio's own bind sets it): a second node on the same
+/// controller address must get "address in use", not silently share the port.
+fn bind_exclusive(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let exclusive = std::net::TcpListener::bind(addr)?;
+    exclusive.set_nonblocking(true)?;
+    // SAFETY: the descriptor comes from a listening socket we own and hand over whole.
+    Ok(unsafe {
+        <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(
+            exclusive,
+        ))
+    })
 }
 
 fn route(p: &PeerConns) -> Option<Rc<Conn>> {
