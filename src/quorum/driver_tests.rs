@@ -68,7 +68,9 @@ fn elects_replicates_fails_over_and_stops_applying_on_error() {
             nodes.push(start(&net, id).await);
         }
         let hs: Vec<&QuorumHandle> = nodes.iter().map(|n| &n.0).collect();
+        let seen = hs[0].changed().version();
         let l = leader(&hs).await;
+        assert_ne!(hs[0].changed().version(), seen, "an election changes the status");
         let other = (l + 1) % 3;
         let err = hs[other].propose(b"x".to_vec()).await.unwrap_err();
         assert!(matches!(err, ProposeError::NotLeader { leader: Some(_) }), "{err:?}");
