@@ -154,6 +154,7 @@ pub struct QuorumMetrics {
 #[derive(Default, Debug)]
 pub struct DriverCounters {
     pub messages_sent: Cell<u64>,
+    /// Outgoing messages the transport refused, and incoming ones a full inbox dropped.
     pub messages_dropped: Cell<u64>,
     pub snapshots_taken: Cell<u64>,
     pub snapshots_restored: Cell<u64>,
@@ -242,6 +243,9 @@ impl QuorumDriver {
                 if s.inbox.borrow().len() < super::INBOX_MESSAGES_MAX {
                     s.inbox.borrow_mut().push_back(m);
                     s.wake.notify_all();
+                } else {
+                    let d = &s.counters.messages_dropped;
+                    d.set(d.get() + 1);
                 }
             }
         }));
