@@ -3,9 +3,10 @@
 //! raft-rs reads ([`view::LogView`]), and its durable storage through [`crate::io::FileSystem`]
 //! ([`store::RaftStore`], byte format in `docs/format.md`).
 //!
-//! Not wired into the broker yet. When it is, it runs on the controller shard (shard 0) of
-//! every voter and of every broker that follows the log as a learner. Nothing here does I/O or
-//! reads a clock: the caller ticks it, steps it with messages, persists what [`QuorumNode::
+//! It runs on the controller shard (shard 0) of every voter and of every broker that follows
+//! the log as a learner: [`driver`] runs a node in a process over a [`transport::Transport`]
+//! ([`net`]: TCP, frames in [`frame`]). The node itself does no I/O and reads no
+//! clock: the caller ticks it, steps it with messages, persists what [`QuorumNode::
 //! ready`] hands out through the store, sends the messages and applies the committed entries.
 //! The deterministic simulator ([`crate::sim`]) is such a caller.
 //!
@@ -29,19 +30,31 @@
 //! simulator ticks each node 0, 1 or 2 times per virtual tick from its seeded RNG).
 
 mod codec;
+pub mod driver;
+#[cfg(test)]
+mod driver_tests;
+pub mod frame;
 mod logger;
+pub mod net;
 mod node;
 #[cfg(test)]
 mod node_tests;
 pub mod store;
 #[cfg(test)]
 mod store_tests;
+pub mod transport;
 pub mod view;
 
+pub use driver::{
+    DriverConfig, ProposeError, QuorumDriver, QuorumHandle, QuorumMetrics, QuorumRole,
+    QuorumStatus, ReplicaStatus, StateMachine,
+};
 pub use logger::raft_logger;
+pub use net::{NetConfig, TcpTransport};
 pub use node::{Advanced, Compaction, QuorumNode, Ready};
 pub use raft::prelude::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
 pub use raft::StateRole;
+pub use transport::{LocalNet, QuorumRpcError, RpcHandler, Sent, Transport};
 
 use std::path::PathBuf;
 
@@ -53,6 +66,29 @@ pub const SNAPSHOT_BYTES_MAX: u64 = 1024 * 1024 * 1024;
 pub const APPEND_MESSAGE_BYTES_MAX: u64 = 1024 * 1024;
 /// Append messages a leader keeps in flight to one follower.
 pub const APPEND_INFLIGHT_MAX: usize = 256;
+
+/// Largest wire frame between quorum nodes (kind byte + payload). A snapshot travels in one
+/// `MsgSnapshot` frame, so this also caps the snapshot a leader can send.
+pub const FRAME_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Frames queued per connection before raft messages are dropped (raft retries).
+pub const SEND_QUEUE_FRAMES_MAX: usize = 4096;
+/// RPC calls in flight per connection, each way.
+pub const RPC_INFLIGHT_MAX: usize = 64;
+/// Reconnect backoff: first wait, doubling up to the cap.
+pub const RECONNECT_BACKOFF_MS_MIN: u64 = 50;
+pub const RECONNECT_BACKOFF_MS_MAX: u64 = 2_000;
+/// A dial gives up after this long.
+pub const CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// Both hellos must be exchanged within this long.
+pub const HANDSHAKE_TIMEOUT_MS: u64 = 2_000;
+/// Raft messages waiting for the driver loop before new ones are dropped.
+pub const INBOX_MESSAGES_MAX: usize = 16_384;
+/// Driver tick (10-tick elections ≈ 1 s, 2-tick heartbeats).
+pub const TICK_MS_DEFAULT: u64 = 100;
+/// Local snapshot (and log compaction) every this many applied entries.
+pub const SNAPSHOT_EVERY_ENTRIES_DEFAULT: u64 = 10_000;
+/// How long a proposal waits to be applied.
+pub const PROPOSE_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 
 /// What a node needs to know to start. Ticks are the caller's unit of time.
 #[derive(Clone, Debug)]

@@ -5,7 +5,10 @@
 //! `advance`, not `ready`.
 
 use bytes::Bytes;
-use raft::prelude::{Entry, HardState, Message, Snapshot, SnapshotMetadata};
+use raft::prelude::{
+    ConfChange, ConfChangeType, ConfChangeV2, ConfState, Entry, HardState, Message, Snapshot,
+    SnapshotMetadata,
+};
 use raft::{RawNode, SnapshotStatus, StateRole};
 
 use super::store::Recovered;
@@ -103,6 +106,61 @@ impl QuorumNode {
     #[must_use]
     pub fn applied_index(&self) -> u64 {
         self.raw.raft.raft_log.applied
+    }
+
+    /// Index of the last entry in the log, durable or not (a leader's proposal lands here).
+    #[must_use]
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
+    }
+
+    /// The membership as of the last applied conf change (raft-rs's progress tracker).
+    #[must_use]
+    pub fn conf_state(&self) -> ConfState {
+        self.raw.raft.prs().conf().to_conf_state()
+    }
+
+    /// What a leader knows `id` holds (its match index); `None` on a non-leader or for an
+    /// unknown id.
+    #[must_use]
+    pub fn match_index(&self, id: u64) -> Option<u64> {
+        if self.role() != StateRole::Leader {
+            return None;
+        }
+        self.raw.raft.prs().get(id).map(|p| p.matched)
+    }
+
+    /// A leader whose applied entry belongs to its own term: it has applied everything
+    /// committed before it took over (its term's no-op is applied), so its state machine is
+    /// current and it may take proposals.
+    #[must_use]
+    pub fn leader_ready(&self) -> bool {
+        self.role() == StateRole::Leader
+            && self.raw.raft.raft_log.term(self.applied_index()).ok() == Some(self.term())
+    }
+
+    /// Proposes adding `id` as a learner (a conf change entry).
+    pub fn propose_add_learner(&mut self, id: u64) -> Result<(), QuorumError> {
+        self.settled();
+        let mut cc = ConfChange::default();
+        cc.set_change_type(ConfChangeType::AddLearnerNode);
+        cc.node_id = id;
+        Ok(self.raw.propose_conf_change(Vec::new(), cc)?)
+    }
+
+    /// Applies a committed conf change entry's data (`v2`: a `ConfChangeV2`) to the
+    /// membership. Allowed while a ready is out: committed entries are applied between
+    /// [`QuorumNode::ready`] and [`QuorumNode::advance`] (raft-rs's own examples do so).
+    pub fn apply_conf_change(&mut self, data: &[u8], v2: bool) -> Result<ConfState, QuorumError> {
+        use protobuf::Message as _;
+        let bad = |e: protobuf::ProtobufError| QuorumError::Invalid(format!("conf change: {e}"));
+        if v2 {
+            let cc = ConfChangeV2::parse_from_bytes(data).map_err(bad)?;
+            Ok(self.raw.apply_conf_change(&cc)?)
+        } else {
+            let cc = ConfChange::parse_from_bytes(data).map_err(bad)?;
+            Ok(self.raw.apply_conf_change(&cc)?)
+        }
     }
 
     /// The durable log as this node sees it.
@@ -209,7 +267,9 @@ impl QuorumNode {
             QuorumError::Invalid(format!("no term for {index} (log {})", view.last()))
         })?;
         let mut meta = SnapshotMetadata { index, term, ..SnapshotMetadata::default() };
-        meta.set_conf_state(view.conf_state().clone());
+        // The tracker's membership, not the last snapshot's: conf changes applied since
+        // then (up to `index`, as the caller applies in order) belong in this snapshot.
+        meta.set_conf_state(self.conf_state());
         let mut snapshot = Snapshot { data, ..Snapshot::default() };
         snapshot.set_metadata(meta);
         let entries = view.entries().iter().filter(|e| e.index > index).cloned().collect();

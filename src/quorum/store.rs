@@ -76,6 +76,18 @@ impl<F: FileSystem> RaftStore<F> {
         dir: &Path,
         bootstrap: &ConfState,
     ) -> Result<(Self, Recovered), QuorumError> {
+        Self::open_with_data(fs, dir, bootstrap, bytes::Bytes::new()).await
+    }
+
+    /// [`RaftStore::open`], and a new store's bootstrap snapshot (index 0) carries `data`:
+    /// the state a fresh quorum starts from (an upgraded single-node data dir's metadata).
+    /// Every voter must be given the same data. Ignored when the store already exists.
+    pub async fn open_with_data(
+        fs: F,
+        dir: &Path,
+        bootstrap: &ConfState,
+        data: bytes::Bytes,
+    ) -> Result<(Self, Recovered), QuorumError> {
         fs.create_dir_all(dir).await.map_err(io_err("create directory", dir))?;
         let snap_path = dir.join(SNAPSHOT_FILE);
         let log_path = dir.join(LOG_FILE);
@@ -86,7 +98,8 @@ impl<F: FileSystem> RaftStore<F> {
                     let reason = "log without a snapshot file".to_string();
                     return Err(QuorumError::Corrupt { path: snap_path, offset: 0, reason });
                 }
-                let snap = bootstrap_snapshot(bootstrap);
+                let mut snap = bootstrap_snapshot(bootstrap);
+                snap.data = data;
                 let bytes = codec::frame(&codec::encode_snapshot(&snap));
                 fs.write_file_atomic(&snap_path, &bytes)
                     .await
