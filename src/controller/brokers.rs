@@ -37,6 +37,12 @@ pub struct BrokerRegistration {
 }
 
 impl ControllerState {
+    /// `broker.session.timeout.ms` in force (for [`BrokerHeartbeats::new`]).
+    #[must_use]
+    pub fn broker_session_timeout_ms(&self) -> u64 {
+        u64::try_from(self.defaults.long("broker.session.timeout.ms")).unwrap_or(0)
+    }
+
     /// Whether `node` may lead and receive new replicas: registered and unfenced, or, while
     /// no broker is registered at all, this node (single-node start-up before it registers).
     #[must_use]

@@ -36,6 +36,8 @@ mod topics;
 pub mod topics_cli;
 
 #[cfg(test)]
+mod state_tests;
+#[cfg(test)]
 mod tests;
 
 pub use broker_configs::BrokerChange;

@@ -34,9 +34,10 @@ use crate::quota::{ClientQuotaConfigs, ENTITY_CLIENT_ID};
 use crate::types::{NodeId, ShardId};
 
 /// Version byte of the snapshot layout: `[version u8][last applied index u64]
-/// [next broker epoch i64]` then metadata-log frames (see `docs/metadata.md`).
+/// [next broker epoch i64][frame count u32]` then metadata-log frames (`docs/metadata.md`).
+/// The count catches a snapshot cut at a frame boundary.
 const SNAPSHOT_VERSION: u8 = 0;
-const SNAPSHOT_HEADER_BYTES: usize = 17;
+const SNAPSHOT_HEADER_BYTES: usize = 21;
 /// Suffix the server gives the legacy metadata log once imported, so it is imported once.
 pub const LEGACY_IMPORTED_SUFFIX: &str = ".imported";
 
@@ -187,6 +188,8 @@ impl ControllerState {
         out.push(SNAPSHOT_VERSION);
         out.extend_from_slice(&self.last_applied.to_be_bytes());
         out.extend_from_slice(&self.next_broker_epoch.to_be_bytes());
+        let frames = u32::try_from(self.topics.len() + 1).unwrap_or(u32::MAX);
+        out.extend_from_slice(&frames.to_be_bytes());
         let mut cluster =
             vec![MetadataRecord::ProducerIdsBlock { block_end: self.producer_id_block_end }];
         for (node, b) in self.brokers.iter() {
@@ -253,10 +256,16 @@ impl ControllerState {
         }
         let mut epoch = [0u8; 8];
         epoch.copy_from_slice(&data[9..17]);
+        let count = u32::from_be_bytes([data[17], data[18], data[19], data[20]]);
         let body = &data[SNAPSHOT_HEADER_BYTES..];
         let frames = parse_log(body, Path::new("snapshot"))?;
-        if frames.valid_len != body.len() as u64 {
-            return Err(bad(format!("snapshot cut at byte {}", frames.valid_len)));
+        if frames.valid_len != body.len() as u64 || frames.operations.len() != count as usize {
+            return Err(bad(format!(
+                "snapshot cut: {} of {count} frames, {} of {} bytes",
+                frames.operations.len(),
+                frames.valid_len,
+                body.len()
+            )));
         }
         let statics = self.defaults.with_dynamic(BTreeMap::new(), BTreeMap::new());
         let mut fresh =
