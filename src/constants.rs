@@ -129,6 +129,10 @@ pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
 pub const NUM_PARTITIONS_DEFAULT: i32 = 1;
 /// Kafka's `default.replication.factor` default.
 pub const DEFAULT_REPLICATION_FACTOR_DEFAULT: i16 = 1;
+/// Kafka's `broker.session.timeout.ms` default: a broker silent this long is fenced.
+pub const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 9000;
+/// Kafka's `broker.heartbeat.interval.ms` default.
+pub const BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 2000;
 /// Kafka's `min.insync.replicas` default.
 pub const MIN_INSYNC_REPLICAS_DEFAULT: i32 = 1;
 /// Kafka's topic name limit (249 characters: the partition directory name must fit in 255).

@@ -1,4 +1,4 @@
-//! Dynamic broker configs of the [`Controller`]: IncrementalAlterConfigs and AlterConfigs on
+//! Dynamic broker configs of the [`ControllerState`]: IncrementalAlterConfigs and AlterConfigs on
 //! BROKER resources, for one broker (`<node id>`) or as the cluster default (`""`), stored in
 //! the metadata log as `BrokerConfigRecord`s and replayed at start like topic configs.
 //!
@@ -15,13 +15,15 @@ use std::sync::Arc;
 
 use super::configs::{validate_dynamic_configs, BrokerDefaults, TopicConfig};
 use super::records::{BrokerConfigRecord, MetadataRecord};
-use super::{Controller, ControllerError};
+#[cfg(test)]
+use super::Controller;
+use super::{ControllerError, ControllerState};
 use crate::types::NodeId;
 
 /// One dynamic broker config change: set (`Some`) or delete (`None`).
 pub type BrokerChange = (String, Option<String>);
 
-impl Controller {
+impl ControllerState {
     /// The dynamic configs recorded for `node` (`None`: the cluster default).
     #[must_use]
     pub fn dynamic_broker_configs(&self, node: Option<NodeId>) -> BTreeMap<String, String> {
@@ -60,8 +62,7 @@ impl Controller {
         if validate_only || records.is_empty() {
             return Ok(false);
         }
-        self.commit(records)?;
-        self.rebuild_image();
+        self.propose(records)?;
         Ok(true)
     }
 
@@ -96,7 +97,7 @@ impl Controller {
     /// Rebuilds the defaults with this broker's dynamic layers and re-resolves every topic
     /// whose effective config changes (others keep their `Arc`, so deltas stay small).
     fn refresh_broker_defaults(&mut self) {
-        let mine = self.dynamic_broker_configs(Some(self.meta.node_id));
+        let mine = self.dynamic_broker_configs(Some(self.node_id));
         let default = self.dynamic_broker_configs(None);
         let defaults: Arc<BrokerDefaults> = Arc::new(self.defaults.with_dynamic(mine, default));
         if defaults == self.defaults {

@@ -1,4 +1,4 @@
-//! Client quotas of the [`Controller`]: AlterClientQuotas changes for client-id entities
+//! Client quotas of the [`ControllerState`]: AlterClientQuotas changes for client-id entities
 //! (one client id, or `<default>`), validated as Kafka validates them, stored in the metadata
 //! log as `ClientQuotaRecord`s, replayed at start, and published in the metadata image so
 //! every shard enforces them from its next request.
@@ -10,13 +10,15 @@
 use std::sync::Arc;
 
 use super::records::{ClientQuotaRecord, EntityPart, MetadataRecord};
-use super::{Controller, ControllerError};
+#[cfg(test)]
+use super::Controller;
+use super::{ControllerError, ControllerState};
 use crate::quota::{validate, ClientEntity, ClientQuotaConfigs, ENTITY_CLIENT_ID};
 
 /// One quota change: key and new value (`None`: remove).
 pub type QuotaChange = (String, Option<f64>);
 
-impl Controller {
+impl ControllerState {
     /// The client quotas in force.
     #[must_use]
     pub fn client_quotas(&self) -> &Arc<ClientQuotaConfigs> {
@@ -57,8 +59,7 @@ impl Controller {
         if validate_only || records.is_empty() {
             return Ok(false);
         }
-        self.commit(records)?;
-        self.rebuild_image();
+        self.propose(records)?;
         Ok(true)
     }
 

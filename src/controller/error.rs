@@ -48,6 +48,19 @@ pub enum ControllerError {
     MetaProperties { path: PathBuf, reason: String },
     #[error("the metadata log failed earlier ({0}); the controller refuses further changes")]
     ReadOnly(String),
+    /// A committed entry or snapshot that does not decode or apply (Raft index given).
+    #[error("metadata entry {index} cannot be applied: {reason}")]
+    BadEntry { index: u64, reason: String },
+    /// A record the controller validated failed to apply to its own state: a bug.
+    #[error("a validated metadata change failed to apply: {0}")]
+    ApplyFailed(String),
+    /// Unknown broker, or a broker epoch that is not its current one (STALE_BROKER_EPOCH).
+    #[error("broker {node} has no registration with epoch {epoch}")]
+    StaleBrokerEpoch { node: crate::types::NodeId, epoch: i64 },
+    /// Another incarnation of this node id still has a live session
+    /// (DUPLICATE_BROKER_REGISTRATION).
+    #[error("another incarnation of broker {0} is registered and alive")]
+    DuplicateBrokerRegistration(crate::types::NodeId),
 }
 
 impl ControllerError {
@@ -60,6 +73,7 @@ impl ControllerError {
                 | ControllerError::Corrupt { .. }
                 | ControllerError::MetaProperties { .. }
                 | ControllerError::ReadOnly(_)
+                | ControllerError::BadEntry { .. }
         )
     }
 }

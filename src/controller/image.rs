@@ -12,7 +12,21 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::configs::{BrokerDefaults, TopicConfig};
+use super::records::BrokerEndpoint;
 use crate::types::{Epoch, NodeId, ShardId, TopicPartition};
+
+/// A registered broker (Kafka's broker registration as the controller keeps it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerImage {
+    /// The broker epoch of the current incarnation (by convention the Raft index of its
+    /// registration entry, so "caught up" is `metadata offset >= epoch`).
+    pub epoch: i64,
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<BrokerEndpoint>,
+    pub rack: Option<String>,
+    /// A fenced broker leads nothing and gets no new replicas.
+    pub fenced: bool,
+}
 
 /// The state of one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,9 +70,28 @@ pub struct MetadataImage {
     pub broker_defaults: Arc<BrokerDefaults>,
     /// Client quotas (AlterClientQuotas), enforced by every shard.
     pub client_quotas: Arc<crate::quota::ClientQuotaConfigs>,
+    /// Registered brokers by node id (empty until brokers register: a single node).
+    pub brokers: Arc<BTreeMap<NodeId, BrokerImage>>,
 }
 
 impl MetadataImage {
+    /// An image with no topics for `node_id` (which is also the controller).
+    #[must_use]
+    pub fn empty(node_id: NodeId, shard_count: u32, defaults: &Arc<BrokerDefaults>) -> Self {
+        MetadataImage {
+            version: 0,
+            cluster_id: String::new(),
+            node_id,
+            controller_id: node_id,
+            shard_count,
+            topics: BTreeMap::new(),
+            topic_ids: HashMap::new(),
+            broker_defaults: Arc::clone(defaults),
+            client_quotas: Arc::default(),
+            brokers: Arc::default(),
+        }
+    }
+
     /// A topic by name.
     #[must_use]
     pub fn topic(&self, name: &str) -> Option<&Arc<TopicImage>> {

@@ -196,6 +196,23 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<Replayed, ControllerError>
     Ok(Replayed { operations, valid_len: pos as u64 })
 }
 
+/// Decodes exactly one frame (a Raft entry's data): header, CRC and records, nothing after.
+pub fn decode_frame(data: &[u8]) -> Result<Vec<MetadataRecord>, String> {
+    if data.len() < FRAME_HEADER_BYTES {
+        return Err("entry shorter than a frame header".into());
+    }
+    let len = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+    let crc = u32::from_be_bytes([data[4], data[5], data[6], data[7]]);
+    let body = &data[FRAME_HEADER_BYTES..];
+    if len > METADATA_FRAME_BYTES_MAX || len as usize != body.len() {
+        return Err(format!("frame length {len} does not match the {} body bytes", body.len()));
+    }
+    if crc32fast::hash(body) != crc {
+        return Err("CRC mismatch".into());
+    }
+    parse_body(body)
+}
+
 fn is_zeros(b: &[u8]) -> bool {
     b.iter().all(|&x| x == 0)
 }

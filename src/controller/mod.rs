@@ -1,18 +1,25 @@
 //! The controller: owner of cluster metadata (topics, partitions, placement, topic configs,
-//! producer-id blocks), its durable metadata log, and the topic-config registry.
+//! producer-id blocks, brokers), and the topic-config registry.
 //!
 //! Lives on the controller shard (shard 0) and is called synchronously from there; it holds
-//! no glommio types. Every change follows "log, then apply": the records of one operation are
-//! validated, written as one CRC-checked frame and fsynced (see [`log`]), then applied to the
-//! in-memory state through the same `Controller::apply` replay uses, so a restart rebuilds
-//! exactly the state clients were told about. After each change a new immutable
-//! [`MetadataImage`] is built, which the server publishes to every shard.
+//! no glommio types. The metadata itself is [`ControllerState`], a deterministic state
+//! machine fed committed entries (one CRC frame of records each) and snapshots, whose
+//! operations apply at once and queue their frames as proposals (see [`state`]).
+//! [`BrokerHeartbeats`] tracks broker sessions on the active controller.
+//!
+//! [`Controller`] is the single-node path until the server runs the Raft quorum: a state plus
+//! the legacy metadata log file. Every change follows "log, then apply": the operation runs
+//! on a clone of the state, its frames are written and fsynced (see [`log`]), and only then
+//! does the clone replace the state, so a restart rebuilds exactly what clients were told.
+//! After each change a new immutable [`MetadataImage`] is built, which the server publishes
+//! to every shard.
 //!
 //! Invariants: topic names and ids are unique; partitions of a topic are `0..n`; every owner
 //! shard is below the shard count (partitions of vanished shards are re-placed at open and
 //! the move recorded); producer ids are never handed out twice, across restarts too.
 
 mod broker_configs;
+mod brokers;
 pub mod cli;
 mod client_quotas;
 pub mod configs;
@@ -23,54 +30,54 @@ pub mod log;
 mod meta_properties;
 mod placement;
 pub mod records;
+pub mod state;
 mod topic_name;
 mod topics;
 pub mod topics_cli;
 
 #[cfg(test)]
+mod state_tests;
+#[cfg(test)]
 mod tests;
 
 pub use broker_configs::BrokerChange;
+pub use brokers::{
+    BrokerEpoch, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration, HeartbeatOutcome, NO_LEADER,
+};
 pub use client_quotas::QuotaChange;
 pub use configs::{BrokerDefaults, TopicConfig};
 pub use delta::{ImageDelta, PartitionRef};
 pub use error::ControllerError;
-pub use image::{MetadataImage, PartitionImage, TopicImage};
+pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{random_kafka_uuid, MetaProperties};
+pub use state::{
+    import_legacy_log, least_loaded_shard, mark_legacy_log_imported, ControllerState,
+    LEGACY_IMPORTED_SUFFIX,
+};
 pub use topic_name::{collision_key, is_internal, validate_topic_name, INTERNAL_TOPICS};
 pub use topics::{NewTopic, TopicChange};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use uuid::Uuid;
 
-use self::log::{encode_frame, parse_log, FileStore, MetadataStore};
-use self::records::{MetadataRecord, PartitionRecord};
-use crate::constants::{METADATA_FRAME_BYTES_MAX, PRODUCER_ID_BLOCK_SIZE};
-use crate::types::{NodeId, ProducerId, ShardId};
+use self::log::{parse_log, FileStore, MetadataStore};
+use self::records::MetadataRecord;
+use crate::constants::PRODUCER_ID_BLOCK_SIZE;
+use crate::quota::{ClientEntity, ClientQuotaConfigs};
+use crate::types::{NodeId, ProducerId};
 
-/// Cluster metadata and the log that makes it durable. See the module docs.
+/// The single-node controller: a [`ControllerState`] made durable by the legacy metadata
+/// log. See the module docs.
 pub struct Controller {
     meta: MetaProperties,
-    shard_count: u32,
-    /// Static settings plus this broker's dynamic layers (rebuilt when those change).
-    defaults: Arc<BrokerDefaults>,
-    /// Dynamic broker configs by node (`None`: the cluster default), as recorded.
-    broker_configs: BTreeMap<Option<NodeId>, BTreeMap<String, String>>,
-    /// Client quotas by entity, as recorded (published in every image).
-    client_quotas: Arc<crate::quota::ClientQuotaConfigs>,
+    state: ControllerState,
     store: Box<dyn MetadataStore + Send>,
     /// Set after a failed log write: the file may end in a partial frame, so the controller
     /// refuses changes until a restart replays (and truncates) it.
     failed: Option<String>,
-    topics: BTreeMap<String, Arc<TopicImage>>,
-    topic_ids: HashMap<Uuid, String>,
-    next_producer_id: i64,
-    producer_id_block_end: i64,
-    version: u64,
-    image: Arc<MetadataImage>,
 }
 
 impl Controller {
@@ -94,9 +101,8 @@ impl Controller {
         shard_count: u32,
         defaults: BrokerDefaults,
     ) -> Result<Controller, ControllerError> {
-        if shard_count == 0 {
-            return Err(ControllerError::InvalidRequest("shard count must be at least 1".into()));
-        }
+        let mut state =
+            ControllerState::new(meta.cluster_id.clone(), meta.node_id, shard_count, defaults)?;
         let bytes = store.read_all()?;
         let replayed = parse_log(&bytes, store.path())?;
         if replayed.valid_len < bytes.len() as u64 {
@@ -108,43 +114,60 @@ impl Controller {
             );
             store.truncate(replayed.valid_len)?;
         }
-        let defaults = Arc::new(defaults);
-        let image = Arc::new(empty_image(&meta, shard_count, &defaults));
-        let mut c = Controller {
-            meta,
-            shard_count,
-            defaults,
-            broker_configs: BTreeMap::new(),
-            client_quotas: Arc::default(),
-            store,
-            failed: None,
-            topics: BTreeMap::new(),
-            topic_ids: HashMap::new(),
-            next_producer_id: 0,
-            producer_id_block_end: 0,
-            version: 0,
-            image,
-        };
         for (position, records) in replayed.operations {
             for record in records {
-                c.apply(record).map_err(|reason| ControllerError::Corrupt {
-                    path: c.store.path().to_path_buf(),
+                state.apply(record).map_err(|reason| ControllerError::Corrupt {
+                    path: store.path().to_path_buf(),
                     position,
                     reason,
                 })?;
             }
         }
         // Ids of the last block may have been handed out before the restart: skip the rest.
-        c.next_producer_id = c.producer_id_block_end;
-        c.replace_lost_shards()?;
-        c.rebuild_image();
+        state.become_active();
+        state.rebuild_image();
+        let mut c = Controller { meta, state, store, failed: None };
+        c.exec(ControllerState::replace_lost_shards)?;
         Ok(c)
+    }
+
+    /// Runs an operation on a clone of the state, makes its proposals durable, then keeps
+    /// the clone ("log, then apply"). On any error the state is unchanged.
+    fn exec<T>(
+        &mut self,
+        op: impl FnOnce(&mut ControllerState) -> Result<T, ControllerError>,
+    ) -> Result<T, ControllerError> {
+        let mut working = self.state.clone();
+        let out = op(&mut working)?;
+        self.persist(working)?;
+        Ok(out)
+    }
+
+    fn persist(&mut self, mut working: ControllerState) -> Result<(), ControllerError> {
+        let frames = working.take_proposals();
+        if !frames.is_empty() {
+            if let Some(reason) = &self.failed {
+                return Err(ControllerError::ReadOnly(reason.clone()));
+            }
+            if let Err(e) = self.store.append_durable(&frames.concat()) {
+                self.failed = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        self.state = working;
+        Ok(())
+    }
+
+    /// The state (read-only): image, brokers, snapshot.
+    #[must_use]
+    pub fn state(&self) -> &ControllerState {
+        &self.state
     }
 
     /// The current immutable snapshot, for publication to every shard.
     #[must_use]
     pub fn image(&self) -> Arc<MetadataImage> {
-        Arc::clone(&self.image)
+        self.state.image()
     }
 
     /// The identity read from `meta.properties`.
@@ -157,199 +180,138 @@ impl Controller {
     /// and this broker's dynamic layers.
     #[must_use]
     pub fn broker_defaults(&self) -> &Arc<BrokerDefaults> {
-        &self.defaults
+        self.state.broker_defaults()
     }
 
     /// Hands out a producer id unique across restarts (reserving a block in the log first).
+    pub fn allocate_producer_id(&mut self) -> Result<ProducerId, ControllerError> {
+        if self.state.next_producer_id < self.state.producer_id_block_end {
+            // Inside the reserved block: nothing to log, so no clone.
+            return self.state.allocate_producer_id();
+        }
+        self.exec(ControllerState::allocate_producer_id)
+    }
+
+    /// See [`ControllerState::create_topics`]; a failed write fails every created topic.
+    pub fn create_topics(
+        &mut self,
+        topics: &[NewTopic],
+        validate_only: bool,
+    ) -> Vec<Result<Arc<TopicImage>, ControllerError>> {
+        let mut working = self.state.clone();
+        let mut results = working.create_topics(topics, validate_only);
+        if let Err(e) = self.persist(working) {
+            let reason = e.to_string();
+            let mut first = Some(e);
+            for r in results.iter_mut().filter(|r| r.is_ok()) {
+                *r = Err(first.take().unwrap_or_else(|| ControllerError::ReadOnly(reason.clone())));
+            }
+        }
+        results
+    }
+
+    /// See [`ControllerState::create_topics_with_defaults`].
+    pub fn create_topics_with_defaults(
+        &mut self,
+        names: &[String],
+    ) -> Vec<(String, Result<Arc<TopicImage>, ControllerError>)> {
+        let mut working = self.state.clone();
+        let mut results = working.create_topics_with_defaults(names);
+        if let Err(e) = self.persist(working) {
+            let reason = e.to_string();
+            let mut first = Some(e);
+            for (_, r) in results.iter_mut().filter(|(_, r)| r.is_ok()) {
+                *r = Err(first.take().unwrap_or_else(|| ControllerError::ReadOnly(reason.clone())));
+            }
+        }
+        results
+    }
+
+    /// See [`ControllerState::delete_topic`].
+    pub fn delete_topic(&mut self, name: &str) -> Result<Arc<TopicImage>, ControllerError> {
+        self.exec(|s| s.delete_topic(name))
+    }
+
+    /// See [`ControllerState::delete_topic_by_id`].
+    pub fn delete_topic_by_id(&mut self, id: &Uuid) -> Result<Arc<TopicImage>, ControllerError> {
+        self.exec(|s| s.delete_topic_by_id(id))
+    }
+
+    /// See [`ControllerState::create_partitions`].
+    pub fn create_partitions(
+        &mut self,
+        name: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+    ) -> Result<Arc<TopicImage>, ControllerError> {
+        self.exec(|s| s.create_partitions(name, count, assignments, validate_only))
+    }
+
+    /// See [`ControllerState::alter_topic_configs`].
+    pub fn alter_topic_configs(
+        &mut self,
+        name: &str,
+        changes: &[TopicChange],
+        validate_only: bool,
+    ) -> Result<Arc<TopicImage>, ControllerError> {
+        self.exec(|s| s.alter_topic_configs(name, changes, validate_only))
+    }
+
+    /// See [`ControllerState::dynamic_broker_configs`].
+    #[must_use]
+    pub fn dynamic_broker_configs(&self, node: Option<NodeId>) -> BTreeMap<String, String> {
+        self.state.dynamic_broker_configs(node)
+    }
+
+    /// See [`ControllerState::alter_broker_configs`].
+    pub fn alter_broker_configs(
+        &mut self,
+        node: Option<NodeId>,
+        changes: &[BrokerChange],
+        validate_only: bool,
+    ) -> Result<bool, ControllerError> {
+        self.exec(|s| s.alter_broker_configs(node, changes, validate_only))
+    }
+
+    /// See [`ControllerState::client_quotas`].
+    #[must_use]
+    pub fn client_quotas(&self) -> &Arc<ClientQuotaConfigs> {
+        self.state.client_quotas()
+    }
+
+    /// See [`ControllerState::alter_client_quotas`].
+    pub fn alter_client_quotas(
+        &mut self,
+        entity: &ClientEntity,
+        changes: &[QuotaChange],
+        validate_only: bool,
+    ) -> Result<bool, ControllerError> {
+        self.exec(|s| s.alter_client_quotas(entity, changes, validate_only))
+    }
+}
+
+impl ControllerState {
+    /// Hands out a producer id: reserves the next block (a proposal) when the current one is
+    /// used up. Ids are unique across leaders because a new active controller skips to the
+    /// block end ([`ControllerState::become_active`]).
     pub fn allocate_producer_id(&mut self) -> Result<ProducerId, ControllerError> {
         if self.next_producer_id >= self.producer_id_block_end {
             let block_end = self
                 .producer_id_block_end
                 .checked_add(PRODUCER_ID_BLOCK_SIZE)
                 .ok_or(ControllerError::ProducerIdsExhausted)?;
-            self.commit(vec![MetadataRecord::ProducerIdsBlock { block_end }])?;
+            self.propose(vec![MetadataRecord::ProducerIdsBlock { block_end }])?;
         }
         let id = self.next_producer_id;
         self.next_producer_id += 1;
         Ok(ProducerId(id))
     }
-
-    /// Writes one operation durably, then applies it. Does not rebuild the image.
-    fn commit(&mut self, records: Vec<MetadataRecord>) -> Result<(), ControllerError> {
-        self.commit_ops(vec![records])
-    }
-
-    /// Writes several operations (one frame each, so each is atomic on its own) with a single
-    /// write and fsync, then applies them. Does not rebuild the image.
-    fn commit_ops(&mut self, ops: Vec<Vec<MetadataRecord>>) -> Result<(), ControllerError> {
-        if let Some(reason) = &self.failed {
-            return Err(ControllerError::ReadOnly(reason.clone()));
-        }
-        let mut bytes = Vec::new();
-        for records in &ops {
-            let frame = encode_frame(records);
-            // Replay treats a longer frame as corruption: refuse to write one.
-            if frame.len() > METADATA_FRAME_BYTES_MAX as usize {
-                return Err(ControllerError::InvalidRequest(format!(
-                    "metadata change of {} bytes exceeds the {METADATA_FRAME_BYTES_MAX}-byte \
-                     frame limit",
-                    frame.len()
-                )));
-            }
-            bytes.extend_from_slice(&frame);
-        }
-        if let Err(e) = self.store.append_durable(&bytes) {
-            self.failed = Some(e.to_string());
-            return Err(e);
-        }
-        for record in ops.into_iter().flatten() {
-            if let Err(reason) = self.apply(record) {
-                // A record we just validated failed to apply: a controller bug. The log now
-                // holds it, so stop accepting changes rather than diverge further.
-                self.failed = Some(reason.clone());
-                return Err(ControllerError::ReadOnly(reason));
-            }
-        }
-        Ok(())
-    }
-
-    /// Applies one record to the in-memory state (replay and live changes alike).
-    fn apply(&mut self, record: MetadataRecord) -> Result<(), String> {
-        match record {
-            MetadataRecord::Topic(t) => {
-                if self.topics.contains_key(&t.name) || self.topic_ids.contains_key(&t.topic_id) {
-                    return Err(format!("topic {} ({}) created twice", t.name, t.topic_id));
-                }
-                self.topic_ids.insert(t.topic_id, t.name.clone());
-                let image = TopicImage {
-                    config: TopicConfig::resolve(&BTreeMap::new(), &self.defaults),
-                    name: t.name.clone(),
-                    topic_id: t.topic_id,
-                    internal: t.internal,
-                    configs: BTreeMap::new(),
-                    partitions: Vec::new(),
-                };
-                self.topics.insert(t.name, Arc::new(image));
-            }
-            MetadataRecord::Partition(p) => {
-                let topic = self.topic_mut(&p.topic_id)?;
-                let index = usize::try_from(p.partition)
-                    .map_err(|_| format!("negative partition {}", p.partition))?;
-                let partition = PartitionImage {
-                    index: p.partition,
-                    owner_shard: p.owner_shard,
-                    leader: p.leader,
-                    leader_epoch: p.leader_epoch,
-                    replicas: p.replicas,
-                    isr: p.isr,
-                };
-                match index.cmp(&topic.partitions.len()) {
-                    std::cmp::Ordering::Less => topic.partitions[index] = partition,
-                    std::cmp::Ordering::Equal => topic.partitions.push(partition),
-                    std::cmp::Ordering::Greater => {
-                        return Err(format!("partition {index} of {} leaves a gap", topic.name))
-                    }
-                }
-            }
-            MetadataRecord::Config(c) => {
-                let defaults = Arc::clone(&self.defaults);
-                let topic = self.topic_mut(&c.topic_id)?;
-                match c.value {
-                    Some(v) => topic.configs.insert(c.name, v),
-                    None => topic.configs.remove(&c.name),
-                };
-                topic.config = TopicConfig::resolve(&topic.configs, &defaults);
-            }
-            MetadataRecord::RemoveTopic { topic_id } => {
-                let name = self
-                    .topic_ids
-                    .remove(&topic_id)
-                    .ok_or_else(|| format!("removal of unknown topic id {topic_id}"))?;
-                self.topics.remove(&name);
-            }
-            MetadataRecord::ProducerIdsBlock { block_end } => {
-                if block_end < self.producer_id_block_end {
-                    return Err(format!("producer id block end {block_end} moves backwards"));
-                }
-                self.producer_id_block_end = block_end;
-            }
-            MetadataRecord::BrokerConfig(c) => self.apply_broker_config(c),
-            MetadataRecord::ClientQuota(q) => self.apply_client_quota(q)?,
-        }
-        Ok(())
-    }
-
-    fn topic_mut(&mut self, id: &Uuid) -> Result<&mut TopicImage, String> {
-        let name = self.topic_ids.get(id).ok_or_else(|| format!("unknown topic id {id}"))?;
-        let topic = self.topics.get_mut(name).ok_or_else(|| format!("topic {name} missing"))?;
-        Ok(Arc::make_mut(topic))
-    }
-
-    /// Moves partitions whose owner shard no longer exists (fewer `--shards` than before) to
-    /// the least-loaded shards, and records the moves so later restarts agree.
-    fn replace_lost_shards(&mut self) -> Result<(), ControllerError> {
-        let mut load = placement::load_of(self.topics.values(), self.shard_count);
-        let mut ops = Vec::new();
-        for topic in self.topics.values() {
-            let mut moves = Vec::new();
-            for p in topic.partitions.iter().filter(|p| p.owner_shard.0 >= self.shard_count) {
-                let shard = placement::least_loaded(&mut load);
-                moves.push(MetadataRecord::Partition(PartitionRecord {
-                    topic_id: topic.topic_id,
-                    partition: p.index,
-                    owner_shard: shard,
-                    leader: p.leader,
-                    leader_epoch: p.leader_epoch,
-                    replicas: p.replicas.clone(),
-                    isr: p.isr.clone(),
-                }));
-            }
-            if !moves.is_empty() {
-                ops.push(moves);
-            }
-        }
-        if !ops.is_empty() {
-            let partitions: usize = ops.iter().map(Vec::len).sum();
-            tracing::warn!(partitions, "re-placing partitions of removed shards");
-            self.commit_ops(ops)?;
-        }
-        Ok(())
-    }
-
-    fn rebuild_image(&mut self) {
-        self.version += 1;
-        let mut image = empty_image(&self.meta, self.shard_count, &self.defaults);
-        image.version = self.version;
-        image.topics = self.topics.clone();
-        image.topic_ids = self.topic_ids.clone();
-        image.client_quotas = Arc::clone(&self.client_quotas);
-        self.image = Arc::new(image);
-    }
-}
-
-fn empty_image(meta: &MetaProperties, shard_count: u32, d: &Arc<BrokerDefaults>) -> MetadataImage {
-    MetadataImage {
-        version: 0,
-        cluster_id: meta.cluster_id.clone(),
-        node_id: meta.node_id,
-        controller_id: meta.node_id,
-        shard_count,
-        topics: BTreeMap::new(),
-        topic_ids: HashMap::new(),
-        broker_defaults: Arc::clone(d),
-        client_quotas: Arc::default(),
-    }
-}
-
-/// The shard a new partition goes to, exposed for the server's own checks.
-#[must_use]
-pub fn least_loaded_shard(image: &MetadataImage) -> ShardId {
-    let mut load = image.partitions_per_shard();
-    placement::least_loaded(&mut load)
 }
 
 // The server may open the controller before moving it onto the controller shard's thread.
 const _: fn() = || {
     fn assert_send<T: Send>() {}
     assert_send::<Controller>();
+    assert_send::<ControllerState>();
 };

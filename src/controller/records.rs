@@ -44,6 +44,43 @@ pub enum MetadataRecord {
     },
     BrokerConfig(BrokerConfigRecord),
     ClientQuota(ClientQuotaRecord),
+    /// A broker registered (Kafka's `RegisterBrokerRecord`); also a snapshot's broker entry.
+    RegisterBroker(RegisterBrokerRecord),
+    /// The broker with this epoch is fenced: no new leadership (`FenceBrokerRecord`).
+    FenceBroker(BrokerEpochRecord),
+    /// The broker with this epoch caught up and may lead (`UnfenceBrokerRecord`).
+    UnfenceBroker(BrokerEpochRecord),
+    /// The broker with this epoch left the cluster (`UnregisterBrokerRecord`).
+    UnregisterBroker(BrokerEpochRecord),
+}
+
+/// One listener of a broker, as BrokerRegistration sends it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BrokerEndpoint {
+    pub listener: String,
+    pub host: String,
+    pub port: u16,
+    /// Kafka's security protocol id (0 = PLAINTEXT).
+    pub security_protocol: i16,
+}
+
+/// A broker registration. Layout: `[node i32][broker_epoch i64][incarnation uuid]
+/// [endpoints u32]([listener str][host str][port u16][protocol i16])*[rack opt str][fenced u8]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisterBrokerRecord {
+    pub node: NodeId,
+    pub broker_epoch: i64,
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<BrokerEndpoint>,
+    pub rack: Option<String>,
+    pub fenced: bool,
+}
+
+/// The broker and epoch a fence, unfence or unregister applies to: `[node i32][epoch i64]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrokerEpochRecord {
+    pub node: NodeId,
+    pub broker_epoch: i64,
 }
 
 /// A topic came into existence.
@@ -92,6 +129,10 @@ const TYPE_REMOVE_TOPIC: u8 = 4;
 const TYPE_PRODUCER_IDS: u8 = 5;
 const TYPE_BROKER_CONFIG: u8 = 6;
 const TYPE_CLIENT_QUOTA: u8 = 7;
+const TYPE_REGISTER_BROKER: u8 = 8;
+const TYPE_FENCE_BROKER: u8 = 9;
+const TYPE_UNFENCE_BROKER: u8 = 10;
+const TYPE_UNREGISTER_BROKER: u8 = 11;
 /// The `node` field of a cluster-default broker config (Kafka's empty resource name).
 const NODE_CLUSTER_DEFAULT: i32 = -1;
 const VERSION_0: u8 = 0;
@@ -170,6 +211,27 @@ impl MetadataRecord {
                 }
                 TYPE_CLIENT_QUOTA
             }
+            MetadataRecord::RegisterBroker(b) => {
+                p.extend_from_slice(&b.node.0.to_be_bytes());
+                p.extend_from_slice(&b.broker_epoch.to_be_bytes());
+                p.extend_from_slice(b.incarnation_id.as_bytes());
+                let count = u32::try_from(b.endpoints.len()).unwrap_or(u32::MAX);
+                p.extend_from_slice(&count.to_be_bytes());
+                for e in &b.endpoints {
+                    put_str(&mut p, &e.listener);
+                    put_str(&mut p, &e.host);
+                    p.extend_from_slice(&e.port.to_be_bytes());
+                    p.extend_from_slice(&e.security_protocol.to_be_bytes());
+                }
+                put_opt_str(&mut p, b.rack.as_deref());
+                p.push(u8::from(b.fenced));
+                TYPE_REGISTER_BROKER
+            }
+            MetadataRecord::FenceBroker(b) => put_broker_epoch(&mut p, b, TYPE_FENCE_BROKER),
+            MetadataRecord::UnfenceBroker(b) => put_broker_epoch(&mut p, b, TYPE_UNFENCE_BROKER),
+            MetadataRecord::UnregisterBroker(b) => {
+                put_broker_epoch(&mut p, b, TYPE_UNREGISTER_BROKER)
+            }
         };
         out.push(kind);
         out.push(VERSION_0);
@@ -220,6 +282,10 @@ impl MetadataRecord {
                 MetadataRecord::BrokerConfig(BrokerConfigRecord { node, name, value })
             }
             TYPE_CLIENT_QUOTA => MetadataRecord::ClientQuota(decode_client_quota(&mut p)?),
+            TYPE_REGISTER_BROKER => MetadataRecord::RegisterBroker(decode_register(&mut p)?),
+            TYPE_FENCE_BROKER => MetadataRecord::FenceBroker(p.broker_epoch()?),
+            TYPE_UNFENCE_BROKER => MetadataRecord::UnfenceBroker(p.broker_epoch()?),
+            TYPE_UNREGISTER_BROKER => MetadataRecord::UnregisterBroker(p.broker_epoch()?),
             other => return Err(DecodeError::UnknownType(other)),
         };
         if p.pos != payload.len() {
@@ -244,6 +310,35 @@ fn decode_client_quota(p: &mut Reader<'_>) -> Result<ClientQuotaRecord, DecodeEr
     let key = p.string()?;
     let value = if p.u8()? == 0 { None } else { Some(f64::from_bits(p.u64()?)) };
     Ok(ClientQuotaRecord { entity, key, value })
+}
+
+fn decode_register(p: &mut Reader<'_>) -> Result<RegisterBrokerRecord, DecodeError> {
+    let node = NodeId(p.i32()?);
+    let broker_epoch = p.i64()?;
+    let incarnation_id = p.uuid()?;
+    let count = p.u32()? as usize;
+    // Each endpoint takes at least 12 bytes: a count beyond the payload is corruption.
+    if count > p.buf.len().saturating_sub(p.pos) / 12 {
+        return Err(DecodeError::Truncated);
+    }
+    let mut endpoints = Vec::with_capacity(count);
+    for _ in 0..count {
+        let listener = p.string()?;
+        let host = p.string()?;
+        let port = u16::from_be_bytes(p.array()?);
+        let security_protocol = i16::from_be_bytes(p.array()?);
+        endpoints.push(BrokerEndpoint { listener, host, port, security_protocol });
+    }
+    let rack = if p.u8()? == 0 { None } else { Some(p.string()?) };
+    let fenced = p.u8()? != 0;
+    Ok(RegisterBrokerRecord { node, broker_epoch, incarnation_id, endpoints, rack, fenced })
+}
+
+/// Writes a `[node i32][epoch i64]` payload and returns the record type.
+fn put_broker_epoch(out: &mut Vec<u8>, b: &BrokerEpochRecord, kind: u8) -> u8 {
+    out.extend_from_slice(&b.node.0.to_be_bytes());
+    out.extend_from_slice(&b.broker_epoch.to_be_bytes());
+    kind
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -309,6 +404,9 @@ impl<'a> Reader<'a> {
         let bytes = self.take(len)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::BadString)
     }
+    fn broker_epoch(&mut self) -> Result<BrokerEpochRecord, DecodeError> {
+        Ok(BrokerEpochRecord { node: NodeId(self.i32()?), broker_epoch: self.i64()? })
+    }
     fn nodes(&mut self) -> Result<Vec<NodeId>, DecodeError> {
         let count = self.u32()? as usize;
         // A count larger than the remaining bytes allow is corruption, not an allocation.
@@ -357,6 +455,33 @@ mod tests {
                 node: None,
                 name: "log.cleaner.backoff.ms".into(),
                 value: None,
+            }),
+            MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                node: NodeId(2),
+                broker_epoch: 17,
+                incarnation_id: Uuid::from_u128(0xabcd),
+                endpoints: vec![BrokerEndpoint {
+                    listener: "PLAINTEXT".into(),
+                    host: "127.0.0.1".into(),
+                    port: 9192,
+                    security_protocol: 0,
+                }],
+                rack: Some("r1".into()),
+                fenced: true,
+            }),
+            MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                node: NodeId(3),
+                broker_epoch: 18,
+                incarnation_id: Uuid::from_u128(1),
+                endpoints: Vec::new(),
+                rack: None,
+                fenced: false,
+            }),
+            MetadataRecord::FenceBroker(BrokerEpochRecord { node: NodeId(2), broker_epoch: 17 }),
+            MetadataRecord::UnfenceBroker(BrokerEpochRecord { node: NodeId(2), broker_epoch: 17 }),
+            MetadataRecord::UnregisterBroker(BrokerEpochRecord {
+                node: NodeId(2),
+                broker_epoch: 17,
             }),
             MetadataRecord::ClientQuota(ClientQuotaRecord {
                 entity: vec![EntityPart { kind: "client-id".into(), name: Some("app".into()) }],

@@ -1,10 +1,12 @@
-//! Topic operations of the [`Controller`]: create (explicit and auto-create), delete, add
-//! partitions, change configs. Each validates fully before writing, writes one log frame per
-//! topic, and rebuilds the image once per call.
+//! Topic operations of the [`ControllerState`]: create (explicit and auto-create), delete,
+//! add partitions, change configs. Each validates fully before proposing, proposes one frame
+//! per topic, and rebuilds the image once per call.
 //!
 //! Runs on the controller shard. Kafka's rules and messages: replication factor and partition
-//! count (-1 = broker default), trivial manual assignments only (single node), '.'/'_' name
-//! collisions refused, partition counts only grow.
+//! count (-1 = broker default) over the unfenced brokers (striped placement, see
+//! [`placement::Striper`]), manual assignments over registered brokers, '.'/'_' name
+//! collisions refused, partition counts only grow. While no broker is registered, this node
+//! is the only placement target (single-node compatibility).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,9 +16,11 @@ use uuid::Uuid;
 use super::configs::{validate_topic_configs, ConfigError};
 use super::records::{ConfigRecord, MetadataRecord, PartitionRecord, TopicRecord};
 use super::topic_name::{collision_key, is_internal, validate_topic_name};
-use super::{placement, Controller, ControllerError, PartitionImage, TopicConfig, TopicImage};
+use super::{placement, ControllerError, ControllerState, PartitionImage, TopicConfig, TopicImage};
 use crate::constants::TOPIC_PARTITIONS_MAX;
 use crate::types::{Epoch, NodeId};
+
+use super::brokers::NO_LEADER;
 
 /// A topic to create, as CreateTopics describes it.
 #[derive(Clone, Debug, Default)]
@@ -40,10 +44,10 @@ impl NewTopic {
     }
 }
 
-/// One config change for [`Controller::alter_topic_configs`]: set (`Some`) or delete (`None`).
+/// One config change for [`ControllerState::alter_topic_configs`]: set (`Some`) or delete (`None`).
 pub type TopicChange = (String, Option<String>);
 
-impl Controller {
+impl ControllerState {
     /// Creates topics (or only validates them); one result per topic, in order. On success the
     /// result is the created topic (with a nil topic id when `validate_only`).
     pub fn create_topics(
@@ -68,7 +72,7 @@ impl Controller {
         if validate_only || ops.is_empty() {
             return results;
         }
-        if let Err(e) = self.commit_ops(ops) {
+        if let Err(e) = self.propose_ops(ops) {
             let reason = e.to_string();
             let mut first = Some(e);
             for r in results.iter_mut().filter(|r| r.is_ok()) {
@@ -76,7 +80,6 @@ impl Controller {
             }
             return results;
         }
-        self.rebuild_image();
         for r in &mut results {
             if let Ok(planned) = r {
                 *r = self.topics.get(&planned.name).cloned().ok_or_else(|| {
@@ -120,8 +123,7 @@ impl Controller {
             .get(name)
             .cloned()
             .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))?;
-        self.commit(vec![MetadataRecord::RemoveTopic { topic_id: topic.topic_id }])?;
-        self.rebuild_image();
+        self.propose(vec![MetadataRecord::RemoveTopic { topic_id: topic.topic_id }])?;
         Ok(topic)
     }
 
@@ -132,7 +134,8 @@ impl Controller {
     }
 
     /// Grows a topic to `count` partitions (CreatePartitions). `assignments`, when given,
-    /// must name one replica list per new partition, each exactly `[this node]`.
+    /// must name one replica list per new partition, over registered brokers; otherwise the
+    /// new partitions get the topic's replication factor, striped over unfenced brokers.
     pub fn create_partitions(
         &mut self,
         name: &str,
@@ -168,13 +171,33 @@ impl Controller {
                 )));
             }
             for replicas in a {
-                self.check_trivial_replicas(replicas)?;
+                self.check_assignment(replicas)?;
             }
         }
         let mut load = placement::load_of(self.topics.values(), self.shard_count);
+        let rf = topic.partitions.first().map_or(1, |p| p.replicas.len());
+        let added = usize::try_from(count - current).unwrap_or(0);
+        // Continue the topic's row-major replica slots (see `placement::striped`).
+        let first_slot = topic.partitions.len() * rf;
+        let mut striped = match assignments {
+            Some(_) => Vec::new().into_iter(),
+            None => self.striped(first_slot, added, rf)?,
+        };
         let records: Vec<MetadataRecord> = (current..count)
             .map(|index| {
-                MetadataRecord::Partition(self.new_partition(topic.topic_id, index, &mut load))
+                let replicas = match assignments {
+                    Some(a) => a[usize::try_from(index - current).unwrap_or(0)]
+                        .iter()
+                        .map(|r| NodeId(*r))
+                        .collect(),
+                    None => striped.next().unwrap_or_default(),
+                };
+                MetadataRecord::Partition(self.new_partition(
+                    topic.topic_id,
+                    index,
+                    replicas,
+                    &mut load,
+                ))
             })
             .collect();
         if validate_only {
@@ -182,8 +205,7 @@ impl Controller {
             preview.partitions.extend(records.iter().filter_map(partition_image));
             return Ok(Arc::new(preview));
         }
-        self.commit(records)?;
-        self.rebuild_image();
+        self.propose(records)?;
         self.topics.get(name).cloned().ok_or_else(|| ControllerError::UnknownTopic(name.into()))
     }
 
@@ -223,8 +245,7 @@ impl Controller {
             preview.configs = normalized;
             return Ok(Arc::new(preview));
         }
-        self.commit(records)?;
-        self.rebuild_image();
+        self.propose(records)?;
         self.topics.get(name).cloned().ok_or_else(|| ControllerError::UnknownTopic(name.into()))
     }
 
@@ -247,8 +268,16 @@ impl Controller {
                 spec.name
             )));
         }
-        let partitions = self.partition_count(spec)?;
+        let (partitions, rf) = self.partition_count(spec)?;
         let configs = self.validated_configs(spec)?;
+        // Rotate the first leader per topic so single-partition topics spread too.
+        let mut striped = match rf {
+            Some(rf) => {
+                let count = usize::try_from(partitions).unwrap_or(0);
+                Some(self.striped(self.topics.len() + pending.len(), count, rf)?)
+            }
+            None => None,
+        };
         let topic_id = Uuid::new_v4();
         let mut records = vec![MetadataRecord::Topic(TopicRecord {
             name: spec.name.clone(),
@@ -256,7 +285,18 @@ impl Controller {
             internal: is_internal(&spec.name),
         })];
         for index in 0..partitions {
-            records.push(MetadataRecord::Partition(self.new_partition(topic_id, index, load)));
+            let replicas = match &mut striped {
+                Some(s) => s.next().unwrap_or_default(),
+                None => spec
+                    .assignments
+                    .iter()
+                    .find(|(i, _)| *i == index)
+                    .map(|(_, r)| r.iter().map(|n| NodeId(*n)).collect())
+                    .unwrap_or_default(),
+            };
+            records.push(MetadataRecord::Partition(
+                self.new_partition(topic_id, index, replicas, load),
+            ));
         }
         for (name, value) in &configs {
             records.push(config_record(topic_id, name, Some(value.clone())));
@@ -272,8 +312,9 @@ impl Controller {
         Ok((image, records))
     }
 
-    /// The partition count after defaults and assignment checks.
-    fn partition_count(&self, spec: &NewTopic) -> Result<i32, ControllerError> {
+    /// The partition count after defaults and assignment checks, and the replication factor
+    /// to stripe with (`None`: the manual assignment gives the replicas).
+    fn partition_count(&self, spec: &NewTopic) -> Result<(i32, Option<usize>), ControllerError> {
         if !spec.assignments.is_empty() {
             if spec.num_partitions != -1 || spec.replication_factor != -1 {
                 return Err(ControllerError::InvalidRequest(
@@ -292,9 +333,15 @@ impl Controller {
                 ));
             }
             for (_, replicas) in &spec.assignments {
-                self.check_trivial_replicas(replicas)?;
+                self.check_assignment(replicas)?;
             }
-            return Ok(count);
+            let first = spec.assignments.first().map_or(0, |(_, r)| r.len());
+            if spec.assignments.iter().any(|(_, r)| r.len() != first) {
+                return Err(ControllerError::InvalidReplicaAssignment(
+                    "All partitions should have the same number of replicas".into(),
+                ));
+            }
+            return Ok((count, None));
         }
         let rf = match spec.replication_factor {
             -1 => self.defaults.default_replication_factor,
@@ -306,10 +353,12 @@ impl Controller {
             }
             rf => rf,
         };
-        if rf > 1 {
+        let rf = usize::try_from(rf).unwrap_or(1);
+        let live = self.live_brokers().len();
+        if rf > live {
             return Err(ControllerError::InvalidReplicationFactor(format!(
                 "Unable to replicate the partition {rf} time(s): The target replication factor \
-                 of {rf} cannot be reached because only 1 broker(s) are registered."
+                 of {rf} cannot be reached because only {live} broker(s) are registered."
             )));
         }
         let count = match spec.num_partitions {
@@ -322,7 +371,7 @@ impl Controller {
             n => n,
         };
         check_partition_limit(count)?;
-        Ok(count)
+        Ok((count, Some(rf)))
     }
 
     fn validated_configs(&self, spec: &NewTopic) -> Result<BTreeMap<String, String>, ConfigError> {
@@ -334,28 +383,77 @@ impl Controller {
         validate_topic_configs(&configs, &self.defaults)
     }
 
-    /// A manual replica list is acceptable only as exactly this node (single-node broker).
-    fn check_trivial_replicas(&self, replicas: &[i32]) -> Result<(), ControllerError> {
-        if replicas == [self.meta.node_id.0] {
-            return Ok(());
+    /// A manual replica list: non-empty, no repeats, every broker registered (while none is
+    /// registered, only this node).
+    fn check_assignment(&self, replicas: &[i32]) -> Result<(), ControllerError> {
+        if self.brokers.is_empty() {
+            if replicas == [self.node_id.0] {
+                return Ok(());
+            }
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "Replica assignment {replicas:?} is not supported: no broker is registered yet, \
+                 so this cluster can only place replicas on broker {}",
+                self.node_id
+            )));
         }
-        Err(ControllerError::InvalidReplicaAssignment(format!(
-            "Replica assignment {replicas:?} is not supported: this single-node cluster can \
-             only place replicas on broker {}",
-            self.meta.node_id
-        )))
+        if replicas.is_empty() {
+            return Err(ControllerError::InvalidReplicaAssignment(
+                "The manual partition assignment includes an empty replica list.".into(),
+            ));
+        }
+        let mut seen = replicas.to_vec();
+        seen.sort_unstable();
+        seen.dedup();
+        if seen.len() != replicas.len() {
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "The manual partition assignment includes duplicate replicas: {replicas:?}"
+            )));
+        }
+        if let Some(r) = replicas.iter().find(|r| !self.brokers.contains_key(&NodeId(**r))) {
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "The manual partition assignment includes broker {r}, but no such broker is \
+                 registered."
+            )));
+        }
+        Ok(())
     }
 
-    fn new_partition(&self, topic_id: Uuid, index: i32, load: &mut [usize]) -> PartitionRecord {
-        let node: NodeId = self.meta.node_id;
+    /// Replica lists for `count` partitions striped over the live brokers.
+    fn striped(
+        &self,
+        first_slot: usize,
+        count: usize,
+        rf: usize,
+    ) -> Result<std::vec::IntoIter<Vec<NodeId>>, ControllerError> {
+        let live = self.live_brokers();
+        if rf > live.len() {
+            return Err(ControllerError::InvalidReplicationFactor(format!(
+                "Unable to replicate the partition {rf} time(s): The target replication factor \
+                 of {rf} cannot be reached because only {} broker(s) are registered.",
+                live.len()
+            )));
+        }
+        Ok(placement::striped(&live, first_slot, count, rf).into_iter())
+    }
+
+    /// A new partition on `replicas`: leader = first live replica (or none), ISR = the live
+    /// replicas, owner shard = this node's least-loaded shard.
+    fn new_partition(
+        &self,
+        topic_id: Uuid,
+        index: i32,
+        replicas: Vec<NodeId>,
+        load: &mut [usize],
+    ) -> PartitionRecord {
+        let isr: Vec<NodeId> = replicas.iter().copied().filter(|r| self.is_live(*r)).collect();
         PartitionRecord {
             topic_id,
             partition: index,
             owner_shard: placement::least_loaded(load),
-            leader: node,
+            leader: isr.first().copied().unwrap_or(NO_LEADER),
             leader_epoch: Epoch(0),
-            replicas: vec![node],
-            isr: vec![node],
+            replicas,
+            isr,
         }
     }
 }

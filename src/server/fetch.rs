@@ -376,6 +376,7 @@ pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
         topic_ids: [(id, "t".to_string())].into_iter().collect(),
         broker_defaults: Default::default(),
         client_quotas: Default::default(),
+        brokers: Default::default(),
     }
 }
 

@@ -216,6 +216,7 @@ fn placeholder_image(config: &ServeConfig) -> MetadataImage {
         // from the image).
         broker_defaults: Arc::new(config.broker_defaults()),
         client_quotas: Arc::default(),
+        brokers: Arc::default(),
     }
 }
 

@@ -93,6 +93,23 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         "Enable auto creation of topic on the server.",
     ),
     only(
+        "broker.heartbeat.interval.ms",
+        I,
+        Some("2000"),
+        AtLeast(1),
+        READ_ONLY,
+        "The length of time in milliseconds between broker heartbeats.",
+    ),
+    only(
+        "broker.session.timeout.ms",
+        I,
+        Some("9000"),
+        AtLeast(1),
+        READ_ONLY,
+        "The length of time in milliseconds that a broker lease lasts if no heartbeats are \
+         made: the active controller then fences the broker.",
+    ),
+    only(
         "connections.max.idle.ms",
         L,
         Some("600000"),

@@ -67,11 +67,18 @@ pub fn error_code(err: &ControllerError) -> (i16, String) {
         }
         ControllerError::DynamicConfig(_) => ResponseError::InvalidRequest,
         ControllerError::TopicDeletionDisabled(_) => ResponseError::TopicDeletionDisabled,
-        ControllerError::ProducerIdsExhausted => ResponseError::UnknownServerError,
+        ControllerError::ProducerIdsExhausted | ControllerError::ApplyFailed(_) => {
+            ResponseError::UnknownServerError
+        }
+        ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch,
+        ControllerError::DuplicateBrokerRegistration(_) => {
+            ResponseError::DuplicateBrokerRegistration
+        }
         ControllerError::Io { .. }
         | ControllerError::Corrupt { .. }
         | ControllerError::MetaProperties { .. }
-        | ControllerError::ReadOnly(_) => {
+        | ControllerError::ReadOnly(_)
+        | ControllerError::BadEntry { .. } => {
             // The client sees a retriable storage error; the operator sees the cause.
             tracing::error!(error = %err, "controller storage failure");
             ResponseError::KafkaStorageError

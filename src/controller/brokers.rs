@@ -1,0 +1,350 @@
+//! Broker lifecycle on the [`ControllerState`], with KRaft's semantics: registration (a new
+//! incarnation gets a new epoch and starts fenced), fencing, unfencing, unregistration, and
+//! the leadership moves each implies; plus [`BrokerHeartbeats`], the active controller's
+//! in-memory session tracker.
+//!
+//! Runs on the controller shard. No clock reads: time comes in as `now_ms`. Invariants: a
+//! fenced broker is never chosen as a new leader; a partition's ISR is its unfenced replicas
+//! (until replication makes the ISR real); a leader change bumps the leader epoch; leader -1
+//! means no live replica.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::image::BrokerImage;
+use super::records::{BrokerEndpoint, BrokerEpochRecord, MetadataRecord, RegisterBrokerRecord};
+use super::state::{record_of, ControllerState};
+use super::ControllerError;
+use crate::types::{Epoch, NodeId};
+
+/// The leader of a partition without a live replica (Kafka's NO_LEADER).
+pub const NO_LEADER: NodeId = NodeId(-1);
+
+/// A broker epoch: identifies one registration (incarnation) of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BrokerEpoch(pub i64);
+
+/// What BrokerRegistration asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    pub node: NodeId,
+    /// Random per process start: a new one means the broker restarted.
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<BrokerEndpoint>,
+    pub rack: Option<String>,
+}
+
+impl ControllerState {
+    /// `broker.session.timeout.ms` in force (for [`BrokerHeartbeats::new`]).
+    #[must_use]
+    pub fn broker_session_timeout_ms(&self) -> u64 {
+        u64::try_from(self.defaults.long("broker.session.timeout.ms")).unwrap_or(0)
+    }
+
+    /// Whether `node` may lead and receive new replicas: registered and unfenced, or, while
+    /// no broker is registered at all, this node (single-node start-up before it registers).
+    #[must_use]
+    pub fn is_live(&self, node: NodeId) -> bool {
+        if self.brokers.is_empty() {
+            return node == self.node_id;
+        }
+        self.brokers.get(&node).is_some_and(|b| !b.fenced)
+    }
+
+    /// Unfenced brokers in id order (the placement candidates); see [`Self::is_live`].
+    #[must_use]
+    pub fn live_brokers(&self) -> Vec<NodeId> {
+        if self.brokers.is_empty() {
+            return vec![self.node_id];
+        }
+        self.brokers.iter().filter(|(_, b)| !b.fenced).map(|(n, _)| *n).collect()
+    }
+
+    /// Registers a broker (the state-level rule; [`BrokerHeartbeats::register`] adds the
+    /// live-session check). The same incarnation again returns its epoch and proposes
+    /// nothing. A new incarnation gets epoch `max(epoch_hint, next counter)` and starts
+    /// fenced: partitions it led move to other live replicas in the same operation. Pass as
+    /// `epoch_hint` the Raft index the registration entry will get, so "caught up" is simply
+    /// `metadata_offset >= epoch` (Kafka's convention).
+    pub fn register_broker(
+        &mut self,
+        req: &BrokerRegistration,
+        epoch_hint: i64,
+    ) -> Result<BrokerEpoch, ControllerError> {
+        if req.node.0 < 0 {
+            return Err(ControllerError::InvalidRequest(format!("invalid broker id {}", req.node)));
+        }
+        if let Some(b) = self.brokers.get(&req.node) {
+            if b.incarnation_id == req.incarnation_id {
+                return Ok(BrokerEpoch(b.epoch));
+            }
+        }
+        let epoch = epoch_hint.max(self.next_broker_epoch);
+        let mut records = vec![MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            node: req.node,
+            broker_epoch: epoch,
+            incarnation_id: req.incarnation_id,
+            endpoints: req.endpoints.clone(),
+            rack: req.rack.clone(),
+            fenced: true,
+        })];
+        let mut live = self.live_set();
+        live.retain(|n| *n != req.node);
+        records.extend(self.leadership_changes(&live));
+        self.propose(records)?;
+        Ok(BrokerEpoch(epoch))
+    }
+
+    /// Fences a broker: its leaderships move to the first live replica (epoch + 1).
+    pub fn fence_broker(
+        &mut self,
+        node: NodeId,
+        epoch: BrokerEpoch,
+    ) -> Result<(), ControllerError> {
+        self.check_epoch(node, epoch)?;
+        let mut live = self.live_set();
+        live.retain(|n| *n != node);
+        let mut records =
+            vec![MetadataRecord::FenceBroker(BrokerEpochRecord { node, broker_epoch: epoch.0 })];
+        records.extend(self.leadership_changes(&live));
+        self.propose(records)
+    }
+
+    /// Unfences a broker: it rejoins ISRs, and leaderless partitions it replicates get it.
+    pub fn unfence_broker(
+        &mut self,
+        node: NodeId,
+        epoch: BrokerEpoch,
+    ) -> Result<(), ControllerError> {
+        self.check_epoch(node, epoch)?;
+        let mut live = self.live_set();
+        if !live.contains(&node) {
+            live.push(node);
+        }
+        let mut records =
+            vec![MetadataRecord::UnfenceBroker(BrokerEpochRecord { node, broker_epoch: epoch.0 })];
+        records.extend(self.leadership_changes(&live));
+        self.propose(records)
+    }
+
+    /// Removes a broker's registration (its leaderships move as when fenced).
+    pub fn unregister_broker(
+        &mut self,
+        node: NodeId,
+        epoch: BrokerEpoch,
+    ) -> Result<(), ControllerError> {
+        self.check_epoch(node, epoch)?;
+        let mut live = self.live_set();
+        live.retain(|n| *n != node);
+        let mut records = vec![MetadataRecord::UnregisterBroker(BrokerEpochRecord {
+            node,
+            broker_epoch: epoch.0,
+        })];
+        records.extend(self.leadership_changes(&live));
+        self.propose(records)
+    }
+
+    fn check_epoch(&self, node: NodeId, epoch: BrokerEpoch) -> Result<(), ControllerError> {
+        match self.brokers.get(&node) {
+            Some(b) if b.epoch == epoch.0 => Ok(()),
+            _ => Err(ControllerError::StaleBrokerEpoch { node, epoch: epoch.0 }),
+        }
+    }
+
+    /// The nodes live now (registered brokers' fence state, or the single-node fallback).
+    fn live_set(&self) -> Vec<NodeId> {
+        if self.brokers.is_empty() {
+            return Vec::new();
+        }
+        self.live_brokers()
+    }
+
+    /// Partition records for every partition whose leader or ISR changes when exactly the
+    /// nodes in `live` are live: ISR = live replicas in replica order; a leader that is no
+    /// longer live is replaced by the first live replica (or [`NO_LEADER`]); a leaderless
+    /// partition gets its first live replica; a leader change bumps the leader epoch.
+    fn leadership_changes(&self, live: &[NodeId]) -> Vec<MetadataRecord> {
+        let mut out = Vec::new();
+        for t in self.topics.values() {
+            for p in &t.partitions {
+                let isr: Vec<NodeId> =
+                    p.replicas.iter().copied().filter(|r| live.contains(r)).collect();
+                let leader = if live.contains(&p.leader) {
+                    p.leader
+                } else {
+                    isr.first().copied().unwrap_or(NO_LEADER)
+                };
+                if leader == p.leader && isr == p.isr {
+                    continue;
+                }
+                let mut r = record_of(t, p);
+                if leader != p.leader {
+                    r.leader = leader;
+                    r.leader_epoch = Epoch(p.leader_epoch.0.saturating_add(1));
+                }
+                r.isr = isr;
+                out.push(MetadataRecord::Partition(r));
+            }
+        }
+        out
+    }
+
+    pub(super) fn apply_register(&mut self, r: RegisterBrokerRecord) {
+        self.next_broker_epoch = self.next_broker_epoch.max(r.broker_epoch.saturating_add(1));
+        Arc::make_mut(&mut self.brokers).insert(
+            r.node,
+            BrokerImage {
+                epoch: r.broker_epoch,
+                incarnation_id: r.incarnation_id,
+                endpoints: r.endpoints,
+                rack: r.rack,
+                fenced: r.fenced,
+            },
+        );
+    }
+
+    pub(super) fn apply_fence(&mut self, b: BrokerEpochRecord, fenced: bool) -> Result<(), String> {
+        let broker = Arc::make_mut(&mut self.brokers)
+            .get_mut(&b.node)
+            .filter(|r| r.epoch == b.broker_epoch)
+            .ok_or_else(|| {
+                format!("(un)fence of broker {} epoch {}: no such", b.node, b.broker_epoch)
+            })?;
+        broker.fenced = fenced;
+        Ok(())
+    }
+
+    pub(super) fn apply_unregister(&mut self, b: BrokerEpochRecord) -> Result<(), String> {
+        match self.brokers.get(&b.node) {
+            Some(r) if r.epoch == b.broker_epoch => {
+                Arc::make_mut(&mut self.brokers).remove(&b.node);
+                Ok(())
+            }
+            _ => Err(format!("unregister of broker {} epoch {}: no such", b.node, b.broker_epoch)),
+        }
+    }
+}
+
+/// One BrokerHeartbeat request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrokerHeartbeat {
+    pub node: NodeId,
+    pub epoch: BrokerEpoch,
+    /// The last metadata (Raft) index the broker applied.
+    pub metadata_offset: u64,
+    pub want_fence: bool,
+    pub want_shutdown: bool,
+}
+
+/// The answer to a heartbeat, plus the frames to propose (already applied to the working
+/// state the heartbeat ran on).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeartbeatOutcome {
+    pub is_caught_up: bool,
+    pub is_fenced: bool,
+    pub should_shutdown: bool,
+    pub records: Vec<Vec<u8>>,
+}
+
+/// Broker sessions on the active controller: in memory, not replicated. A new active
+/// controller builds a fresh one and calls [`BrokerHeartbeats::activate`], which gives every
+/// registered broker a full session from now (as KRaft does).
+#[derive(Clone, Debug)]
+pub struct BrokerHeartbeats {
+    session_timeout_ms: u64,
+    deadlines_ms: BTreeMap<NodeId, u64>,
+}
+
+impl BrokerHeartbeats {
+    /// Sessions of `session_timeout_ms` (`broker.session.timeout.ms`).
+    #[must_use]
+    pub fn new(session_timeout_ms: u64) -> Self {
+        Self { session_timeout_ms, deadlines_ms: BTreeMap::new() }
+    }
+
+    /// Gives every registered broker a fresh deadline (on becoming the active controller).
+    pub fn activate(&mut self, state: &ControllerState, now_ms: u64) {
+        let deadline = now_ms.saturating_add(self.session_timeout_ms);
+        self.deadlines_ms = state.brokers().keys().map(|n| (*n, deadline)).collect();
+    }
+
+    fn session_live(&self, node: NodeId, now_ms: u64) -> bool {
+        self.deadlines_ms.get(&node).is_some_and(|d| *d > now_ms)
+    }
+
+    /// BrokerRegistration on the active controller: refuses a new incarnation while another
+    /// one of the same node id has a live session (DUPLICATE_BROKER_REGISTRATION).
+    pub fn register(
+        &mut self,
+        state: &mut ControllerState,
+        req: &BrokerRegistration,
+        epoch_hint: i64,
+        now_ms: u64,
+    ) -> Result<BrokerEpoch, ControllerError> {
+        if let Some(b) = state.brokers().get(&req.node) {
+            if b.incarnation_id != req.incarnation_id && self.session_live(req.node, now_ms) {
+                return Err(ControllerError::DuplicateBrokerRegistration(req.node));
+            }
+        }
+        let epoch = state.register_broker(req, epoch_hint)?;
+        self.deadlines_ms.insert(req.node, now_ms.saturating_add(self.session_timeout_ms));
+        Ok(epoch)
+    }
+
+    /// BrokerHeartbeat: renews the session, then unfences a caught-up broker (its metadata
+    /// offset reached its registration entry), fences one that asks for it, and fences one
+    /// that wants to shut down (moving its leaderships away) and tells it to go.
+    pub fn heartbeat(
+        &mut self,
+        state: &mut ControllerState,
+        hb: BrokerHeartbeat,
+        now_ms: u64,
+    ) -> Result<HeartbeatOutcome, ControllerError> {
+        let fenced = match state.brokers().get(&hb.node) {
+            Some(b) if b.epoch == hb.epoch.0 => b.fenced,
+            _ => {
+                return Err(ControllerError::StaleBrokerEpoch { node: hb.node, epoch: hb.epoch.0 })
+            }
+        };
+        self.deadlines_ms.insert(hb.node, now_ms.saturating_add(self.session_timeout_ms));
+        let caught_up = i64::try_from(hb.metadata_offset).unwrap_or(i64::MAX) >= hb.epoch.0;
+        let before = state.pending_len();
+        let mut now_fenced = fenced;
+        if (hb.want_shutdown || hb.want_fence) && !fenced {
+            state.fence_broker(hb.node, hb.epoch)?;
+            now_fenced = true;
+        } else if fenced && !hb.want_fence && !hb.want_shutdown && caught_up {
+            state.unfence_broker(hb.node, hb.epoch)?;
+            now_fenced = false;
+        }
+        Ok(HeartbeatOutcome {
+            is_caught_up: caught_up,
+            is_fenced: now_fenced,
+            should_shutdown: hb.want_shutdown,
+            records: state.split_proposals(before),
+        })
+    }
+
+    /// Fences every unfenced broker whose session ended at or before `now_ms`; returns the
+    /// frames to propose. Brokers without a session (registered through another controller)
+    /// get a full one from now.
+    pub fn expire(&mut self, state: &mut ControllerState, now_ms: u64) -> Vec<Vec<u8>> {
+        let registered: Vec<(NodeId, i64, bool)> =
+            state.brokers().iter().map(|(n, b)| (*n, b.epoch, b.fenced)).collect();
+        self.deadlines_ms.retain(|n, _| registered.iter().any(|(r, _, _)| r == n));
+        let before = state.pending_len();
+        let fresh = now_ms.saturating_add(self.session_timeout_ms);
+        for (node, epoch, fenced) in registered {
+            let deadline = *self.deadlines_ms.entry(node).or_insert(fresh);
+            if !fenced && deadline <= now_ms {
+                tracing::warn!(%node, "broker session expired; fencing it");
+                if let Err(e) = state.fence_broker(node, BrokerEpoch(epoch)) {
+                    tracing::error!(%node, "fencing an expired broker failed: {e}");
+                }
+            }
+        }
+        state.split_proposals(before)
+    }
+}
