@@ -107,6 +107,12 @@ impl ControllerState {
         Ok(s)
     }
 
+    /// This node's id.
+    #[must_use]
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
     /// The current immutable snapshot, for publication to every shard.
     #[must_use]
     pub fn image(&self) -> Arc<MetadataImage> {

@@ -174,6 +174,8 @@ struct Shared {
     status: RefCell<QuorumStatus>,
     transport: Rc<dyn Transport>,
     stopped: Cell<bool>,
+    /// Set by [`QuorumHandle::campaign`]; the loop starts an election at its next step.
+    campaign: Cell<bool>,
     failed: RefCell<Option<String>>,
     propose_timeout_ms: u64,
     counters: DriverCounters,
@@ -233,6 +235,7 @@ impl QuorumDriver {
             }),
             transport: transport.clone(),
             stopped: Cell::new(false),
+            campaign: Cell::new(false),
             failed: RefCell::new(None),
             propose_timeout_ms: config.propose_timeout_ms,
             counters: DriverCounters::default(),
@@ -313,6 +316,13 @@ impl QuorumHandle {
             r = rx.fuse() => r.unwrap_or(Err(ProposeError::Superseded)),
             _ = FutureExt::fuse(timer) => Err(ProposeError::Timeout),
         }
+    }
+
+    /// Starts an election at once instead of after an election timeout: a single voter,
+    /// which needs nobody's vote, becomes leader without waiting.
+    pub fn campaign(&self) {
+        self.shared.campaign.set(true);
+        self.shared.wake.notify_all();
     }
 
     /// The node's state as of the loop's last step.
@@ -476,6 +486,11 @@ impl<F: FileSystem, S: StateMachine> Core<F, S> {
                 if self.node.match_index(from) >= Some(self.node.last_index()) {
                     c.1 = now;
                 }
+            }
+        }
+        if self.shared.campaign.replace(false) && self.node.role() != StateRole::Leader {
+            if let Err(e) = self.node.campaign() {
+                warn!("campaign not started: {e}");
             }
         }
         let reqs: Vec<Request> = self.shared.requests.borrow_mut().drain(..).collect();

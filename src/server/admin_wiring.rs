@@ -1,9 +1,6 @@
-//! Runs the controller's mutating admin handlers on the controller shard: decode, call the
-//! handler with `&mut Controller`, encode, and hand back the new image when it changed so
-//! [`super::control::execute`] publishes it before the answer leaves.
-
-use std::cell::RefCell;
-use std::sync::Arc;
+//! Runs the controller's mutating admin handlers on the active controller's working state
+//! (see [`super::cluster`]): decode, call the handler with `&mut ControllerState`, encode. The
+//! records the handler queued are proposed by the caller, which answers once they commit.
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -14,11 +11,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::admin::{self, Mutation};
-use super::control::ControllerReply;
+use crate::controller::ControllerState;
 use crate::protocol::{decode_request, encode_response};
-use crate::shard::{Controller, MetadataImage};
 
-type Outcome = (ControllerReply, Option<Arc<MetadataImage>>);
+/// The encoded response frame, or why the request could not be processed.
+type Outcome = Bytes;
 
 /// APIs answered on the controller shard because they change metadata.
 pub const CONTROLLER_APIS: &[ApiKey] = &[
@@ -32,11 +29,11 @@ pub const CONTROLLER_APIS: &[ApiKey] = &[
 ];
 
 pub(super) fn run(
-    controller: &RefCell<Controller>,
+    controller: &mut ControllerState,
     api: ApiKey,
     version: i16,
     frame: Bytes,
-) -> Outcome {
+) -> Result<Outcome, String> {
     let c = controller;
     let result = match api {
         ApiKey::CreateTopics => mutate::<CreateTopicsRequest, _>(c, api, version, frame, |c, r| {
@@ -70,21 +67,19 @@ pub(super) fn run(
         }
         other => Err(format!("{other:?} is not a controller API")),
     };
-    result.unwrap_or_else(|reason| (ControllerReply::Rejected(reason), None))
+    result
 }
 
 fn mutate<Req: Decodable, Resp: Encodable>(
-    controller: &RefCell<Controller>,
+    controller: &mut ControllerState,
     api: ApiKey,
     version: i16,
     frame: Bytes,
-    handler: impl FnOnce(&mut Controller, &Req) -> Mutation<Resp>,
+    handler: impl FnOnce(&mut ControllerState, &Req) -> Mutation<Resp>,
 ) -> Result<Outcome, String> {
     let (header, request) =
         decode_request::<Req>(frame, api, version).map_err(|e| e.to_string())?;
-    let mut c = controller.borrow_mut();
-    let mutation = handler(&mut c, &request);
-    let frame = encode_response(api, version, header.correlation_id, &mutation.response)
-        .map_err(|e| e.to_string())?;
-    Ok((ControllerReply::Encoded(frame), mutation.image_changed.then(|| c.image())))
+    let mutation = handler(controller, &request);
+    encode_response(api, version, header.correlation_id, &mutation.response)
+        .map_err(|e| e.to_string())
 }

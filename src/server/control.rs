@@ -1,5 +1,5 @@
 //! Wiring of metadata operations to the controller shard (shard 0): requests arrive over
-//! the mesh, run against the controller, and every new metadata image is published to
+//! the mesh, run through the cluster node (locally as the active controller, or forwarded), and every new metadata image is published to
 //! all shards — each opens or closes the partition logs it owns — before the client is
 //! answered, so a topic is usable on every shard once CreateTopics returns.
 //!
@@ -44,36 +44,18 @@ pub async fn call_controller(ctx: &Rc<ShardCtx>, req: ControllerRequest) -> Cont
     }
 }
 
-/// Runs a controller request on the controller shard.
+/// Runs a controller request on the controller shard: as the active controller, or by
+/// forwarding it to the active controller (see [`super::cluster`]).
 pub async fn execute(ctx: &Rc<ShardCtx>, req: ControllerRequest) -> ControllerReply {
-    let Some(controller) = &ctx.controller else {
+    let Some(node) = super::cluster::node(ctx) else {
         return ControllerReply::Rejected(format!("{} is not the controller shard", ctx.id));
     };
-    let _serial = ctx.controller_lock.lock().await;
-    let (reply, image) = match req {
-        ControllerRequest::AutoCreate(names) => {
-            let mut c = controller.borrow_mut();
-            let before = c.image().version;
-            for (name, result) in c.create_topics_with_defaults(&names) {
-                if let Err(err) = result {
-                    tracing::info!(topic = %name, "auto-create refused: {err}");
-                }
-            }
-            let image = c.image();
-            let changed = image.version != before;
-            (ControllerReply::Done, changed.then_some(image))
-        }
+    match req {
+        ControllerRequest::AutoCreate(names) => node.auto_create(ctx, names).await,
         ControllerRequest::Admin { api, version, frame } => {
-            super::admin_wiring::run(controller, api, version, frame)
-        }
-    };
-    if let Some(image) = image {
-        if let Err(err) = publish_image(ctx, image).await {
-            tracing::error!("publishing metadata failed: {err}");
-            return ControllerReply::Rejected(err);
+            node.admin(ctx, api, version, frame).await
         }
     }
-    reply
 }
 
 /// Installs `image` on every shard and waits until each has opened/closed its logs.

@@ -55,6 +55,7 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::IncrementalAlterConfigs, admin::incremental_alter_configs::VERSIONS),
     ApiRange::new(ApiKey::DescribeConfigs, admin::describe_configs::VERSIONS),
     ApiRange::new(ApiKey::DescribeCluster, admin::describe_cluster::VERSIONS),
+    ApiRange::new(ApiKey::DescribeQuorum, admin::describe_quorum::VERSIONS),
     ApiRange::new(ApiKey::DescribeClientQuotas, admin::describe_client_quotas::VERSIONS),
     ApiRange::new(ApiKey::AlterClientQuotas, admin::alter_client_quotas::VERSIONS),
     ApiRange::new(ApiKey::FindCoordinator, group::find_coordinator::VERSIONS),
@@ -103,7 +104,9 @@ pub async fn dispatch(
         ApiKey::DescribeConfigs | ApiKey::DescribeCluster | ApiKey::DescribeClientQuotas => {
             metadata::start_read_only(ctx, api, frame, version)
         }
-        api if CONTROLLER_APIS.contains(&api) => Ok(controller_api(ctx, api, version, frame)),
+        api if CONTROLLER_APIS.contains(&api) || api == ApiKey::DescribeQuorum => {
+            Ok(controller_api(ctx, api, version, frame))
+        }
         ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version),
         ApiKey::JoinGroup => group::join_group::start(ctx, frame, version, peer).await,
         ApiKey::SyncGroup => group::sync_group::start(ctx, frame, version).await,

@@ -9,6 +9,7 @@ pub mod admin;
 mod admin_wiring;
 pub mod api_versions;
 pub mod call;
+pub mod cluster;
 pub mod connection;
 pub mod control;
 pub mod delete_records;
@@ -30,7 +31,7 @@ use crate::shard::runtime::App;
 /// shard publishes the first metadata image, and how a connection is served.
 const APP: App = App {
     handle: call::handle,
-    publish_image: |ctx, image| Box::pin(async move { control::publish_image(&ctx, image).await }),
+    start_controller: |ctx| Box::pin(cluster::start(ctx)),
     serve_connection: |ctx, stream, peer| Box::pin(connection::run(ctx, stream, peer)),
 };
 

@@ -14,7 +14,7 @@ use glommio::channels::channel_mesh::Senders;
 use glommio::TaskQueueHandle;
 
 use super::mesh::{Handler, MeshError, MeshMsg, Payload};
-use super::{Controller, MetadataImage};
+use super::MetadataImage;
 use crate::config::ServeConfig;
 use crate::partition::PartitionTable;
 use crate::sync::Notify;
@@ -33,11 +33,9 @@ pub struct ShardCtx {
     handler: Handler,
     pending: RefCell<HashMap<u64, oneshot::Sender<Payload>>>,
     next_request_id: Cell<u64>,
-    /// The controller, on the controller shard (shard 0) only.
-    pub controller: Option<RefCell<Controller>>,
-    /// Serializes controller operations, including publishing their image, so two
-    /// CreateTopics never interleave their publication.
-    pub controller_lock: futures::lock::Mutex<()>,
+    /// The application's state on this shard (the cluster node on the controller shard),
+    /// type-erased so the runtime names no application module.
+    app: RefCell<Option<Rc<dyn std::any::Any>>>,
     shutting_down: Cell<bool>,
     pub shutdown: Notify,
     pub connections: Cell<usize>,
@@ -54,7 +52,6 @@ pub(crate) struct CtxParts {
     pub senders: Senders<MeshMsg>,
     pub handler: Handler,
     pub config: Arc<ServeConfig>,
-    pub controller: Option<Controller>,
     pub partitions: PartitionTable,
     pub latency_queue: TaskQueueHandle,
     pub background_queue: TaskQueueHandle,
@@ -75,8 +72,7 @@ impl ShardCtx {
             handler: parts.handler,
             pending: RefCell::new(HashMap::new()),
             next_request_id: Cell::new(1),
-            controller: parts.controller.map(RefCell::new),
-            controller_lock: futures::lock::Mutex::new(()),
+            app: RefCell::new(None),
             shutting_down: Cell::new(false),
             shutdown: Notify::new(),
             connections: Cell::new(0),
@@ -109,6 +105,17 @@ impl ShardCtx {
             *current = image;
         }
         newer
+    }
+
+    /// Installs the application's state for this shard (once, at start).
+    pub fn set_app(&self, app: Rc<dyn std::any::Any>) {
+        *self.app.borrow_mut() = Some(app);
+    }
+
+    /// The application's state installed with [`ShardCtx::set_app`].
+    #[must_use]
+    pub fn app(&self) -> Option<Rc<dyn std::any::Any>> {
+        self.app.borrow().clone()
     }
 
     /// True once the first image from the controller is installed.

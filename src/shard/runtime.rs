@@ -21,7 +21,6 @@ use glommio::{CpuSet, Latency, LocalExecutorPoolBuilder, PoolPlacement, Shares};
 
 use super::ctx::{CtxParts, ShardCtx};
 use super::mesh::{receive_loop, Handler, MeshMsg};
-use super::{Controller, MetadataImage};
 use crate::config::ServeConfig;
 use crate::constants::{
     BATCH_CACHE_BYTES_PER_SHARD, MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
@@ -50,13 +49,13 @@ pub fn allowed_cores() -> Vec<usize> {
 #[derive(Clone, Copy)]
 pub struct App {
     pub handle: Handler,
-    pub publish_image: PublishImage,
+    pub start_controller: StartController,
     pub serve_connection: ServeConnection,
 }
 
-/// Installs an image on every shard; `Err` names the shard that failed.
-pub type PublishImage =
-    fn(Rc<ShardCtx>, Arc<MetadataImage>) -> LocalBoxFuture<'static, Result<(), String>>;
+/// Starts the controller-shard side of the application (on shard 0, before the listener
+/// opens) and installs the first metadata image on every shard.
+pub type StartController = fn(Rc<ShardCtx>) -> LocalBoxFuture<'static, anyhow::Result<()>>;
 /// Serves one accepted connection (with its peer's address) until it closes.
 pub type ServeConnection =
     fn(Rc<ShardCtx>, TcpStream, Option<std::net::IpAddr>) -> LocalBoxFuture<'static, ()>;
@@ -77,14 +76,7 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
     let advertised_port =
         if config.advertised_port == 0 { local.port() } else { config.advertised_port };
     let config = Arc::new(ServeConfig { listen: local, advertised_port, ..config });
-    // Opened here, before any executor starts, so a bad data dir fails the start cleanly.
-    let controller =
-        Controller::open(&config.data_dir, config.node_id, config.shards, broker_defaults(&config))
-            .map_err(|err| {
-                anyhow!("cannot open cluster metadata in {}: {err}", config.data_dir.display())
-            })?;
     let shared = Arc::new(Shared {
-        controller: Mutex::new(Some(controller)),
         first_listener: Mutex::new(Some(first_listener)),
         ready: AtomicUsize::new(0),
         drained: AtomicUsize::new(0),
@@ -116,7 +108,6 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
 }
 
 struct Shared {
-    controller: Mutex<Option<Controller>>,
     first_listener: Mutex<Option<socket2::Socket>>,
     ready: AtomicUsize,
     drained: AtomicUsize,
@@ -261,13 +252,10 @@ async fn shard_main(
         fatal(&format!("data dir {} failed the I/O probe: {err}", config.data_dir.display()));
     }
     shared.reached(me, STAGE_IMAGE);
-    let controller =
-        if me.0 == 0 { shared.controller.lock().ok().and_then(|mut c| c.take()) } else { None };
     let ctx = Rc::new(ShardCtx::new(CtxParts {
         senders,
         handler: app.handle,
         config: config.clone(),
-        controller,
         partitions: PartitionTable::new(config.data_dir.clone(), BATCH_CACHE_BYTES_PER_SHARD),
         latency_queue,
         background_queue,
@@ -306,11 +294,7 @@ async fn publish_initial_image(ctx: &Rc<ShardCtx>, app: App) -> anyhow::Result<(
         tracing::info!(dir = %path.display(), "removing directory left from a deletion");
         let _ = std::fs::remove_dir_all(&path);
     }
-    let image = match &ctx.controller {
-        Some(controller) => controller.borrow().image(),
-        None => bail!("controller shard has no controller"),
-    };
-    (app.publish_image)(ctx.clone(), image).await.map_err(|err| anyhow!(err))
+    (app.start_controller)(ctx.clone()).await
 }
 
 fn take_listener(shared: &Shared, addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
@@ -391,10 +375,6 @@ fn fatal(message: &str) -> ! {
     tracing::error!("{message}");
     eprintln!("shardlog: {message}");
     std::process::exit(1);
-}
-
-fn broker_defaults(config: &ServeConfig) -> crate::controller::BrokerDefaults {
-    config.broker_defaults()
 }
 
 /// Raises RLIMIT_MEMLOCK and RLIMIT_NOFILE, or explains how to.

@@ -16,14 +16,14 @@ use kafka_protocol::messages::alter_client_quotas_response::{
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 
 use super::{error_code, sb, Mutation};
-use crate::controller::{Controller, QuotaChange};
+use crate::controller::{ControllerState, QuotaChange};
 use crate::quota::{ClientEntity, ENTITY_CLIENT_ID};
 
 /// Every version Kafka 4.1 defines (v1 is the flexible encoding of v0).
 pub const VERSIONS: (i16, i16) = (0, 1);
 
 pub fn handle(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     request: &AlterClientQuotasRequest,
     _version: i16,
 ) -> Mutation<AlterClientQuotasResponse> {
@@ -58,7 +58,7 @@ pub fn handle(
 }
 
 fn alter_one(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     entry: &EntryData,
     validate_only: bool,
 ) -> Result<bool, (i16, String)> {

@@ -18,7 +18,7 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{error_code, sb, Mutation};
 use crate::controller::{
-    validate_topic_name, BrokerChange, Controller, MetadataImage, TopicChange, TopicImage,
+    validate_topic_name, BrokerChange, ControllerState, MetadataImage, TopicChange, TopicImage,
 };
 use crate::types::NodeId;
 
@@ -27,7 +27,7 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 
 /// Replaces the configs of the requested topics.
 pub fn handle(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     request: &AlterConfigsRequest,
     _version: i16,
 ) -> Mutation<AlterConfigsResponse> {
@@ -55,7 +55,7 @@ pub fn handle(
 }
 
 fn replace_one(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     r: &AlterConfigsResource,
     validate_only: bool,
 ) -> Result<bool, (i16, String)> {
@@ -87,7 +87,7 @@ fn replace_one(
 
 /// Replaces the dynamic configs of a BROKER resource (Kafka's legacy AlterConfigs semantics).
 fn replace_broker(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     r: &AlterConfigsResource,
     validate_only: bool,
 ) -> Result<bool, (i16, String)> {
@@ -115,7 +115,7 @@ fn replace_broker(
 /// The broker a BROKER resource names: `None` for the cluster default (the empty name),
 /// else this broker's node id; Kafka's errors (INVALID_REQUEST) for anything else.
 pub(super) fn target_broker(
-    controller: &Controller,
+    controller: &ControllerState,
     name: &str,
 ) -> Result<Option<NodeId>, (i16, String)> {
     if name.is_empty() {
@@ -125,7 +125,7 @@ pub(super) fn target_broker(
     let id: i32 = name
         .parse()
         .map_err(|_| invalid_request(format!("Node id must be an integer, but it is: {name}")))?;
-    let me = controller.meta_properties().node_id;
+    let me = controller.node_id();
     if id != me.0 {
         return Err(invalid_request(format!(
             "Unexpected broker id, expected {me}, but received {name}"
@@ -137,7 +137,7 @@ pub(super) fn target_broker(
 /// The topic an AlterConfigs/IncrementalAlterConfigs resource names, with the image it was
 /// found in; Kafka's errors for another resource type, an invalid name or an unknown topic.
 pub(super) fn target_topic(
-    controller: &Controller,
+    controller: &ControllerState,
     resource_type: i8,
     name: &str,
 ) -> Result<(Arc<MetadataImage>, Arc<TopicImage>), (i16, String)> {

@@ -11,14 +11,14 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::{error_code, sb, Mutation};
-use crate::controller::{validate_topic_name, Controller, ControllerError};
+use crate::controller::{validate_topic_name, ControllerError, ControllerState};
 
 /// Every version Kafka 4.x defines (KIP-896 kept v0).
 pub const VERSIONS: (i16, i16) = (0, 3);
 
 /// Adds partitions to the requested topics.
 pub fn handle(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     request: &CreatePartitionsRequest,
     _version: i16,
 ) -> Mutation<CreatePartitionsResponse> {

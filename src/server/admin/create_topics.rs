@@ -2,7 +2,7 @@
 //! defaults), trivial manual assignments, validated configs, `validate_only`, the effective
 //! configs in v5+ responses and the topic id in v7.
 //!
-//! Runs on the controller shard (mutates the [`Controller`]). Duplicate names in one request
+//! Runs on the controller shard (mutates the [`ControllerState`]). Duplicate names in one request
 //! get INVALID_REQUEST, as Kafka answers them.
 
 use std::collections::HashMap;
@@ -17,14 +17,14 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use super::describe_configs::topic_config_entries;
 use super::{error_code, sb, Mutation};
 use crate::constants::ADMIN_REQUEST_TOPICS_MAX;
-use crate::controller::{Controller, NewTopic, TopicImage};
+use crate::controller::{ControllerState, NewTopic, TopicImage};
 
 /// Kafka 4.x's floor (KIP-896) to the newest schema; every field of v7 is implemented.
 pub const VERSIONS: (i16, i16) = (2, 7);
 
 /// Creates (or validates) the requested topics.
 pub fn handle(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     request: &CreateTopicsRequest,
     version: i16,
 ) -> Mutation<CreateTopicsResponse> {

@@ -9,14 +9,14 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
 use uuid::Uuid;
 
 use super::{error_code, sb, Mutation};
-use crate::controller::{validate_topic_name, Controller, ControllerError};
+use crate::controller::{validate_topic_name, ControllerError, ControllerState};
 
 /// Kafka 4.x's floor (KIP-896) to v6 (topic ids, which Shardlog has).
 pub const VERSIONS: (i16, i16) = (1, 6);
 
 /// Deletes the requested topics.
 pub fn handle(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     request: &DeleteTopicsRequest,
     version: i16,
 ) -> Mutation<DeleteTopicsResponse> {

@@ -41,6 +41,7 @@ pub fn handle(
         response = response.with_cluster_authorized_operations(CLUSTER_OPERATIONS);
     }
     let list = brokers(image, advertised)
+        .iter()
         .map(|(id, host, port)| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(id.0))

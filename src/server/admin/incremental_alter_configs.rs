@@ -22,7 +22,7 @@ use super::{error_code, sb, Mutation};
 use crate::controller::configs::{
     broker_config_def, effective_value, topic_config_def, ConfigType,
 };
-use crate::controller::{BrokerChange, Controller, TopicChange};
+use crate::controller::{BrokerChange, ControllerState, TopicChange};
 
 /// Every version Kafka 4.x defines.
 pub const VERSIONS: (i16, i16) = (0, 1);
@@ -34,7 +34,7 @@ const OP_SUBTRACT: i8 = 3;
 
 /// Applies the requested config operations.
 pub fn handle(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     request: &IncrementalAlterConfigsRequest,
     _version: i16,
 ) -> Mutation<IncrementalAlterConfigsResponse> {
@@ -77,7 +77,7 @@ pub fn handle(
 
 /// Alters one resource; `Ok(true)` when the image changed.
 fn alter_one(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     r: &AlterConfigsResource,
     validate_only: bool,
 ) -> Result<bool, (i16, String)> {
@@ -130,7 +130,7 @@ fn alter_one(
 
 /// Alters the dynamic configs of one BROKER resource; `Ok(true)` when the image changed.
 fn alter_broker(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     r: &AlterConfigsResource,
     validate_only: bool,
 ) -> Result<bool, (i16, String)> {

@@ -13,14 +13,14 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::{error_code, Mutation};
-use crate::controller::Controller;
+use crate::controller::ControllerState;
 
 /// Kafka 4.x's range up to v5 (v6 adds two-phase-commit transactions, not implemented).
 pub const VERSIONS: (i16, i16) = (0, 5);
 
 /// Hands out a producer id.
 pub fn handle(
-    controller: &mut Controller,
+    controller: &mut ControllerState,
     request: &InitProducerIdRequest,
     _version: i16,
 ) -> Mutation<InitProducerIdResponse> {

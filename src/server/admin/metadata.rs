@@ -39,6 +39,7 @@ pub fn build_metadata(
 ) -> (MetadataResponse, Vec<String>) {
     let mut response = MetadataResponse::default().with_brokers(
         brokers(image, advertised)
+            .iter()
             .map(|(id, host, port)| {
                 MetadataResponseBroker::default()
                     .with_node_id(BrokerId(id.0))

@@ -92,11 +92,22 @@ pub(crate) fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
-/// The brokers to list: every advertised listener the server passes (this broker alone while
-/// the cluster is a single node). `image` is where a multi-broker registry will come from.
-pub(crate) fn brokers<'a>(
-    _image: &MetadataImage,
-    advertised: &'a [Advertised],
-) -> impl Iterator<Item = &'a Advertised> {
-    advertised.iter()
+/// The brokers to list: the registered, unfenced brokers of the image with their PLAINTEXT
+/// endpoint; before any broker registered (a single node starting), the listeners the
+/// server passes for itself.
+pub(crate) fn brokers(image: &MetadataImage, advertised: &[Advertised]) -> Vec<Advertised> {
+    let live: Vec<Advertised> = image
+        .brokers
+        .iter()
+        .filter(|(_, b)| !b.fenced)
+        .filter_map(|(id, b)| {
+            let e = b.endpoints.iter().find(|e| e.security_protocol == 0)?;
+            Some((*id, e.host.clone(), i32::from(e.port)))
+        })
+        .collect();
+    if live.is_empty() {
+        advertised.to_vec()
+    } else {
+        live
+    }
 }

@@ -16,7 +16,8 @@ use uuid::Uuid;
 
 use super::rpc::{Call, Reply};
 use super::{now_ms, ClusterNode};
-use crate::controller::{BrokerEndpoint, BrokerEpoch, BrokerHeartbeat, BrokerRegistration};
+use crate::controller::records::BrokerEndpoint;
+use crate::controller::{BrokerEpoch, BrokerHeartbeat, BrokerRegistration};
 use crate::shard::ShardCtx;
 
 /// Pause after a failed registration or heartbeat.
@@ -31,7 +32,9 @@ const EXPIRY_CHECK_MS: u64 = 500;
 const SHUTDOWN_HEARTBEAT_MS: u64 = 2_000;
 
 fn heartbeat_interval_ms(ctx: &ShardCtx) -> u64 {
-    u64::try_from(ctx.image().broker_defaults.long("broker.heartbeat.interval.ms")).unwrap_or(2000).max(10)
+    u64::try_from(ctx.image().broker_defaults.long("broker.heartbeat.interval.ms"))
+        .unwrap_or(2000)
+        .max(10)
 }
 
 /// Registers this broker and heartbeats until shutdown.
@@ -43,23 +46,27 @@ pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
         port: ctx.config.advertised_port,
         security_protocol: 0,
     }];
-    let registration = BrokerRegistration { node: node.node_id, incarnation_id, endpoints, rack: None };
+    let registration =
+        BrokerRegistration { node: node.node_id, incarnation_id, endpoints, rack: None };
     let mut epoch: Option<BrokerEpoch> = None;
     while !ctx.is_shutting_down() {
         let deadline = Instant::now() + Duration::from_millis(CALL_LIMIT_MS);
         let pause_ms = match epoch {
-            None => match node.to_controller(&ctx, Call::Register(registration.clone()), deadline).await {
-                Reply::Registered { epoch: e } => {
-                    tracing::info!(broker_epoch = e.0, "registered with the active controller");
-                    epoch = Some(e);
-                    node.registration.set(Some((e.0, true)));
-                    0
+            None => {
+                match node.to_controller(&ctx, Call::Register(registration.clone()), deadline).await
+                {
+                    Reply::Registered { epoch: e } => {
+                        tracing::info!(broker_epoch = e.0, "registered with the active controller");
+                        epoch = Some(e);
+                        node.registration.set(Some((e.0, true)));
+                        0
+                    }
+                    other => {
+                        tracing::debug!("broker registration: {other:?}");
+                        RETRY_PAUSE_MS
+                    }
                 }
-                other => {
-                    tracing::debug!("broker registration: {other:?}");
-                    RETRY_PAUSE_MS
-                }
-            },
+            }
             Some(e) => {
                 let hb = BrokerHeartbeat {
                     node: node.node_id,
@@ -75,9 +82,15 @@ pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
                             tracing::info!(fenced = is_fenced, "broker state changed");
                         }
                         node.registration.set(Some((e.0, is_fenced)));
-                        if is_fenced { FENCED_HEARTBEAT_MS } else { heartbeat_interval_ms(&ctx) }
+                        if is_fenced {
+                            FENCED_HEARTBEAT_MS
+                        } else {
+                            heartbeat_interval_ms(&ctx)
+                        }
                     }
-                    Reply::Error { code, message } if code == ResponseError::StaleBrokerEpoch.code() => {
+                    Reply::Error { code, message }
+                        if code == ResponseError::StaleBrokerEpoch.code() =>
+                    {
                         tracing::warn!("the controller no longer knows this broker epoch ({message}); registering again");
                         epoch = None;
                         node.registration.set(None);
@@ -92,7 +105,11 @@ pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
         };
         if pause_ms > 0 {
             let seen = ctx.shutdown.version();
-            crate::shard::with_timeout(Duration::from_millis(pause_ms), ctx.shutdown.changed_since(seen)).await;
+            crate::shard::with_timeout(
+                Duration::from_millis(pause_ms),
+                ctx.shutdown.changed_since(seen),
+            )
+            .await;
         }
     }
     // Controlled shutdown: fenced first, so the controller moves leaderships away now

@@ -129,9 +129,9 @@ pub struct ClusterNode {
 /// Wall-clock milliseconds (broker sessions and DescribeQuorum timestamps).
 #[must_use]
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
-        u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-    })
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The cluster node of this process, on the controller shard.
@@ -274,15 +274,14 @@ impl ClusterNode {
                             ProposeError::NotLeader { leader } => {
                                 Reply::NotLeader { leader: leader.map(|r| self.ids.node(r)) }
                             }
-                            other => error_reply(ResponseError::RequestTimedOut, &other.to_string()),
+                            other => {
+                                error_reply(ResponseError::RequestTimedOut, &other.to_string())
+                            }
                         };
                     }
                 }
                 let hint = i64::try_from(self.quorum.status().commit_index).unwrap_or(0) + 1;
-                match self
-                    .run_op(ctx, |w, hb, _| hb.register(w, &req, hint, now_ms()))
-                    .await
-                {
+                match self.run_op(ctx, |w, hb, _| hb.register(w, &req, hint, now_ms())).await {
                     Ok((Ok(epoch), _)) => Ok(Reply::Registered { epoch }),
                     Ok((Err(err), _)) => Ok(controller_error_reply(&err)),
                     Err(e) => Err(e),
@@ -315,7 +314,9 @@ impl ClusterNode {
                 Reply::NotLeader { leader: leader.map(|r| self.ids.node(r)) }
             }
             Err(OpError::Propose(ProposeError::Superseded)) => Reply::NotLeader { leader: None },
-            Err(OpError::Propose(err)) => error_reply(ResponseError::RequestTimedOut, &err.to_string()),
+            Err(OpError::Propose(err)) => {
+                error_reply(ResponseError::RequestTimedOut, &err.to_string())
+            }
         }
     }
 
@@ -339,9 +340,8 @@ impl ClusterNode {
             });
             return Ok(Reply::Kafka { frame, applied_index: 0 });
         }
-        let (result, applied_index) = self
-            .run_op(ctx, |w, _, _| super::admin_wiring::run(w, api, version, frame))
-            .await?;
+        let (result, applied_index) =
+            self.run_op(ctx, |w, _, _| super::admin_wiring::run(w, api, version, frame)).await?;
         match result {
             Ok(frame) => Ok(Reply::Kafka { frame, applied_index }),
             Err(reason) => Ok(error_reply(ResponseError::InvalidRequest, &reason)),
@@ -393,7 +393,12 @@ impl ClusterNode {
 
     /// Sends `call` to the active controller — this node, or the leader over the quorum's
     /// connections — retrying while leadership moves, until `deadline`.
-    pub async fn to_controller(self: &Rc<Self>, ctx: &Rc<ShardCtx>, call: Call, deadline: Instant) -> Reply {
+    pub async fn to_controller(
+        self: &Rc<Self>,
+        ctx: &Rc<ShardCtx>,
+        call: Call,
+        deadline: Instant,
+    ) -> Reply {
         let mut last_leader = None;
         loop {
             let seen = self.quorum.changed().version();
@@ -439,17 +444,28 @@ impl ClusterNode {
     }
 
     /// A Kafka controller request from a client of this node.
-    pub async fn admin(self: &Rc<Self>, ctx: &Rc<ShardCtx>, api: ApiKey, version: i16, frame: Bytes) -> ControllerReply {
+    pub async fn admin(
+        self: &Rc<Self>,
+        ctx: &Rc<ShardCtx>,
+        api: ApiKey,
+        version: i16,
+        frame: Bytes,
+    ) -> ControllerReply {
         let deadline = Instant::now() + Duration::from_millis(CONTROLLER_REQUEST_TIMEOUT_MS);
         let call = Call::Kafka { api: api as i16, version, frame: frame.clone() };
         match self.to_controller(ctx, call, deadline).await {
             Reply::Kafka { frame, applied_index } if !frame.is_empty() => {
-                self.wait_published(ctx, applied_index, Duration::from_millis(READ_YOUR_WRITES_WAIT_MS))
-                    .await;
+                self.wait_published(
+                    ctx,
+                    applied_index,
+                    Duration::from_millis(READ_YOUR_WRITES_WAIT_MS),
+                )
+                .await;
                 ControllerReply::Encoded(frame)
             }
             Reply::Error { code, message } => {
-                let error = ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError);
+                let error =
+                    ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError);
                 if api == ApiKey::DescribeQuorum {
                     return match self.describe_quorum(version, frame) {
                         Ok(f) => ControllerReply::Encoded(f),
@@ -466,12 +482,20 @@ impl ClusterNode {
     }
 
     /// Auto-creates topics through the active controller and waits until this node sees them.
-    pub async fn auto_create(self: &Rc<Self>, ctx: &Rc<ShardCtx>, names: Vec<String>) -> ControllerReply {
+    pub async fn auto_create(
+        self: &Rc<Self>,
+        ctx: &Rc<ShardCtx>,
+        names: Vec<String>,
+    ) -> ControllerReply {
         let deadline = Instant::now() + Duration::from_millis(CONTROLLER_REQUEST_TIMEOUT_MS);
         match self.to_controller(ctx, Call::AutoCreate(names), deadline).await {
             Reply::AutoCreated { applied_index } => {
-                self.wait_published(ctx, applied_index, Duration::from_millis(READ_YOUR_WRITES_WAIT_MS))
-                    .await;
+                self.wait_published(
+                    ctx,
+                    applied_index,
+                    Duration::from_millis(READ_YOUR_WRITES_WAIT_MS),
+                )
+                .await;
                 ControllerReply::Done
             }
             other => {
@@ -487,10 +511,16 @@ fn error_reply(error: ResponseError, message: &str) -> Reply {
 }
 
 fn controller_error_reply(err: &ControllerError) -> Reply {
-    let error = match err {
-        ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch,
-        ControllerError::DuplicateBrokerRegistration(_) => ResponseError::DuplicateBrokerRegistration,
-        _ => super::admin::error_code_of(err),
-    };
-    error_reply(error, &err.to_string())
+    match err {
+        ControllerError::StaleBrokerEpoch { .. } => {
+            error_reply(ResponseError::StaleBrokerEpoch, &err.to_string())
+        }
+        ControllerError::DuplicateBrokerRegistration(_) => {
+            error_reply(ResponseError::DuplicateBrokerRegistration, &err.to_string())
+        }
+        _ => {
+            let (code, message) = super::admin::error_code(err);
+            Reply::Error { code, message }
+        }
+    }
 }

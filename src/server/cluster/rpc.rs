@@ -10,7 +10,8 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
-use crate::controller::{BrokerEndpoint, BrokerEpoch, BrokerHeartbeat, BrokerRegistration};
+use crate::controller::records::BrokerEndpoint;
+use crate::controller::{BrokerEpoch, BrokerHeartbeat, BrokerRegistration};
 use crate::types::NodeId;
 
 const KIND_KAFKA: u8 = 1;
@@ -30,7 +31,11 @@ const LIST_ITEMS_MAX: usize = 100_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
     /// A Kafka request frame (header included) the active controller answers.
-    Kafka { api: i16, version: i16, frame: Bytes },
+    Kafka {
+        api: i16,
+        version: i16,
+        frame: Bytes,
+    },
     AutoCreate(Vec<String>),
     Register(BrokerRegistration),
     Heartbeat(BrokerHeartbeat),
@@ -40,12 +45,28 @@ pub enum Call {
 pub enum Reply {
     /// A Kafka response frame, and the metadata index the answer reflects (the caller waits
     /// until its own image has reached it, so its client reads its own writes).
-    Kafka { frame: Bytes, applied_index: u64 },
-    AutoCreated { applied_index: u64 },
-    Registered { epoch: BrokerEpoch },
-    Heartbeat { is_caught_up: bool, is_fenced: bool, should_shutdown: bool },
-    NotLeader { leader: Option<NodeId> },
-    Error { code: i16, message: String },
+    Kafka {
+        frame: Bytes,
+        applied_index: u64,
+    },
+    AutoCreated {
+        applied_index: u64,
+    },
+    Registered {
+        epoch: BrokerEpoch,
+    },
+    Heartbeat {
+        is_caught_up: bool,
+        is_fenced: bool,
+        should_shutdown: bool,
+    },
+    NotLeader {
+        leader: Option<NodeId>,
+    },
+    Error {
+        code: i16,
+        message: String,
+    },
 }
 
 fn put_str(out: &mut BytesMut, s: &str) {

@@ -60,12 +60,17 @@ pub async fn start(ctx: Rc<ShardCtx>) -> anyhow::Result<()> {
     while Instant::now() < deadline {
         let st = node.quorum.status();
         let caught_up = st.applied_index >= st.commit_index;
-        if (single && st.role == QuorumRole::Leader && st.leader_ready) || (!single && caught_up && st.leader_id.is_some()) {
+        if (single && st.role == QuorumRole::Leader && st.leader_ready)
+            || (!single && caught_up && st.leader_id.is_some())
+        {
             break;
         }
         let seen = node.quorum.changed().version();
-        crate::shard::with_timeout(Duration::from_millis(50), node.quorum.changed().changed_since(seen))
-            .await;
+        crate::shard::with_timeout(
+            Duration::from_millis(50),
+            node.quorum.changed().changed_since(seen),
+        )
+        .await;
     }
     node.publish(&ctx).await.map_err(|e| anyhow!("cannot open partitions at start: {e}"))?;
     ctx.spawn_background(publish_loop(node.clone(), ctx.clone()));
@@ -117,11 +122,8 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
         );
     }
     let me = ids.raft(config.node_id);
-    let voters: Vec<u64> = if single {
-        vec![me]
-    } else {
-        cluster.voters.iter().map(|v| ids.raft(v.id)).collect()
-    };
+    let voters: Vec<u64> =
+        if single { vec![me] } else { cluster.voters.iter().map(|v| ids.raft(v.id)).collect() };
     let mut dc = DriverConfig::new(me, voters, dir);
     let tick_ms = dc.tick_ms.max(1);
     dc.quorum.election_ticks =
@@ -131,7 +133,7 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
         dc.bootstrap_data = Bytes::from(data.clone());
     }
     let transport: Rc<dyn Transport> = if single && cluster.controller_listen.is_none() {
-        Rc::new(LocalNet::new().endpoint(me))
+        LocalNet::new().endpoint(me)
     } else {
         let voters: BTreeMap<u64, std::net::SocketAddr> =
             cluster.voters.iter().map(|v| (ids.raft(v.id), v.addr)).collect();
@@ -141,7 +143,9 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
             listen: cluster.controller_listen,
             voters,
         })
-        .with_context(|| format!("cannot start the controller quorum's listener {:?}", cluster.controller_listen))?;
+        .with_context(|| {
+            format!("cannot start the controller quorum's listener {:?}", cluster.controller_listen)
+        })?;
         Rc::new(net)
     };
     let committed = Rc::new(std::cell::RefCell::new(state));
@@ -182,7 +186,10 @@ async fn publish_loop(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
         if let Err(err) = node.publish(&ctx).await {
             tracing::error!("publishing metadata failed: {err}");
         }
-        crate::shard::with_timeout(Duration::from_secs(1), node.quorum.changed().changed_since(seen))
-            .await;
+        crate::shard::with_timeout(
+            Duration::from_secs(1),
+            node.quorum.changed().changed_since(seen),
+        )
+        .await;
     }
 }
