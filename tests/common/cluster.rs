@@ -67,10 +67,31 @@ impl Cluster {
         for (id, port) in ports {
             cluster.add_node(id, port, &[]);
         }
-        for i in 0..cluster.nodes.len() {
-            cluster.start_node(i);
-        }
+        let all: Vec<usize> = (0..cluster.nodes.len()).collect();
+        cluster.start_nodes(&all);
         cluster
+    }
+
+    /// Starts several nodes at once: a node of a cluster waits (bounded) for a quorum before
+    /// it listens, and the quorum needs the others running.
+    pub fn start_nodes(&mut self, which: &[usize]) {
+        let args: Vec<(usize, PathBuf, Vec<String>)> =
+            which.iter().map(|i| (*i, self.nodes[*i].data_dir.clone(), self.args(*i))).collect();
+        let started: Vec<(usize, Broker)> = std::thread::scope(|s| {
+            let handles: Vec<_> = args
+                .iter()
+                .map(|(i, dir, a)| {
+                    s.spawn(move || {
+                        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+                        (*i, Broker::start_with(dir, &refs))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("start thread")).collect()
+        });
+        for (i, b) in started {
+            self.nodes[i].broker = Some(b);
+        }
     }
 
     /// Adds (formats, does not start) a node.
@@ -89,6 +110,10 @@ impl Cluster {
 
     /// Starts node `i` (index in `nodes`), waiting for its Kafka listener.
     pub fn start_node(&mut self, i: usize) {
+        self.start_nodes(&[i]);
+    }
+
+    fn args(&self, i: usize) -> Vec<String> {
         let node = &self.nodes[i];
         let id = node.id.to_string();
         let cpu = (node.id as usize % cores()).to_string();
@@ -97,23 +122,20 @@ impl Cluster {
             id,
             "--controller-quorum-voters".into(),
             self.voters.clone(),
-            "--shards".into(),
-            "1".into(),
-            "--cpus".into(),
-            cpu,
             "--spin-before-park-us".into(),
             "0".into(),
         ];
+        // One shard on its own core unless the node's extra arguments choose.
+        if !node.extra.iter().any(|a| a == "--shards" || a == "--cpus") {
+            args.extend(["--shards".into(), "1".into(), "--cpus".into(), cpu]);
+        }
         let is_voter = self.voters.split(',').any(|v| v.starts_with(&format!("{}@", node.id)));
         if is_voter {
             args.push("--controller-listen".into());
             args.push(format!("127.0.0.1:{}", node.controller_port));
         }
         args.extend(node.extra.iter().cloned());
-        // A later `--shards`/`--cpus` in `extra` wins (clap keeps the last).
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let broker = Broker::start_with(&node.data_dir, &refs);
-        self.nodes[i].broker = Some(broker);
+        args
     }
 
     pub fn broker(&self, i: usize) -> &Broker {

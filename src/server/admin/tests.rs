@@ -14,12 +14,14 @@ use kafka_protocol::protocol::{Encodable, StrBytes};
 use uuid::Uuid;
 
 use super::*;
-use crate::controller::{BrokerDefaults, Controller};
+use crate::controller::{BrokerDefaults, Controller, ControllerState};
 use crate::types::NodeId;
 
-fn controller(dir: &std::path::Path) -> Controller {
+/// A working controller state, as the active controller runs handlers on it (the records
+/// they queue are what would be proposed; here they stay applied, as once committed).
+fn controller(_dir: &std::path::Path) -> ControllerState {
     let defaults = BrokerDefaults::from_settings([("log.retention.hours", "24")]).unwrap();
-    Controller::open(dir, NodeId(1), 2, defaults).unwrap()
+    ControllerState::new("test-cluster".into(), NodeId(1), 2, defaults).unwrap()
 }
 
 fn s(v: &str) -> StrBytes {
@@ -47,7 +49,7 @@ fn creatable(name: &str, partitions: i32, rf: i16) -> CreatableTopic {
 }
 
 fn create(
-    c: &mut Controller,
+    c: &mut ControllerState,
     topics: Vec<CreatableTopic>,
     v: i16,
 ) -> Mutation<CreateTopicsResponse> {
