@@ -422,6 +422,13 @@ impl<F: FileSystem, S: StateMachine> Core<F, S> {
         let tick = Duration::from_millis(self.config.tick_ms.max(1));
         let mut next_tick = Instant::now() + tick;
         info!("quorum node {} started (applied {})", self.node.id(), self.applied);
+        // A lone voter has nobody to wait for: campaign now rather than after an election
+        // timeout (a single-node broker is serving ~1-2 s sooner).
+        if self.node.conf_state().voters == [self.node.id()] {
+            if let Err(e) = self.node.campaign() {
+                warn!("quorum node {}: campaign at start failed: {e}", self.node.id());
+            }
+        }
         while !self.shared.stopped.get() {
             let shared = self.shared.clone();
             let wait = shared.wake.wait();

@@ -147,6 +147,7 @@ pub fn decode_body(body: Bytes, crc: u32) -> Result<Frame, String> {
             Ok(Frame::Hello(Hello { cluster_id, node_id, voters }))
         }
         KIND_RAFT => {
+            check_shape(&b, Shape::Message)?;
             let m = Message::parse_from_bytes(&b).map_err(|e| format!("raft message: {e}"))?;
             Ok(Frame::Raft(Box::new(m)))
         }
@@ -172,6 +173,69 @@ pub fn decode_body(body: Bytes, crc: u32) -> Result<Frame, String> {
         }
         k => Err(format!("unknown frame kind {k}")),
     }
+}
+
+/// The eraftpb messages a raft frame nests: which fields hold sub-messages.
+#[derive(Clone, Copy)]
+enum Shape {
+    Message,
+    Snapshot,
+    SnapshotMetadata,
+    /// Entry, ConfState: no sub-messages.
+    Flat,
+}
+
+fn read_varint(b: &[u8], pos: &mut usize) -> Result<u64, String> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*pos).ok_or("truncated varint")?;
+        *pos += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err("varint too long".to_string())
+}
+
+/// Walks a raft message's protobuf encoding (the known nesting, three levels deep) and
+/// refuses group wire types anywhere. protobuf 2 skips unknown groups by unbounded recursion
+/// (RUSTSEC-2024-0437: a crafted frame overflows the stack); raft messages never contain
+/// groups, so refusing them before `parse_from_bytes` closes that path.
+fn check_shape(b: &[u8], shape: Shape) -> Result<(), String> {
+    let mut pos = 0;
+    while pos < b.len() {
+        let tag = read_varint(b, &mut pos)?;
+        let (field, wire) = (tag >> 3, tag & 7);
+        match wire {
+            0 => {
+                read_varint(b, &mut pos)?;
+            }
+            1 => pos += 8,
+            5 => pos += 4,
+            2 => {
+                let len = usize::try_from(read_varint(b, &mut pos)?).map_err(|_| "length")?;
+                let end =
+                    pos.checked_add(len).filter(|e| *e <= b.len()).ok_or("truncated field")?;
+                let inner = match (shape, field) {
+                    (Shape::Message, 7) => Some(Shape::Flat),
+                    (Shape::Message, 9) => Some(Shape::Snapshot),
+                    (Shape::Snapshot, 2) => Some(Shape::SnapshotMetadata),
+                    (Shape::SnapshotMetadata, 1) => Some(Shape::Flat),
+                    _ => None,
+                };
+                if let Some(inner) = inner {
+                    check_shape(&b[pos..end], inner)?;
+                }
+                pos = end;
+            }
+            w => return Err(format!("raft message field {field} has wire type {w}")),
+        }
+    }
+    if pos > b.len() {
+        return Err("truncated raft message".to_string());
+    }
+    Ok(())
 }
 
 /// Decodes one whole frame from the start of `buf`: the frame and the bytes it took, `None`
@@ -231,9 +295,18 @@ mod tests {
         m.entries =
             vec![Entry { index: 3, term: 7, data: b"x".to_vec().into(), ..Entry::default() }]
                 .into();
+        let mut snap = Message::default();
+        snap.set_msg_type(MessageType::MsgSnapshot);
+        snap.from = 1;
+        let s = snap.mut_snapshot();
+        s.data = b"state".to_vec().into();
+        s.mut_metadata().index = 9;
+        s.mut_metadata().mut_conf_state().voters = vec![1, 2, 3];
+        s.mut_metadata().mut_conf_state().learners = vec![4];
         let frames = [
             Frame::Hello(hello("c", 1)),
             Frame::Raft(Box::new(m)),
+            Frame::Raft(Box::new(snap)),
             Frame::RpcRequest { id: 9, body: Bytes::from_static(b"req") },
             Frame::RpcResponse { id: 9, status: RpcStatus::NoHandler, body: Bytes::new() },
         ];
@@ -274,6 +347,21 @@ mod tests {
                 let _ = decode(&f);
             }
         }
+    }
+
+    #[test]
+    fn nested_groups_are_refused_before_protobuf_sees_them() {
+        // A start-group tag (field 20, wire type 3) nested 100,000 deep: protobuf 2 would
+        // recurse once per level.
+        let bomb: Vec<u8> = [0xa3u8, 0x01].iter().copied().cycle().take(200_000).collect();
+        let f = wrap(KIND_RAFT, &bomb).unwrap();
+        let err = decode(&f).unwrap_err();
+        assert!(err.contains("wire type 3"), "{err}");
+        // The same inside an entry.
+        let mut inner = vec![0x3a, 2, 0xa3, 0x01]; // field 7 (entries), len 2, group tag
+        inner.extend_from_slice(&[0x10, 5]); // field 2 (to) = 5
+        let err = decode(&wrap(KIND_RAFT, &inner).unwrap()).unwrap_err();
+        assert!(err.contains("wire type 3"), "{err}");
     }
 
     #[test]

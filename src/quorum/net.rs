@@ -359,6 +359,7 @@ async fn handshake(
 async fn dial_loop(inner: Rc<Inner>, peer: u64, addr: SocketAddr) {
     let mut backoff_ms = RECONNECT_BACKOFF_MS_MIN;
     while !inner.stopped.get() {
+        let refused_before = inner.counters.refused.get();
         let connected = bounded(&inner, CONNECT_TIMEOUT_MS + HANDSHAKE_TIMEOUT_MS, async {
             let mut s = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
             let _ = s.set_nodelay(true);
@@ -382,6 +383,10 @@ async fn dial_loop(inner: Rc<Inner>, peer: u64, addr: SocketAddr) {
         }
         if inner.stopped.get() {
             break;
+        }
+        if inner.counters.refused.get() != refused_before {
+            // A mis-configured peer will not fix itself soon: retry slowly (and log less).
+            backoff_ms = RECONNECT_BACKOFF_MS_MAX;
         }
         let _ = bounded(&inner, backoff_ms, futures::future::pending::<()>()).await;
         backoff_ms = (backoff_ms * 2).min(RECONNECT_BACKOFF_MS_MAX);
