@@ -122,6 +122,10 @@ pub struct ClusterNode {
     publish_lock: futures::lock::Mutex<()>,
     /// The committed index the last published image reflects.
     published_applied: Cell<u64>,
+    /// The leader a voter named when this node knew none (cleared once used).
+    hinted_leader: Cell<Option<u64>>,
+    /// Which voter to ask next when no leader is known.
+    next_voter: Cell<usize>,
     /// This broker's registration: (epoch, fenced), once registered.
     pub(crate) registration: Cell<Option<(i64, bool)>>,
 }
@@ -153,7 +157,19 @@ impl ClusterNode {
         self.quorum.status().leader_id.map(|r| self.ids.node(r))
     }
 
-    fn is_ready_leader(&self) -> bool {
+    /// A voter other than this node, in turn (`None` for a single node).
+    fn next_voter_to_ask(&self, me: u64) -> Option<u64> {
+        let others: Vec<u64> =
+            self.voters.iter().map(|v| self.ids.raft(v.id)).filter(|v| *v != me).collect();
+        if others.is_empty() {
+            return None;
+        }
+        let i = self.next_voter.get();
+        self.next_voter.set(i.wrapping_add(1));
+        Some(others[i % others.len()])
+    }
+
+    pub(crate) fn is_ready_leader(&self) -> bool {
         let st = self.quorum.status();
         st.role == QuorumRole::Leader && st.leader_ready
     }
@@ -405,7 +421,12 @@ impl ClusterNode {
             let st = self.quorum.status();
             let reply = if st.role == QuorumRole::Leader && st.leader_ready {
                 Some(self.handle_local(ctx, call.clone()).await)
-            } else if let Some(leader) = st.leader_id.filter(|l| *l != st.node_id) {
+            } else if let Some(leader) = st
+                .leader_id
+                .filter(|l| *l != st.node_id)
+                .or_else(|| self.hinted_leader.get())
+                .or_else(|| self.next_voter_to_ask(st.node_id))
+            {
                 last_leader = Some(self.ids.node(leader));
                 let left = deadline.saturating_duration_since(Instant::now());
                 let timeout_ms = u64::try_from(left.as_millis()).unwrap_or(0).max(1);
@@ -423,8 +444,16 @@ impl ClusterNode {
                 None
             };
             match reply {
-                Some(Reply::NotLeader { .. }) | None => {}
-                Some(reply) => return reply,
+                // A voter that is not the leader names the one it knows: a broker that is
+                // not a learner yet learns the leader only this way.
+                Some(Reply::NotLeader { leader }) => self
+                    .hinted_leader
+                    .set(leader.map(|n| self.ids.raft(n)).filter(|l| *l != st.node_id)),
+                None => self.hinted_leader.set(None),
+                Some(reply) => {
+                    self.hinted_leader.set(None);
+                    return reply;
+                }
             }
             if Instant::now() >= deadline {
                 return match last_leader {

@@ -46,10 +46,8 @@ pub async fn start(ctx: Rc<ShardCtx>) -> anyhow::Result<()> {
             }
         })
     }));
+    // A single node is its only voter: the driver campaigns at start, no timeout to wait.
     let single = node.voters.is_empty();
-    if single {
-        node.quorum.campaign();
-    }
     let limit = Duration::from_millis(if single {
         SINGLE_NODE_READY_LIMIT_MS
     } else {
@@ -175,6 +173,8 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
         op_lock: futures::lock::Mutex::new(()),
         publish_lock: futures::lock::Mutex::new(()),
         published_applied: std::cell::Cell::new(0),
+        hinted_leader: std::cell::Cell::new(None),
+        next_voter: std::cell::Cell::new(0),
         registration: std::cell::Cell::new(None),
     }))
 }
