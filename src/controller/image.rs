@@ -32,8 +32,11 @@ pub struct BrokerImage {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionImage {
     pub index: i32,
-    /// The shard that owns the partition's log on this broker.
+    /// The shard that owns the partition's log on this broker (for a partition this broker
+    /// does not host: a stable shard that answers NOT_LEADER_OR_FOLLOWER).
     pub owner_shard: ShardId,
+    /// Whether this broker holds a replica (only hosted partitions get a log).
+    pub hosted: bool,
     pub leader: NodeId,
     pub leader_epoch: Epoch,
     pub replicas: Vec<NodeId>,
@@ -117,7 +120,7 @@ impl MetadataImage {
         self.partition(topic, index).map(|p| p.owner_shard)
     }
 
-    /// Every partition owned by `shard`, with its topic (for opening logs on that shard).
+    /// Every hosted partition owned by `shard`, with its topic (for opening logs there).
     pub fn partitions_of_shard(
         &self,
         shard: ShardId,
@@ -125,7 +128,7 @@ impl MetadataImage {
         self.topics.values().flat_map(move |t| {
             t.partitions
                 .iter()
-                .filter(move |p| p.owner_shard == shard)
+                .filter(move |p| p.hosted && p.owner_shard == shard)
                 .map(move |p| (TopicPartition::new(t.name.clone(), p.index), t, p))
         })
     }

@@ -30,6 +30,7 @@ pub mod log;
 mod meta_properties;
 mod placement;
 pub mod records;
+pub mod shard_assignment;
 pub mod state;
 mod topic_name;
 mod topics;
@@ -50,6 +51,7 @@ pub use delta::{ImageDelta, PartitionRef};
 pub use error::ControllerError;
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{random_kafka_uuid, MetaProperties};
+pub use shard_assignment::{node_image, stable_shard, ShardAssignment, SHARD_ASSIGNMENT_FILE};
 pub use state::{
     import_legacy_log, least_loaded_shard, mark_legacy_log_imported, ControllerState,
     LEGACY_IMPORTED_SUFFIX,

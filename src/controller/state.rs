@@ -338,12 +338,14 @@ impl ControllerState {
                 self.topics.insert(t.name, Arc::new(image));
             }
             MetadataRecord::Partition(p) => {
+                let node = self.node_id;
                 let topic = self.topic_mut(&p.topic_id)?;
                 let index = usize::try_from(p.partition)
                     .map_err(|_| format!("negative partition {}", p.partition))?;
                 let partition = PartitionImage {
                     index: p.partition,
                     owner_shard: p.owner_shard,
+                    hosted: p.replicas.contains(&node),
                     leader: p.leader,
                     leader_epoch: p.leader_epoch,
                     replicas: p.replicas,

@@ -202,7 +202,9 @@ impl ControllerState {
             .collect();
         if validate_only {
             let mut preview = (*topic).clone();
-            preview.partitions.extend(records.iter().filter_map(partition_image));
+            preview
+                .partitions
+                .extend(records.iter().filter_map(|r| partition_image(r, self.node_id)));
             return Ok(Arc::new(preview));
         }
         self.propose(records)?;
@@ -307,7 +309,7 @@ impl ControllerState {
             internal: is_internal(&spec.name),
             config: TopicConfig::resolve(&configs, &self.defaults),
             configs,
-            partitions: records.iter().filter_map(partition_image).collect(),
+            partitions: records.iter().filter_map(|r| partition_image(r, self.node_id)).collect(),
         };
         Ok((image, records))
     }
@@ -472,11 +474,12 @@ fn config_record(topic_id: Uuid, name: &str, value: Option<String>) -> MetadataR
     MetadataRecord::Config(ConfigRecord { topic_id, name: name.to_string(), value })
 }
 
-fn partition_image(r: &MetadataRecord) -> Option<PartitionImage> {
+fn partition_image(r: &MetadataRecord, node: NodeId) -> Option<PartitionImage> {
     match r {
         MetadataRecord::Partition(p) => Some(PartitionImage {
             index: p.partition,
             owner_shard: p.owner_shard,
+            hosted: p.replicas.contains(&node),
             leader: p.leader,
             leader_epoch: p.leader_epoch,
             replicas: p.replicas.clone(),
