@@ -133,11 +133,11 @@ impl MetadataImage {
         })
     }
 
-    /// Number of partitions per shard (index = shard id).
+    /// Number of hosted partitions per shard (index = shard id).
     #[must_use]
     pub fn partitions_per_shard(&self) -> Vec<usize> {
         let mut load = vec![0usize; self.shard_count as usize];
-        for p in self.topics.values().flat_map(|t| t.partitions.iter()) {
+        for p in self.topics.values().flat_map(|t| t.partitions.iter()).filter(|p| p.hosted) {
             if let Some(n) = load.get_mut(p.owner_shard.0 as usize) {
                 *n += 1;
             }

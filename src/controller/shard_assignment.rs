@@ -22,6 +22,10 @@ use super::log::sync_dir;
 use super::{ControllerError, MetadataImage};
 use crate::types::{NodeId, ShardId};
 
+/// The owner shard of a partition in the replicated state (no shard chosen): only the node
+/// image ([`node_image`]) has real owner shards; version-0 records' shards are legacy hints.
+pub const UNASSIGNED_SHARD: ShardId = ShardId(u32::MAX);
+
 /// File name under the data directory.
 pub const SHARD_ASSIGNMENT_FILE: &str = "shard-assignment";
 const FORMAT_VERSION: u8 = 0;
@@ -96,6 +100,20 @@ impl ShardAssignment {
             self.shards.insert(key, shard);
         }
         self.shards != before
+    }
+
+    /// An assignment holding every partition of `image` on its recorded owner shard: the
+    /// shards of a single-node log written before owner shards left the replicated records.
+    #[must_use]
+    pub fn from_legacy(image: &MetadataImage) -> Self {
+        let shards: BTreeMap<(Uuid, i32), ShardId> = image
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.iter().map(move |p| ((t.topic_id, p.index), p.owner_shard)))
+            .filter(|(_, s)| *s != UNASSIGNED_SHARD)
+            .collect();
+        let shard_count = shards.values().map(|s| s.0.saturating_add(1)).max().unwrap_or(1);
+        Self { shard_count, shards }
     }
 
     /// The CRC-checked encoding: `[length u32][crc32 u32][version u8][shard_count u32]
@@ -202,13 +220,27 @@ pub fn stable_shard(topic: &str, partition: i32, shard_count: u32) -> ShardId {
 
 /// This node's image: the committed image with `node_id`, `controller_id`, the assignment's
 /// shard count, and per partition `hosted` (this node is a replica) and `owner_shard` (the
-/// assignment's shard when hosted, else [`stable_shard`]). Unchanged topics keep their `Arc`.
+/// assignment's shard when hosted, else [`stable_shard`]).
 #[must_use]
 pub fn node_image(
     committed: &MetadataImage,
     node_id: NodeId,
     controller_id: NodeId,
     assignment: &ShardAssignment,
+) -> MetadataImage {
+    node_image_since(committed, node_id, controller_id, assignment, None)
+}
+
+/// As [`node_image`], reusing the previous node image's topic `Arc`s where neither the
+/// committed topic (`previous.0`, the committed image it was built from) nor its placement
+/// changed, so image deltas stay small.
+#[must_use]
+pub fn node_image_since(
+    committed: &MetadataImage,
+    node_id: NodeId,
+    controller_id: NodeId,
+    assignment: &ShardAssignment,
+    previous: Option<(&MetadataImage, &MetadataImage)>,
 ) -> MetadataImage {
     let mut image = committed.clone();
     image.node_id = node_id;
@@ -227,8 +259,20 @@ pub fn node_image(
                 (hosted, shard)
             })
             .collect();
-        if t.partitions.iter().zip(&placed).any(|(p, (h, s))| p.hosted != *h || p.owner_shard != *s)
-        {
+        let same = |a: &[super::PartitionImage]| {
+            a.len() == placed.len()
+                && a.iter().zip(&placed).all(|(p, (h, s))| p.hosted == *h && p.owner_shard == *s)
+        };
+        if let Some((prev_committed, prev_node)) = previous {
+            let unchanged = prev_committed.topics.get(&t.name).is_some_and(|p| Arc::ptr_eq(p, t));
+            if let Some(prev) = prev_node.topics.get(&t.name) {
+                if unchanged && same(&prev.partitions) {
+                    *t = Arc::clone(prev);
+                    continue;
+                }
+            }
+        }
+        if !same(&t.partitions) {
             for (p, (h, s)) in Arc::make_mut(t).partitions.iter_mut().zip(placed) {
                 p.hosted = h;
                 p.owner_shard = s;
