@@ -90,7 +90,7 @@ impl ShardAssignment {
             if self.shards.contains_key(&key) {
                 continue;
             }
-            let shard = match hint.filter(|h| h.0 < count && before.get(&key).is_none()) {
+            let shard = match hint.filter(|h| h.0 < count && !before.contains_key(&key)) {
                 Some(h) => {
                     load[h.0 as usize] += 1;
                     h
