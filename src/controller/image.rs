@@ -4,7 +4,10 @@
 //! shard's cache; it is `Send + Sync` and never mutated after publication. Topics are held
 //! behind their own `Arc`, so a new image shares every unchanged topic with the previous one.
 //! Invariants: `topics` and `topic_ids` index the same topics; partitions are indexed
-//! `0..len` in order; every `owner_shard` is below `shard_count`.
+//! `0..len` in order; in a node image ([`super::node_image`], what shards receive) every
+//! `owner_shard` is below `shard_count` and `hosted` says whether this node is a replica; in
+//! a [`super::ControllerState`]'s own image owner shards are [`super::UNASSIGNED_SHARD`] or
+//! legacy hints.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
