@@ -437,3 +437,17 @@ fn placement_uses_unfenced_brokers_and_refuses_too_high_a_factor() {
     let p = &t.partitions[0];
     assert_eq!((p.leader, p.isr.clone()), (NodeId(1), vec![NodeId(1)]), "fenced 3 cannot lead");
 }
+
+#[test]
+fn a_new_active_controller_gives_every_broker_a_full_session() {
+    let mut s = state();
+    with_brokers(&mut s, 2);
+    // The old leader's sessions are gone; the new one starts counting at its activation.
+    let mut hb = BrokerHeartbeats::new(9000);
+    hb.activate(&s, 100_000);
+    assert!(hb.expire(&mut s, 108_999).is_empty());
+    let fences = hb.expire(&mut s, 109_000);
+    assert_eq!(fences.len(), 2, "one fence operation per silent broker");
+    assert!(s.brokers().values().all(|b| b.fenced));
+    assert!(s.live_brokers().is_empty());
+}
