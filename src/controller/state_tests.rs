@@ -312,6 +312,10 @@ fn registration_starts_fenced_and_heartbeats_unfence_once_caught_up() {
     let mut s = state();
     let mut hb = BrokerHeartbeats::new(s.broker_session_timeout_ms());
     assert_eq!(s.broker_session_timeout_ms(), crate::constants::BROKER_SESSION_TIMEOUT_MS_DEFAULT);
+    assert_eq!(
+        s.broker_heartbeat_interval_ms(),
+        crate::constants::BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT
+    );
     let e = hb.register(&mut s, &reg(2, 1), 10, 0).unwrap();
     assert_eq!(e, BrokerEpoch(10), "epoch = the registration entry's index hint");
     assert!(s.brokers()[&NodeId(2)].fenced);
