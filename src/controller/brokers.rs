@@ -43,6 +43,12 @@ impl ControllerState {
         u64::try_from(self.defaults.long("broker.session.timeout.ms")).unwrap_or(0)
     }
 
+    /// `broker.heartbeat.interval.ms` in force (what a broker is told to heartbeat at).
+    #[must_use]
+    pub fn broker_heartbeat_interval_ms(&self) -> u64 {
+        u64::try_from(self.defaults.long("broker.heartbeat.interval.ms")).unwrap_or(0)
+    }
+
     /// Whether `node` may lead and receive new replicas: registered and unfenced, or, while
     /// no broker is registered at all, this node (single-node start-up before it registers).
     #[must_use]

@@ -4,7 +4,10 @@
 //! shard's cache; it is `Send + Sync` and never mutated after publication. Topics are held
 //! behind their own `Arc`, so a new image shares every unchanged topic with the previous one.
 //! Invariants: `topics` and `topic_ids` index the same topics; partitions are indexed
-//! `0..len` in order; every `owner_shard` is below `shard_count`.
+//! `0..len` in order; in a node image ([`super::node_image`], what shards receive) every
+//! `owner_shard` is below `shard_count` and `hosted` says whether this node is a replica; in
+//! a [`super::ControllerState`]'s own image owner shards are [`super::UNASSIGNED_SHARD`] or
+//! legacy hints.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -32,8 +35,11 @@ pub struct BrokerImage {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionImage {
     pub index: i32,
-    /// The shard that owns the partition's log on this broker.
+    /// The shard that owns the partition's log on this broker (for a partition this broker
+    /// does not host: a stable shard that answers NOT_LEADER_OR_FOLLOWER).
     pub owner_shard: ShardId,
+    /// Whether this broker holds a replica (only hosted partitions get a log).
+    pub hosted: bool,
     pub leader: NodeId,
     pub leader_epoch: Epoch,
     pub replicas: Vec<NodeId>,
@@ -117,7 +123,7 @@ impl MetadataImage {
         self.partition(topic, index).map(|p| p.owner_shard)
     }
 
-    /// Every partition owned by `shard`, with its topic (for opening logs on that shard).
+    /// Every hosted partition owned by `shard`, with its topic (for opening logs there).
     pub fn partitions_of_shard(
         &self,
         shard: ShardId,
@@ -125,16 +131,16 @@ impl MetadataImage {
         self.topics.values().flat_map(move |t| {
             t.partitions
                 .iter()
-                .filter(move |p| p.owner_shard == shard)
+                .filter(move |p| p.hosted && p.owner_shard == shard)
                 .map(move |p| (TopicPartition::new(t.name.clone(), p.index), t, p))
         })
     }
 
-    /// Number of partitions per shard (index = shard id).
+    /// Number of hosted partitions per shard (index = shard id).
     #[must_use]
     pub fn partitions_per_shard(&self) -> Vec<usize> {
         let mut load = vec![0usize; self.shard_count as usize];
-        for p in self.topics.values().flat_map(|t| t.partitions.iter()) {
+        for p in self.topics.values().flat_map(|t| t.partitions.iter()).filter(|p| p.hosted) {
             if let Some(n) = load.get_mut(p.owner_shard.0 as usize) {
                 *n += 1;
             }

@@ -30,6 +30,7 @@ pub mod log;
 mod meta_properties;
 mod placement;
 pub mod records;
+pub mod shard_assignment;
 pub mod state;
 mod topic_name;
 mod topics;
@@ -50,6 +51,10 @@ pub use delta::{ImageDelta, PartitionRef};
 pub use error::ControllerError;
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{random_kafka_uuid, MetaProperties};
+pub use shard_assignment::{
+    node_image, node_image_since, stable_shard, ShardAssignment, SHARD_ASSIGNMENT_FILE,
+    UNASSIGNED_SHARD,
+};
 pub use state::{
     import_legacy_log, least_loaded_shard, mark_legacy_log_imported, ControllerState,
     LEGACY_IMPORTED_SUFFIX,
@@ -58,7 +63,7 @@ pub use topic_name::{collision_key, is_internal, validate_topic_name, INTERNAL_T
 pub use topics::{NewTopic, TopicChange};
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -78,6 +83,14 @@ pub struct Controller {
     /// Set after a failed log write: the file may end in a partial frame, so the controller
     /// refuses changes until a restart replays (and truncates) it.
     failed: Option<String>,
+    /// Where the shard assignment is saved (`None`: tests over an in-memory store).
+    data_dir: Option<PathBuf>,
+    /// This node's replica → shard map, reconciled after every change.
+    assignment: ShardAssignment,
+    /// The state's image with this node's owner shards ([`node_image`]).
+    image: Arc<MetadataImage>,
+    /// The state's image `image` was built from (to reuse unchanged topics).
+    built_from: Arc<MetadataImage>,
 }
 
 impl Controller {
@@ -91,16 +104,31 @@ impl Controller {
     ) -> Result<Controller, ControllerError> {
         let meta = MetaProperties::load_or_create(data_dir, node_id)?;
         let store = FileStore::open(data_dir)?;
-        Self::open_with_store(Box::new(store), meta, shard_count, defaults)
+        let assignment = ShardAssignment::load_from(data_dir, shard_count)?;
+        Self::open_inner(Box::new(store), meta, defaults, Some(data_dir.into()), assignment)
     }
 
     /// As [`Controller::open`], over any store (tests use an in-memory one).
     pub fn open_with_store(
-        mut store: Box<dyn MetadataStore + Send>,
+        store: Box<dyn MetadataStore + Send>,
         meta: MetaProperties,
         shard_count: u32,
         defaults: BrokerDefaults,
     ) -> Result<Controller, ControllerError> {
+        if shard_count == 0 {
+            return Err(ControllerError::InvalidRequest("shard count must be at least 1".into()));
+        }
+        Self::open_inner(store, meta, defaults, None, ShardAssignment::new(shard_count))
+    }
+
+    fn open_inner(
+        mut store: Box<dyn MetadataStore + Send>,
+        meta: MetaProperties,
+        defaults: BrokerDefaults,
+        data_dir: Option<PathBuf>,
+        assignment: ShardAssignment,
+    ) -> Result<Controller, ControllerError> {
+        let shard_count = assignment.shard_count();
         let mut state =
             ControllerState::new(meta.cluster_id.clone(), meta.node_id, shard_count, defaults)?;
         let bytes = store.read_all()?;
@@ -126,9 +154,51 @@ impl Controller {
         // Ids of the last block may have been handed out before the restart: skip the rest.
         state.become_active();
         state.rebuild_image();
-        let mut c = Controller { meta, state, store, failed: None };
-        c.exec(ControllerState::replace_lost_shards)?;
+        let image = state.image();
+        let built_from = Arc::clone(&image);
+        let mut c = Controller {
+            meta,
+            state,
+            store,
+            failed: None,
+            data_dir,
+            assignment,
+            image,
+            built_from,
+        };
+        // Places new partitions, and re-places those of shards that no longer exist (fewer
+        // `--shards` than before); version-0 records' owner shards seed a fresh assignment.
+        c.refresh()?;
         Ok(c)
+    }
+
+    /// Reconciles the shard assignment with the state (saving it when it changed) and
+    /// rebuilds this node's image.
+    fn refresh(&mut self) -> Result<(), ControllerError> {
+        let committed = self.state.image();
+        let node = self.meta.node_id;
+        if self.assignment.reconcile(&committed, node) {
+            if let Some(dir) = &self.data_dir {
+                if let Err(e) = self.assignment.save(dir) {
+                    self.failed = Some(e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+        let previous = Some((&*self.built_from, &*self.image));
+        let image = node_image_since(&committed, node, node, &self.assignment, previous);
+        self.image = Arc::new(image);
+        self.built_from = committed;
+        Ok(())
+    }
+
+    /// The topic as this node's image has it (with its owner shards), when it is the same
+    /// topic (validate-only previews have a nil id and stay as they are).
+    fn published(&self, t: Arc<TopicImage>) -> Arc<TopicImage> {
+        match self.image.topic(&t.name) {
+            Some(p) if p.topic_id == t.topic_id => Arc::clone(p),
+            _ => t,
+        }
     }
 
     /// Runs an operation on a clone of the state, makes its proposals durable, then keeps
@@ -155,7 +225,7 @@ impl Controller {
             }
         }
         self.state = working;
-        Ok(())
+        self.refresh()
     }
 
     /// The state (read-only): image, brokers, snapshot.
@@ -164,10 +234,11 @@ impl Controller {
         &self.state
     }
 
-    /// The current immutable snapshot, for publication to every shard.
+    /// The current immutable snapshot with this node's owner shards, for publication to
+    /// every shard.
     #[must_use]
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.state.image()
+        Arc::clone(&self.image)
     }
 
     /// The identity read from `meta.properties`.
@@ -207,7 +278,7 @@ impl Controller {
                 *r = Err(first.take().unwrap_or_else(|| ControllerError::ReadOnly(reason.clone())));
             }
         }
-        results
+        results.into_iter().map(|r| r.map(|t| self.published(t))).collect()
     }
 
     /// See [`ControllerState::create_topics_with_defaults`].
@@ -224,7 +295,7 @@ impl Controller {
                 *r = Err(first.take().unwrap_or_else(|| ControllerError::ReadOnly(reason.clone())));
             }
         }
-        results
+        results.into_iter().map(|(n, r)| (n, r.map(|t| self.published(t)))).collect()
     }
 
     /// See [`ControllerState::delete_topic`].
@@ -245,7 +316,8 @@ impl Controller {
         assignments: Option<&[Vec<i32>]>,
         validate_only: bool,
     ) -> Result<Arc<TopicImage>, ControllerError> {
-        self.exec(|s| s.create_partitions(name, count, assignments, validate_only))
+        let t = self.exec(|s| s.create_partitions(name, count, assignments, validate_only))?;
+        Ok(if validate_only { t } else { self.published(t) })
     }
 
     /// See [`ControllerState::alter_topic_configs`].
@@ -255,7 +327,8 @@ impl Controller {
         changes: &[TopicChange],
         validate_only: bool,
     ) -> Result<Arc<TopicImage>, ControllerError> {
-        self.exec(|s| s.alter_topic_configs(name, changes, validate_only))
+        let t = self.exec(|s| s.alter_topic_configs(name, changes, validate_only))?;
+        Ok(if validate_only { t } else { self.published(t) })
     }
 
     /// See [`ControllerState::dynamic_broker_configs`].

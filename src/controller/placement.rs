@@ -5,14 +5,11 @@
 //! differ by at most one.
 //!
 //! Shards: a new partition goes to the shard that owns the fewest partitions (ties to the
-//! lowest shard id), and the choice is recorded in the metadata log so restarts keep it.
+//! lowest shard id); the broker keeps the choice in its [`super::ShardAssignment`].
 //!
 //! Pure functions used on the controller shard. Invariant: the returned shard is below the
 //! shard count the load vector was built for; a replica list never repeats a broker.
 
-use std::sync::Arc;
-
-use super::TopicImage;
 use crate::types::{NodeId, ShardId};
 
 /// Replica lists (leader first) for `count` partitions of replication factor `rf` over
@@ -89,20 +86,6 @@ fn augment(
         }
     }
     false
-}
-
-/// Partitions per shard (index = shard id); owners beyond `shard_count` are not counted.
-pub(crate) fn load_of<'a>(
-    topics: impl Iterator<Item = &'a Arc<TopicImage>>,
-    shard_count: u32,
-) -> Vec<usize> {
-    let mut load = vec![0usize; shard_count as usize];
-    for p in topics.flat_map(|t| t.partitions.iter()) {
-        if let Some(n) = load.get_mut(p.owner_shard.0 as usize) {
-            *n += 1;
-        }
-    }
-    load
 }
 
 /// Picks the least-loaded shard and counts the new partition on it.

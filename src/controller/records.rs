@@ -92,12 +92,16 @@ pub struct TopicRecord {
 }
 
 /// A partition's full state: a new partition (creation or CreatePartitions), or a change of
-/// owner shard, leader, epoch or replica set of an existing one (last record wins).
+/// leader, epoch or replica set of an existing one (last record wins). Version 1 (written
+/// now) has no owner shard: which shard hosts a replica is each broker's own decision
+/// ([`super::ShardAssignment`]). Version 0 (single-node logs) carried one; it is read as
+/// `owner_shard_hint`, used only when importing such a log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionRecord {
     pub topic_id: Uuid,
     pub partition: i32,
-    pub owner_shard: ShardId,
+    /// The owner shard of a version-0 record (never written any more).
+    pub owner_shard_hint: Option<ShardId>,
     pub leader: NodeId,
     pub leader_epoch: Epoch,
     pub replicas: Vec<NodeId>,
@@ -136,6 +140,8 @@ const TYPE_UNREGISTER_BROKER: u8 = 11;
 /// The `node` field of a cluster-default broker config (Kafka's empty resource name).
 const NODE_CLUSTER_DEFAULT: i32 = -1;
 const VERSION_0: u8 = 0;
+/// PartitionRecord without the owner shard.
+const PARTITION_VERSION_1: u8 = 1;
 
 /// Why a record could not be decoded.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -166,7 +172,6 @@ impl MetadataRecord {
             MetadataRecord::Partition(r) => {
                 p.extend_from_slice(r.topic_id.as_bytes());
                 p.extend_from_slice(&r.partition.to_be_bytes());
-                p.extend_from_slice(&r.owner_shard.0.to_be_bytes());
                 p.extend_from_slice(&r.leader.0.to_be_bytes());
                 p.extend_from_slice(&r.leader_epoch.0.to_be_bytes());
                 put_nodes(&mut p, &r.replicas);
@@ -234,7 +239,7 @@ impl MetadataRecord {
             }
         };
         out.push(kind);
-        out.push(VERSION_0);
+        out.push(if kind == TYPE_PARTITION { PARTITION_VERSION_1 } else { VERSION_0 });
         // Payloads are bounded by topic-name and config-value sizes, far below 4 GiB.
         out.extend_from_slice(&u32::try_from(p.len()).unwrap_or(u32::MAX).to_be_bytes());
         out.extend_from_slice(&p);
@@ -247,7 +252,11 @@ impl MetadataRecord {
         let version = r.u8()?;
         let len = r.u32()? as usize;
         let payload = r.take(len)?;
-        if version != VERSION_0 {
+        let known = match kind {
+            TYPE_PARTITION => version == VERSION_0 || version == PARTITION_VERSION_1,
+            _ => version == VERSION_0,
+        };
+        if !known {
             return Err(DecodeError::UnknownVersion { kind, version });
         }
         let mut p = Reader { buf: payload, pos: 0 };
@@ -260,7 +269,7 @@ impl MetadataRecord {
             TYPE_PARTITION => MetadataRecord::Partition(PartitionRecord {
                 topic_id: p.uuid()?,
                 partition: p.i32()?,
-                owner_shard: ShardId(p.u32()?),
+                owner_shard_hint: if version == VERSION_0 { Some(ShardId(p.u32()?)) } else { None },
                 leader: NodeId(p.i32()?),
                 leader_epoch: Epoch(p.i32()?),
                 replicas: p.nodes()?,
@@ -432,7 +441,7 @@ mod tests {
             MetadataRecord::Partition(PartitionRecord {
                 topic_id: id,
                 partition: 3,
-                owner_shard: ShardId(1),
+                owner_shard_hint: None,
                 leader: NodeId(1),
                 leader_epoch: Epoch(7),
                 replicas: vec![NodeId(1)],
@@ -527,6 +536,37 @@ mod tests {
     /// The bytes of each record type as released, so a later version proves it still reads
     /// data directories written before it (type 6 came with dynamic broker configs, type 7 with
     /// client quotas).
+    #[test]
+    fn partition_v0_keeps_its_owner_shard_as_a_hint() {
+        let id = Uuid::from_u128(0x1234);
+        let mut v0 = vec![2, 0, 0, 0, 0, 0];
+        v0.extend_from_slice(id.as_bytes());
+        v0.extend_from_slice(&[0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 7]);
+        v0.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]);
+        v0[5] = u8::try_from(v0.len() - 6).unwrap();
+        let (rec, used) = MetadataRecord::decode(&v0).unwrap();
+        assert_eq!(used, v0.len());
+        let expected = PartitionRecord {
+            topic_id: id,
+            partition: 3,
+            owner_shard_hint: Some(ShardId(1)),
+            leader: NodeId(1),
+            leader_epoch: Epoch(7),
+            replicas: vec![NodeId(1)],
+            isr: vec![NodeId(1)],
+        };
+        assert_eq!(rec, MetadataRecord::Partition(expected.clone()));
+        // Written again it is version 1, without the shard.
+        let mut v1 = Vec::new();
+        rec.encode(&mut v1);
+        assert_eq!((v1[1], v1.len()), (1, v0.len() - 4));
+        let (back, _) = MetadataRecord::decode(&v1).unwrap();
+        assert_eq!(
+            back,
+            MetadataRecord::Partition(PartitionRecord { owner_shard_hint: None, ..expected })
+        );
+    }
+
     #[test]
     fn released_encodings_still_decode() {
         let topic_id = Uuid::from_u128(0x1234);

@@ -344,12 +344,20 @@ impl ControllerState {
                 self.topics.insert(t.name, Arc::new(image));
             }
             MetadataRecord::Partition(p) => {
+                let node = self.node_id;
                 let topic = self.topic_mut(&p.topic_id)?;
                 let index = usize::try_from(p.partition)
                     .map_err(|_| format!("negative partition {}", p.partition))?;
+                // The state's owner shard is only a legacy hint carried to the shard
+                // assignment (or UNASSIGNED_SHARD); the node image sets the real one.
+                let previous = topic.partitions.get(index).map(|p| p.owner_shard);
                 let partition = PartitionImage {
                     index: p.partition,
-                    owner_shard: p.owner_shard,
+                    owner_shard: p
+                        .owner_shard_hint
+                        .or(previous)
+                        .unwrap_or(super::shard_assignment::UNASSIGNED_SHARD),
+                    hosted: p.replicas.contains(&node),
                     leader: p.leader,
                     leader_epoch: p.leader_epoch,
                     replicas: p.replicas,
@@ -401,32 +409,6 @@ impl ControllerState {
         Ok(Arc::make_mut(topic))
     }
 
-    /// Moves partitions whose owner shard no longer exists on this node (fewer `--shards`
-    /// than before) to the least-loaded shards, queuing the moves as proposals.
-    pub fn replace_lost_shards(&mut self) -> Result<(), ControllerError> {
-        let mut load = placement::load_of(self.topics.values(), self.shard_count);
-        let mut ops = Vec::new();
-        for topic in self.topics.values() {
-            let mut moves = Vec::new();
-            for p in topic.partitions.iter().filter(|p| p.owner_shard.0 >= self.shard_count) {
-                let shard = placement::least_loaded(&mut load);
-                moves.push(MetadataRecord::Partition(PartitionRecord {
-                    owner_shard: shard,
-                    ..record_of(topic, p)
-                }));
-            }
-            if !moves.is_empty() {
-                ops.push(moves);
-            }
-        }
-        if !ops.is_empty() {
-            let partitions: usize = ops.iter().map(Vec::len).sum();
-            tracing::warn!(partitions, "re-placing partitions of removed shards");
-            self.propose_ops(ops)?;
-        }
-        Ok(())
-    }
-
     pub(super) fn rebuild_image(&mut self) {
         self.version += 1;
         let mut image = MetadataImage::empty(self.node_id, self.shard_count, &self.defaults);
@@ -446,7 +428,7 @@ pub(super) fn record_of(t: &TopicImage, p: &PartitionImage) -> PartitionRecord {
     PartitionRecord {
         topic_id: t.topic_id,
         partition: p.index,
-        owner_shard: p.owner_shard,
+        owner_shard_hint: None,
         leader: p.leader,
         leader_epoch: p.leader_epoch,
         replicas: p.replicas.clone(),
@@ -456,7 +438,8 @@ pub(super) fn record_of(t: &TopicImage, p: &PartitionImage) -> PartitionRecord {
 
 /// Replays a pre-Raft single-node metadata log (`__cluster_metadata-0/00000000000000000000.log`,
 /// torn tail ignored as the old replay cut it) into a state and returns that state's snapshot
-/// bytes (last applied index 0), for the Raft store's bootstrap snapshot. `None`: no legacy
+/// bytes (last applied index 0), for the Raft store's bootstrap snapshot. The old records'
+/// owner shards go to this node's `shard-assignment` file (unless one exists already). `None`: no legacy
 /// log (or an empty one). Once the snapshot is durable the server calls
 /// [`mark_legacy_log_imported`] so the file is not imported twice.
 pub fn import_legacy_log(data_dir: &Path) -> Result<Option<Vec<u8>>, ControllerError> {
@@ -487,6 +470,12 @@ pub fn import_legacy_log(data_dir: &Path) -> Result<Option<Vec<u8>>, ControllerE
                 reason,
             })?;
         }
+    }
+    // The owner shards of the old records are this node's decision now: keep them in its
+    // shard assignment so every partition stays on the shard that holds its data.
+    state.rebuild_image();
+    if !data_dir.join(super::SHARD_ASSIGNMENT_FILE).exists() {
+        super::ShardAssignment::from_legacy(&state.image()).save(data_dir)?;
     }
     Ok(Some(state.snapshot()))
 }

@@ -221,12 +221,34 @@ fn apply_entry_refuses_damaged_frames_and_skips_replays() {
     assert!(matches!(c.apply_entry(2, &frames[0]), Err(ControllerError::BadEntry { .. })));
 }
 
+/// A frame as the code before issue 13 wrote it: PartitionRecords at version 0, with the
+/// owner shard `shard_of(partition)` after the partition index.
+fn legacy_frame(records: &[records::MetadataRecord], shard_of: impl Fn(i32) -> u32) -> Vec<u8> {
+    let mut body = vec![0u8];
+    body.extend_from_slice(&u32::try_from(records.len()).unwrap().to_be_bytes());
+    for r in records {
+        let mut b = Vec::new();
+        r.encode(&mut b);
+        if let records::MetadataRecord::Partition(p) = r {
+            b[1] = 0;
+            let len = u32::from_be_bytes([b[2], b[3], b[4], b[5]]) + 4;
+            b[2..6].copy_from_slice(&len.to_be_bytes());
+            let at = 6 + 16 + 4;
+            b.splice(at..at, shard_of(p.partition).to_be_bytes());
+        }
+        body.extend_from_slice(&b);
+    }
+    let mut frame = u32::try_from(body.len()).unwrap().to_be_bytes().to_vec();
+    frame.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+    frame.extend_from_slice(&body);
+    frame
+}
+
 #[test]
 fn legacy_log_imports_into_a_snapshot_once() {
     let dir = tempfile::tempdir().unwrap();
     assert!(import_legacy_log(dir.path()).unwrap().is_none());
-    let expected = {
-        // Written by the single-node path (the file format of today's releases).
+    {
         let mut c = Controller::open(dir.path(), NodeId(1), 2, BrokerDefaults::default()).unwrap();
         c.create_topics(&[topic("orders", 3, 1), topic("gone", 1, 1)], false);
         c.delete_topic("gone").unwrap();
@@ -241,21 +263,43 @@ fn legacy_log_imports_into_a_snapshot_once() {
         )
         .unwrap();
         c.allocate_producer_id().unwrap();
-        c.image()
-    };
-    // A torn tail (an interrupted write) is ignored like the old replay cut it.
+    }
+    // Rewrite it as the released format wrote it (partitions at version 0 with their shard;
+    // no shard-assignment file), plus a torn tail the import must ignore.
     let log = dir.path().join(log::METADATA_DIR).join(log::METADATA_FILE);
-    let mut bytes = std::fs::read(&log).unwrap();
+    let ops = log::parse_log(&std::fs::read(&log).unwrap(), &log).unwrap().operations;
+    let shard_of = |p: i32| u32::try_from((p + 1) % 2).unwrap();
+    let mut bytes: Vec<u8> = ops.iter().flat_map(|(_, r)| legacy_frame(r, shard_of)).collect();
     bytes.extend_from_slice(&[0, 0, 0, 40, 1, 2]);
     std::fs::write(&log, &bytes).unwrap();
+    std::fs::remove_file(dir.path().join(SHARD_ASSIGNMENT_FILE)).unwrap();
+    // The single-node path reads it with the recorded shards (on a copy of the directory).
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::create_dir(copy.path().join(log::METADATA_DIR)).unwrap();
+    std::fs::copy(&log, copy.path().join(log::METADATA_DIR).join(log::METADATA_FILE)).unwrap();
+    std::fs::copy(dir.path().join("meta.properties"), copy.path().join("meta.properties")).unwrap();
+    let expected =
+        Controller::open(copy.path(), NodeId(1), 2, BrokerDefaults::default()).unwrap().image();
+    let owners: Vec<u32> =
+        expected.topic("orders").unwrap().partitions.iter().map(|p| p.owner_shard.0).collect();
+    assert_eq!(owners, vec![1, 0, 1]);
+
     let snap = import_legacy_log(dir.path()).unwrap().unwrap();
     let mut s = state();
     s.restore_snapshot(1, &snap).unwrap();
-    assert_eq!(s.image().topics, expected.topics);
     assert_eq!(s.image().topic_ids, expected.topic_ids);
     assert_eq!(s.client_quotas(), &expected.client_quotas);
     assert_eq!(s.dynamic_broker_configs(None).len(), 1);
     assert_eq!(s.allocate_producer_id().unwrap().0, crate::constants::PRODUCER_ID_BLOCK_SIZE);
+    // The old records' owner shards are kept in this node's shard assignment.
+    let mut a = ShardAssignment::load_from(dir.path(), 2).unwrap();
+    let before = a.clone();
+    assert!(
+        !a.reconcile(&s.image(), NodeId(1)),
+        "the legacy shards are all in place: {before:?} -> {a:?}"
+    );
+    let mine = node_image(&s.image(), NodeId(1), NodeId(1), &a);
+    assert_eq!(mine.topics, expected.topics);
     mark_legacy_log_imported(dir.path()).unwrap();
     assert!(!log.exists());
     let renamed = log.with_file_name(format!("{}{LEGACY_IMPORTED_SUFFIX}", log::METADATA_FILE));
@@ -268,6 +312,10 @@ fn registration_starts_fenced_and_heartbeats_unfence_once_caught_up() {
     let mut s = state();
     let mut hb = BrokerHeartbeats::new(s.broker_session_timeout_ms());
     assert_eq!(s.broker_session_timeout_ms(), crate::constants::BROKER_SESSION_TIMEOUT_MS_DEFAULT);
+    assert_eq!(
+        s.broker_heartbeat_interval_ms(),
+        crate::constants::BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT
+    );
     let e = hb.register(&mut s, &reg(2, 1), 10, 0).unwrap();
     assert_eq!(e, BrokerEpoch(10), "epoch = the registration entry's index hint");
     assert!(s.brokers()[&NodeId(2)].fenced);
@@ -392,4 +440,18 @@ fn placement_uses_unfenced_brokers_and_refuses_too_high_a_factor() {
     let t = s.create_topics(&[manual(vec![3, 1])], false).remove(0).unwrap();
     let p = &t.partitions[0];
     assert_eq!((p.leader, p.isr.clone()), (NodeId(1), vec![NodeId(1)]), "fenced 3 cannot lead");
+}
+
+#[test]
+fn a_new_active_controller_gives_every_broker_a_full_session() {
+    let mut s = state();
+    with_brokers(&mut s, 2);
+    // The old leader's sessions are gone; the new one starts counting at its activation.
+    let mut hb = BrokerHeartbeats::new(9000);
+    hb.activate(&s, 100_000);
+    assert!(hb.expire(&mut s, 108_999).is_empty());
+    let fences = hb.expire(&mut s, 109_000);
+    assert_eq!(fences.len(), 2, "one fence operation per silent broker");
+    assert!(s.brokers().values().all(|b| b.fenced));
+    assert!(s.live_brokers().is_empty());
 }

@@ -4,7 +4,7 @@
 //!
 //! Runs on the controller shard. Kafka's rules and messages: replication factor and partition
 //! count (-1 = broker default) over the unfenced brokers (striped placement, see
-//! [`placement::Striper`]), manual assignments over registered brokers, '.'/'_' name
+//! `placement::striped`), manual assignments over registered brokers, '.'/'_' name
 //! collisions refused, partition counts only grow. While no broker is registered, this node
 //! is the only placement target (single-node compatibility).
 
@@ -57,13 +57,12 @@ impl ControllerState {
     ) -> Vec<Result<Arc<TopicImage>, ControllerError>> {
         // Plan every topic against the state plus the topics planned before it, then write
         // all frames (one per topic, each atomic) with a single fsync.
-        let mut load = placement::load_of(self.topics.values(), self.shard_count);
         let mut pending: Vec<String> = Vec::new();
         let mut ops = Vec::new();
         let mut results: Vec<Result<Arc<TopicImage>, ControllerError>> = topics
             .iter()
             .map(|spec| {
-                let (image, records) = self.plan_topic(spec, &mut load, &pending)?;
+                let (image, records) = self.plan_topic(spec, &pending)?;
                 pending.push(image.name.clone());
                 ops.push(records);
                 Ok(Arc::new(TopicImage { topic_id: Uuid::nil(), ..image }))
@@ -174,7 +173,6 @@ impl ControllerState {
                 self.check_assignment(replicas)?;
             }
         }
-        let mut load = placement::load_of(self.topics.values(), self.shard_count);
         let rf = topic.partitions.first().map_or(1, |p| p.replicas.len());
         let added = usize::try_from(count - current).unwrap_or(0);
         // Continue the topic's row-major replica slots (see `placement::striped`).
@@ -192,17 +190,14 @@ impl ControllerState {
                         .collect(),
                     None => striped.next().unwrap_or_default(),
                 };
-                MetadataRecord::Partition(self.new_partition(
-                    topic.topic_id,
-                    index,
-                    replicas,
-                    &mut load,
-                ))
+                MetadataRecord::Partition(self.new_partition(topic.topic_id, index, replicas))
             })
             .collect();
         if validate_only {
             let mut preview = (*topic).clone();
-            preview.partitions.extend(records.iter().filter_map(partition_image));
+            preview
+                .partitions
+                .extend(records.iter().filter_map(|r| partition_image(r, self.node_id)));
             return Ok(Arc::new(preview));
         }
         self.propose(records)?;
@@ -253,7 +248,6 @@ impl ControllerState {
     fn plan_topic(
         &self,
         spec: &NewTopic,
-        load: &mut [usize],
         pending: &[String],
     ) -> Result<(TopicImage, Vec<MetadataRecord>), ControllerError> {
         validate_topic_name(&spec.name).map_err(ControllerError::InvalidTopic)?;
@@ -294,9 +288,7 @@ impl ControllerState {
                     .map(|(_, r)| r.iter().map(|n| NodeId(*n)).collect())
                     .unwrap_or_default(),
             };
-            records.push(MetadataRecord::Partition(
-                self.new_partition(topic_id, index, replicas, load),
-            ));
+            records.push(MetadataRecord::Partition(self.new_partition(topic_id, index, replicas)));
         }
         for (name, value) in &configs {
             records.push(config_record(topic_id, name, Some(value.clone())));
@@ -307,7 +299,7 @@ impl ControllerState {
             internal: is_internal(&spec.name),
             config: TopicConfig::resolve(&configs, &self.defaults),
             configs,
-            partitions: records.iter().filter_map(partition_image).collect(),
+            partitions: records.iter().filter_map(|r| partition_image(r, self.node_id)).collect(),
         };
         Ok((image, records))
     }
@@ -437,19 +429,13 @@ impl ControllerState {
     }
 
     /// A new partition on `replicas`: leader = first live replica (or none), ISR = the live
-    /// replicas, owner shard = this node's least-loaded shard.
-    fn new_partition(
-        &self,
-        topic_id: Uuid,
-        index: i32,
-        replicas: Vec<NodeId>,
-        load: &mut [usize],
-    ) -> PartitionRecord {
+    /// replicas (each hosting broker picks the shard itself).
+    fn new_partition(&self, topic_id: Uuid, index: i32, replicas: Vec<NodeId>) -> PartitionRecord {
         let isr: Vec<NodeId> = replicas.iter().copied().filter(|r| self.is_live(*r)).collect();
         PartitionRecord {
             topic_id,
             partition: index,
-            owner_shard: placement::least_loaded(load),
+            owner_shard_hint: None,
             leader: isr.first().copied().unwrap_or(NO_LEADER),
             leader_epoch: Epoch(0),
             replicas,
@@ -472,11 +458,12 @@ fn config_record(topic_id: Uuid, name: &str, value: Option<String>) -> MetadataR
     MetadataRecord::Config(ConfigRecord { topic_id, name: name.to_string(), value })
 }
 
-fn partition_image(r: &MetadataRecord) -> Option<PartitionImage> {
+fn partition_image(r: &MetadataRecord, node: NodeId) -> Option<PartitionImage> {
     match r {
         MetadataRecord::Partition(p) => Some(PartitionImage {
             index: p.partition,
-            owner_shard: p.owner_shard,
+            owner_shard: p.owner_shard_hint.unwrap_or(super::shard_assignment::UNASSIGNED_SHARD),
+            hosted: p.replicas.contains(&node),
             leader: p.leader,
             leader_epoch: p.leader_epoch,
             replicas: p.replicas.clone(),

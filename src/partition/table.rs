@@ -259,7 +259,7 @@ fn log_config(topic: &TopicImage, broker: &BrokerDefaults) -> LogConfig {
 fn owned_by(image: &MetadataImage, me: ShardId) -> HashMap<TopicPartition, (Uuid, Epoch)> {
     let mut out = HashMap::new();
     for (name, topic) in &image.topics {
-        for p in topic.partitions.iter().filter(|p| p.owner_shard == me) {
+        for p in topic.partitions.iter().filter(|p| p.hosted && p.owner_shard == me) {
             out.insert(
                 TopicPartition::new(name.clone(), p.index),
                 (topic.topic_id, p.leader_epoch),

@@ -360,6 +360,7 @@ pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
         partitions: vec![PartitionImage {
             index: 0,
             owner_shard: ShardId(0),
+            hosted: true,
             leader: NodeId(1),
             leader_epoch: Epoch(7),
             replicas: vec![NodeId(1)],
