@@ -241,8 +241,10 @@ mod tests {
         assert!(err(input("broker", None, Some(1)), 1).contains("broker-only"));
         assert!(err(input("controller", None, None), 0).contains("controller-only"));
         assert!(err(input("broker,controller", Some("1@h"), Some(1)), 1).contains("no port"));
-        assert!(err(input("broker,controller", Some("1@127.0.0.1:1,1@127.0.0.1:2"), Some(1)), 1).contains("twice"));
-        assert!(err(input("broker,controller", Some("0@127.0.0.1:1"), Some(1)), 1).contains("start at 1"));
+        assert!(err(input("broker,controller", Some("1@127.0.0.1:1,1@127.0.0.1:2"), Some(1)), 1)
+            .contains("twice"));
+        assert!(err(input("broker,controller", Some("0@127.0.0.1:1"), Some(1)), 1)
+            .contains("start at 1"));
         let mut i = input("broker,controller", Some(VOTERS), Some(1));
         i.controller_listen = Some("127.0.0.1:9999".parse().unwrap());
         assert!(err(i, 1).contains("does not use port 9093"));

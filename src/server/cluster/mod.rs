@@ -22,6 +22,7 @@ mod start;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -35,7 +36,10 @@ use super::admin::describe_quorum::{self, QuorumView, ReplicaView};
 use super::admin::unavailable;
 use super::control::{publish_image, ControllerReply};
 use crate::config::Voter;
-use crate::controller::{BrokerHeartbeats, ControllerError, ControllerState};
+use crate::controller::{
+    node_image_since, BrokerHeartbeats, ControllerError, ControllerState, MetadataImage,
+    ShardAssignment,
+};
 use crate::protocol::{decode_request, encode_response};
 use crate::quorum::{ProposeError, QuorumHandle, QuorumRole, StateMachine};
 use crate::shard::ShardCtx;
@@ -122,6 +126,15 @@ pub struct ClusterNode {
     publish_lock: futures::lock::Mutex<()>,
     /// The committed index the last published image reflects.
     published_applied: Cell<u64>,
+    /// Which shard owns each replica this broker hosts (its own decision, not replicated).
+    assignment: RefCell<ShardAssignment>,
+    /// Version of the last node image (this process's own counter: the node image changes
+    /// with the controller id too, which the committed state does not record).
+    image_version: Cell<u64>,
+    /// (committed image version, controller) of the last publication.
+    last_published: Cell<Option<(u64, NodeId)>>,
+    /// The last committed image and the node image built from it (unchanged topics reuse it).
+    previous: RefCell<Option<(Arc<MetadataImage>, Arc<MetadataImage>)>>,
     /// The leader a voter named when this node knew none (cleared once used).
     hinted_leader: Cell<Option<u64>>,
     /// Which voter to ask next when no leader is known.
@@ -174,21 +187,38 @@ impl ClusterNode {
         st.role == QuorumRole::Leader && st.leader_ready
     }
 
-    /// Publishes the committed state's image to every shard of this node, unless the last
-    /// publication already covered it.
+    /// Publishes this node's image of the committed state to every shard of this node, unless
+    /// the last publication already covered the same committed state and controller. The
+    /// node image adds this broker's own decisions (which shard owns each hosted replica,
+    /// kept in its `shard-assignment` file, saved before the image leaves).
     pub async fn publish(&self, ctx: &Rc<ShardCtx>) -> Result<(), String> {
         let _serial = self.publish_lock.lock().await;
         let leader = self.leader().unwrap_or(NodeId(-1));
-        let (image, applied) = {
-            let mut c = self.committed.borrow_mut();
-            c.set_controller_id(leader);
+        let (committed, applied) = {
+            let c = self.committed.borrow();
             (c.image(), c.last_applied())
         };
-        if image.version <= ctx.image().version && ctx.has_image() {
+        let key = (committed.version, leader);
+        if self.last_published.get() == Some(key) && ctx.has_image() {
             self.published_applied.set(self.published_applied.get().max(applied));
             return Ok(());
         }
-        publish_image(ctx, image).await?;
+        let image = {
+            let mut assignment = self.assignment.borrow_mut();
+            if assignment.reconcile(&committed, self.node_id) {
+                assignment.save(&ctx.config.data_dir).map_err(|e| e.to_string())?;
+            }
+            let previous = self.previous.borrow();
+            let previous = previous.as_ref().map(|(c, n)| (c.as_ref(), n.as_ref()));
+            let mut image =
+                node_image_since(&committed, self.node_id, leader, &assignment, previous);
+            self.image_version.set(self.image_version.get() + 1);
+            image.version = self.image_version.get();
+            Arc::new(image)
+        };
+        publish_image(ctx, image.clone()).await?;
+        *self.previous.borrow_mut() = Some((committed, image));
+        self.last_published.set(Some(key));
         self.published_applied.set(self.published_applied.get().max(applied));
         Ok(())
     }

@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use super::{lifecycle, now_ms, ClusterNode, Committed, RaftIds};
 use crate::controller::{
-    import_legacy_log, mark_legacy_log_imported, ControllerState, MetaProperties,
+    import_legacy_log, mark_legacy_log_imported, ControllerState, MetaProperties, ShardAssignment,
 };
 use crate::io::dma::DmaFileSystem;
 use crate::quorum::net::{NetConfig, TcpTransport};
@@ -146,6 +146,8 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
         })?;
         Rc::new(net)
     };
+    // After a legacy import, which seeds it with the old owner shards.
+    let assignment = ShardAssignment::load_from(data_dir, config.shards)?;
     let committed = Rc::new(std::cell::RefCell::new(state));
     let quorum = QuorumDriver::start(dc, DmaFileSystem, Committed(committed.clone()), transport)
         .await
@@ -173,6 +175,10 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
         op_lock: futures::lock::Mutex::new(()),
         publish_lock: futures::lock::Mutex::new(()),
         published_applied: std::cell::Cell::new(0),
+        assignment: std::cell::RefCell::new(assignment),
+        image_version: std::cell::Cell::new(0),
+        last_published: std::cell::Cell::new(None),
+        previous: std::cell::RefCell::new(None),
         hinted_leader: std::cell::Cell::new(None),
         next_voter: std::cell::Cell::new(0),
         registration: std::cell::Cell::new(None),
