@@ -59,6 +59,7 @@ impl Collector for MergedCollector {
         encode_clients(&mut enc, m)?;
         encode_storage(&mut enc, m)?;
         encode_shards(&mut enc, &m.shards)?;
+        super::cluster::encode(&mut enc)?;
         encode_lag(&mut enc, m)
     }
 }

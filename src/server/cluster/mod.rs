@@ -170,6 +170,40 @@ impl ClusterNode {
         self.quorum.status().leader_id.map(|r| self.ids.node(r))
     }
 
+    /// Refreshes the quorum and broker gauges of `/metrics`.
+    pub fn update_metrics(&self) {
+        let st = self.quorum.status();
+        let m = self.quorum.metrics();
+        let role = match st.role {
+            QuorumRole::Follower => 0,
+            QuorumRole::Candidate | QuorumRole::PreCandidate => 1,
+            QuorumRole::Leader => 2,
+            QuorumRole::Learner => 3,
+        };
+        let (registered, fenced) = {
+            let c = self.committed.borrow();
+            let b = c.brokers();
+            (b.len(), b.values().filter(|b| b.fenced).count())
+        };
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        crate::metrics::cluster::set(crate::metrics::cluster::ClusterGauges {
+            role,
+            term: n(st.term),
+            commit_index: n(st.commit_index),
+            applied_index: n(st.applied_index),
+            leader_id: st.leader_id.map_or(-1, |l| i64::from(self.ids.node(l).0)),
+            voter_lag: m
+                .lag_by_voter
+                .iter()
+                .map(|(v, lag)| (self.ids.node(*v).0, n(*lag)))
+                .collect(),
+            brokers_registered: i64::try_from(registered).unwrap_or(i64::MAX),
+            brokers_fenced: i64::try_from(fenced).unwrap_or(i64::MAX),
+            messages_dropped: n(m.messages_dropped),
+            connections_refused: n(m.connections_refused),
+        });
+    }
+
     /// A voter other than this node, in turn (`None` for a single node).
     fn next_voter_to_ask(&self, me: u64) -> Option<u64> {
         let others: Vec<u64> =
