@@ -129,6 +129,9 @@ pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
 pub const NUM_PARTITIONS_DEFAULT: i32 = 1;
 /// Kafka's `default.replication.factor` default.
 pub const DEFAULT_REPLICATION_FACTOR_DEFAULT: i16 = 1;
+/// `replica.lag.time.max.ms` (Kafka's default): a follower that has not caught up with the
+/// leader's log end for this long leaves the ISR.
+pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: i64 = 30_000;
 /// Kafka's `min.insync.replicas` default.
 pub const MIN_INSYNC_REPLICAS_DEFAULT: i32 = 1;
 /// Kafka's topic name limit (249 characters: the partition directory name must fit in 255).
