@@ -122,7 +122,7 @@ fn refusals_follow_kafka() {
         let err = serve_replica_fetch(&leader, &repl, &req(9, 0, -1), T0).await.unwrap_err();
         assert!(matches!(err, ReplicaFetchError::Replica(ReplicaError::NotReplica { .. })));
         let ReplicaFetchError::Replica(e) = err else { unreachable!() };
-        assert_eq!(e.kafka_code(), 74);
+        assert_eq!(e.kafka_code(), 75);
         let old = ReplicaFetchRequest { epoch_given: false, ..req(9, 0, -1) };
         let ReplicaFetchError::Replica(e) =
             serve_replica_fetch(&leader, &repl, &old, T0).await.unwrap_err()

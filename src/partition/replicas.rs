@@ -34,7 +34,7 @@ impl Default for ReplicaSettings {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplicaError {
     /// A replica fetch from a broker outside the replica set. Kafka 4.1's
-    /// `Partition.followerReplicaOrThrow`: UNKNOWN_LEADER_EPOCH (74) when the request named a
+    /// `Partition.followerReplicaOrThrow`: UNKNOWN_LEADER_EPOCH (75) when the request named a
     /// current leader epoch (the follower retries: it may be a replica being added), else
     /// NOT_LEADER_OR_FOLLOWER (6).
     #[error("broker {replica} is not a replica of this partition")]
@@ -55,7 +55,7 @@ impl ReplicaError {
     #[must_use]
     pub fn kafka_code(&self) -> i16 {
         match self {
-            ReplicaError::NotReplica { epoch_given: true, .. } => 74,
+            ReplicaError::NotReplica { epoch_given: true, .. } => 75,
             ReplicaError::NotReplica { epoch_given: false, .. }
             | ReplicaError::StaleBrokerEpoch { .. } => 6,
             ReplicaError::NotEnoughReplicas { .. } => 19,

@@ -89,7 +89,7 @@ fn caught_up_time_follows_kafkas_rule() {
     let stale = r.on_follower_fetch(NodeId(2), 0, Offset(20), Offset(20), Offset(20), true, t2);
     assert_eq!(stale.unwrap_err().kafka_code(), 6);
     let other = r.on_follower_fetch(NodeId(9), 1, Offset(0), Offset(20), Offset(20), true, t2);
-    assert_eq!(other.unwrap_err().kafka_code(), 74);
+    assert_eq!(other.unwrap_err().kafka_code(), 75);
     let old = r.on_follower_fetch(NodeId(9), 1, Offset(0), Offset(20), Offset(20), false, t2);
     assert_eq!(old.unwrap_err().kafka_code(), 6);
 }
