@@ -132,6 +132,19 @@ pub const DEFAULT_REPLICATION_FACTOR_DEFAULT: i16 = 1;
 /// `replica.lag.time.max.ms` (Kafka's default): a follower that has not caught up with the
 /// leader's log end for this long leaves the ISR.
 pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: i64 = 30_000;
+/// `replica.fetch.wait.max.ms` (Kafka's default): a follower's Fetch long-poll. An append
+/// wakes it at once, so acks=all never waits this long for a live follower.
+pub const REPLICA_FETCH_WAIT_MAX_MS_DEFAULT: i32 = 500;
+/// `replica.fetch.min.bytes` (Kafka's default).
+pub const REPLICA_FETCH_MIN_BYTES_DEFAULT: i32 = 1;
+/// `replica.fetch.max.bytes` (Kafka's default, 1 MiB): per partition of a follower's Fetch.
+pub const REPLICA_FETCH_MAX_BYTES_DEFAULT: i32 = 1024 * 1024;
+/// `replica.fetch.response.max.bytes` (Kafka's default, 10 MiB).
+pub const REPLICA_FETCH_RESPONSE_MAX_BYTES_DEFAULT: i32 = 10 * 1024 * 1024;
+/// `replica.fetch.backoff.ms` (Kafka's default): retry delay after a follower fetch error.
+pub const REPLICA_FETCH_BACKOFF_MS_DEFAULT: i64 = 1000;
+/// Partitions one follower fetcher (one per shard and leader broker) follows at most.
+pub const FETCHER_PARTITIONS_MAX: usize = 100_000;
 /// Kafka's `min.insync.replicas` default.
 pub const MIN_INSYNC_REPLICAS_DEFAULT: i32 = 1;
 /// Kafka's topic name limit (249 characters: the partition directory name must fit in 255).

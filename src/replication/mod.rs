@@ -11,4 +11,6 @@
 //! leader's (it truncates first); the log end offset it reports is durable under the
 //! partition's flush policy.
 
+pub mod driver;
+pub mod fetcher;
 pub mod truncation;

@@ -553,6 +553,12 @@ impl<F: FileSystem> PartitionLog<F> {
         self.inner.truncate_to(offset).await
     }
 
+    /// Empties the log and restarts it at `offset` (replication: the leader's log starts
+    /// past this log's end). Producer state and the epoch cache are emptied with it.
+    pub async fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<(), StorageError> {
+        self.inner.truncate_fully_and_start_at(offset).await
+    }
+
     #[must_use]
     pub fn latest_epoch(&self) -> Option<Epoch> {
         self.inner.st.borrow().epochs.latest()
