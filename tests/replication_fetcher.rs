@@ -211,6 +211,7 @@ fn follower_replicates_moves_the_high_watermark_and_truncates_on_divergence() {
             ReplicaSettings::default(),
             T0,
         );
+        leader.log.assign_epoch_start(Epoch(2)).await.unwrap();
         produce(&leader.log, 3, 2, 100, 2).await;
         // The fetcher still names epoch 1: fenced, parked until the metadata changes.
         fetch_round(&mut fetcher, &logs, &leader, T0).await.unwrap();

@@ -81,8 +81,22 @@ pub async fn serve_replica_fetch<F: FileSystem>(
         Ok(())
     })?;
     let hw_before = replication.high_watermark(log, now_ms);
+    let out_of_range = || StorageError::OffsetOutOfRange {
+        requested: req.fetch_offset,
+        log_start: log.log_start_offset(),
+        log_end: log.log_end_offset(),
+    };
+    // Kafka's order: an offset below the log start first, then the epoch check.
+    if req.fetch_offset < log.log_start_offset() {
+        return Err(out_of_range().into());
+    }
     let end_for = |e| log.end_offset_for_epoch(e);
     if let Some(div) = diverging_epoch(end_for, req.last_fetched_epoch, req.fetch_offset) {
+        if div.1 < 0 {
+            // No end offset for the follower's epoch: Kafka answers OFFSET_OUT_OF_RANGE
+            // ("could not determine the end offset of the last fetched epoch").
+            return Err(out_of_range().into());
+        }
         return Ok(ReplicaFetchAnswer {
             records: Bytes::new(),
             high_watermark: hw_before,

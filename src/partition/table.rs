@@ -112,9 +112,11 @@ impl PartitionTable {
         let mut failures = Vec::new();
         for (tp, (_, epoch)) in wanted {
             let Some(topic) = image.topic(&tp.topic) else { continue };
-            if let Some(existing) = self.map.borrow().get(&tp) {
+            let existing = self.map.borrow().get(&tp).cloned();
+            if let Some(existing) = existing {
                 existing.leader_epoch.set(epoch);
-                sync_replication(existing, image, topic);
+                sync_replication(&existing, image, topic);
+                start_leader_epoch(&existing, epoch).await;
                 // Live topic configs (AlterConfigs): a no-op when nothing changed.
                 existing.log.set_config(log_config(topic, &image.broker_defaults));
                 continue;
@@ -122,6 +124,7 @@ impl PartitionTable {
             match self.open(&tp, topic, &image.broker_defaults, epoch).await {
                 Ok(partition) => {
                     sync_replication(&partition, image, topic);
+                    start_leader_epoch(&partition, epoch).await;
                     self.map.borrow_mut().insert(tp, Rc::new(partition));
                 }
                 Err(reason) => {
@@ -289,6 +292,18 @@ fn sync_replication(p: &OwnedPartition, image: &MetadataImage, topic: &TopicImag
     let now_ms = crate::shard::now_ms();
     let epoch_start = p.log.log_end_offset();
     p.replication.sync(me, pi.leader_epoch, epoch_start, &replicas, &isr, hw, settings, now_ms);
+}
+
+/// A leader with followers records its epoch's start in the epoch cache at once (Kafka's
+/// `maybeAssignEpochStartOffset`), so followers of an older epoch learn where it ended. A
+/// single replica is left as before (its epoch is recorded by its first append).
+async fn start_leader_epoch(p: &OwnedPartition, epoch: Epoch) {
+    if !p.replication.has_followers() || p.log.latest_epoch().is_some_and(|e| e >= epoch) {
+        return;
+    }
+    if let Err(err) = p.log.assign_epoch_start(epoch).await {
+        tracing::warn!(partition = %p.tp, "cannot record leader epoch {epoch}: {err}");
+    }
 }
 
 /// Partitions the image assigns to `me`, with topic id and leader epoch.

@@ -559,6 +559,19 @@ impl<F: FileSystem> PartitionLog<F> {
         self.inner.truncate_fully_and_start_at(offset).await
     }
 
+    /// Starts leader epoch `epoch` at the log end in the leader-epoch cache (checkpointed),
+    /// before any append of the epoch: Kafka's `maybeAssignEpochStartOffset` on becoming
+    /// leader, so a follower asking about an older epoch learns where it ends. No-op if the
+    /// cache already has this or a later epoch.
+    pub async fn assign_epoch_start(&self, epoch: Epoch) -> Result<(), StorageError> {
+        let _turn = self.inner.append_lock.acquire().await;
+        let end = self.inner.st.borrow().log_end;
+        if self.inner.st.borrow_mut().epochs.assign(epoch, end) {
+            self.inner.write_epochs().await?;
+        }
+        Ok(())
+    }
+
     #[must_use]
     pub fn latest_epoch(&self) -> Option<Epoch> {
         self.inner.st.borrow().epochs.latest()
