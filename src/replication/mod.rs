@@ -1,16 +1,30 @@
 //! ISR replication (in progress; issue 15). What runs where:
 //!
-//! - [`truncation`] (pure): where a follower truncates its log when it becomes a follower
-//!   or a Fetch answers with a diverging epoch, from the leader's (epoch, end offset) answer
-//!   and the follower's own leader-epoch cache (Kafka's `getOffsetTruncationState`).
-//! - Follower appends are `storage::PartitionLog::append_replicated` (the partition's owner
-//!   shard); the leader-side per-follower state, the high watermark and the ISR decisions
-//!   are `partition::replicas` (pure, on the partition's owner shard).
+//! - [`truncation`] (pure): the leader's diverging-epoch check of a follower's Fetch (v12+)
+//!   and where a follower truncates from the leader's answer and its own leader-epoch cache
+//!   (Kafka's `getOffsetTruncationState`).
+//! - [`fetcher`] (pure): the follower side of one (local shard, leader broker): which
+//!   partitions it follows and in which state, the next Fetch, and what to do with each
+//!   partition's answer.
+//! - [`driver`]: runs a fetcher round through a [`driver::LeaderLink`], appending with
+//!   `storage::PartitionLog::append_replicated` and waiting for durability before the next
+//!   round; on the shard owning the followed partitions.
+//! - [`link`]: the `LeaderLink` over TCP (Kafka's protocol: Fetch v15 with replica state,
+//!   ListOffsets), on the same shard.
+//! - Leader side, on the partition's owner shard: `partition::replicas` (follower progress,
+//!   high watermark, ISR decisions, min.insync.replicas; pure), `partition::leader` (that
+//!   state per partition, from the metadata image) and `partition::replica_fetch` (the answer
+//!   to a follower's Fetch, and acks=all's wait).
 //!
-//! Invariants: a follower never appends past a point where its log may diverge from the
-//! leader's (it truncates first); the log end offset it reports is durable under the
-//! partition's flush policy.
+//! Not wired yet (needs the cluster issue): starting fetchers from the metadata image (a
+//! partition this broker hosts but does not lead), sending the ISR decisions as
+//! AlterPartition, and forwarding a follower's fetch to the owner shard of another broker.
+//!
+//! Invariants: a follower never appends where its log may diverge from the leader's (it
+//! truncates first); the log end it reports is durable under the partition's flush policy;
+//! the leader's high watermark never passes what every ISR member reported.
 
 pub mod driver;
 pub mod fetcher;
+pub mod link;
 pub mod truncation;
