@@ -2,8 +2,8 @@
 //! `Partition.fetchRecords` for a follower): the replica must be in the replica set; with a
 //! `last_fetched_epoch` (Fetch v12+) a follower whose log may diverge gets the diverging epoch
 //! and no records; otherwise it gets data up to the log end (not the high watermark), its
-//! fetch offset becomes its log end offset in [`LeaderReplicas`], and the answer carries the
-//! high watermark after that update.
+//! fetch offset becomes its log end offset in [`super::replicas::LeaderReplicas`], and the
+//! answer carries the high watermark after that update.
 //!
 //! Also the acks=all wait of a produce on a partition with followers ([`wait_for_isr`]).
 //!
