@@ -167,3 +167,48 @@ fn a_single_replica_behaves_as_before() {
         assert_eq!(repl.ack_state(&leader, end, T0), Ok(AckState::Done));
     });
 }
+
+/// acks=all on a partition with followers: answered once the followers' fetches carry the
+/// high watermark past the batch; REQUEST_TIMED_OUT at the request's bound when they do not;
+/// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below min.insync.replicas.
+#[test]
+fn acks_all_waits_for_the_isr_with_a_bound() {
+    use kafka_protocol::error::ResponseError;
+    use shardlog::partition::replica_fetch::IsrWait;
+    use shardlog::sync::Notify;
+
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let leader = open(&fs, "/l/t-0").await;
+        let (f2, f3) = (open(&fs, "/f2/t-0").await, open(&fs, "/f3/t-0").await);
+        let repl = three_replicas(2);
+        let hw_changed = Notify::new();
+        let waiter = IsrWait { log: &leader, replication: &repl, hw_changed: &hw_changed };
+        let end = produce(&leader, 2).await;
+        let started = std::time::Instant::now();
+        let Err(err) = waiter.wait(end, 50, || T0).await else { panic!("no timeout") };
+        assert_eq!(err.code, ResponseError::RequestTimedOut);
+        let waited = started.elapsed();
+        assert!(waited >= std::time::Duration::from_millis(50));
+        eprintln!("[figure] acks=all timeout 50 ms answered after {waited:?}");
+        let fetches = async {
+            for _ in 0..2 {
+                follow(&leader, &repl, 2, &f2).await;
+                hw_changed.notify_all();
+                follow(&leader, &repl, 3, &f3).await;
+                hw_changed.notify_all();
+            }
+        };
+        let started = std::time::Instant::now();
+        let (acked, ()) = futures::join!(waiter.wait(end, 10_000, || T0), fetches);
+        assert!(acked.is_ok(), "acks=all answered OK");
+        eprintln!("[figure] acks=all with two in-process followers: {:?}", started.elapsed());
+        // The ISR shrinks to the leader alone while a produce waits (past the lag window, so
+        // the followers no longer hold the high watermark).
+        let end2 = produce(&leader, 1).await;
+        repl.with(|r| r.apply_isr(&nodes(&[1])));
+        let Err(err) = waiter.wait(end2, 1000, || T0 + 31_000).await else { panic!("acked") };
+        assert_eq!(err.code, ResponseError::NotEnoughReplicasAfterAppend);
+        assert_eq!(repl.check_produce().unwrap_err().kafka_code(), 19);
+    });
+}

@@ -26,6 +26,7 @@ use crate::protocol::errors::storage_error_code;
 use crate::replication::truncation::diverging_epoch;
 use crate::shard::{now_ms, ShardCtx};
 use crate::storage::{PartitionLog, StorageError};
+use crate::sync::Notify;
 use crate::types::{Epoch, NodeId, Offset};
 
 /// One partition of a follower's Fetch.
@@ -193,19 +194,41 @@ pub async fn wait_for_isr(
     required_end: Offset,
     timeout_ms: i32,
 ) -> Result<(), ProduceError> {
-    let deadline =
-        std::time::Instant::now() + Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
-    loop {
-        let seen = p.hw_changed.version();
-        match p.replication.ack_state(&p.log, required_end, now_ms()) {
-            Ok(AckState::Done) => return Ok(()),
-            Err(err) => return Err(replica_error(err)),
-            Ok(AckState::Waiting) => {}
+    let waiter = IsrWait { log: &p.log, replication: &p.replication, hw_changed: &p.hw_changed };
+    waiter.wait(required_end, timeout_ms, now_ms).await
+}
+
+/// What acks=all waits on: the leader's log, its replica state and the signal that the
+/// high watermark may have moved.
+pub struct IsrWait<'a, F: FileSystem> {
+    pub log: &'a PartitionLog<F>,
+    pub replication: &'a Replication,
+    pub hw_changed: &'a Notify,
+}
+
+impl<F: FileSystem> IsrWait<'_, F> {
+    /// See [`wait_for_isr`]; `now_ms` is the wall clock the lag rule reads.
+    pub async fn wait(
+        &self,
+        required_end: Offset,
+        timeout_ms: i32,
+        now_ms: impl Fn() -> i64,
+    ) -> Result<(), ProduceError> {
+        let timeout = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let seen = self.hw_changed.version();
+            match self.replication.ack_state(self.log, required_end, now_ms()) {
+                Ok(AckState::Done) => return Ok(()),
+                Err(err) => return Err(replica_error(err)),
+                Ok(AckState::Waiting) => {}
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err((ResponseError::RequestTimedOut, None).into());
+            }
+            let changed = self.hw_changed.changed_since(seen);
+            crate::shard::with_timeout(deadline - now, changed).await;
         }
-        let now = std::time::Instant::now();
-        if now >= deadline {
-            return Err((ResponseError::RequestTimedOut, None).into());
-        }
-        crate::shard::with_timeout(deadline - now, p.hw_changed.changed_since(seen)).await;
     }
 }
