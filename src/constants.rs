@@ -146,6 +146,8 @@ pub const REPLICA_FETCH_BACKOFF_MS_DEFAULT: i64 = 1000;
 /// `replica.socket.timeout.ms` (Kafka's default): a follower's request to its leader is
 /// abandoned (and the connection dropped) after this long plus the fetch's long-poll.
 pub const REPLICA_SOCKET_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Commands (add/remove partition, metadata version) queued for one running fetcher.
+pub const FETCHER_COMMANDS_MAX: usize = 4096;
 /// Partitions one follower fetcher (one per shard and leader broker) follows at most.
 pub const FETCHER_PARTITIONS_MAX: usize = 100_000;
 /// Kafka's `min.insync.replicas` default.

@@ -286,3 +286,55 @@ fn follower_restarts_at_the_leaders_log_start() {
         assert_eq!(f, l);
     });
 }
+
+/// The long-running fetcher loop (`replication::task`) driven through its handle as the
+/// coordinator will: add a partition, let it catch up while the leader keeps appending, new
+/// metadata after a leadership error, stop.
+#[test]
+fn fetcher_task_follows_commands_and_stops() {
+    use shardlog::replication::task::{run, Command, FetcherHandle};
+
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let leader = InProcessLeader {
+            log: open(&fs, "/leader/r-0").await,
+            replication: Replication::new(leader_state(1, Offset(0))),
+            epoch: Cell::new(Epoch(1)),
+            fail_next: Cell::new(Some(6)),
+        };
+        produce(&leader.log, 20, 2, 100, 1).await;
+        let follower_log = open(&fs, "/follower/r-0").await;
+        let handle: Rc<FetcherHandle<MemFileSystem>> = Rc::new(FetcherHandle::default());
+        let fetcher = Fetcher::new(FetcherConfig::new(NodeId(2), 5), NodeId(1));
+        let add = Command::Add {
+            tp: tp(),
+            topic_id: Uuid::new_v4(),
+            leader_epoch: Epoch(1),
+            log: follower_log.clone(),
+        };
+        handle.send(add).map_err(|_| "queue full").unwrap();
+        let driver = async {
+            // The first answer is NOT_LEADER_OR_FOLLOWER: parked until new metadata.
+            shardlog::shard::sleep(std::time::Duration::from_millis(20)).await;
+            assert_eq!(follower_log.log_end_offset(), Offset(0));
+            handle.send(Command::Metadata { version: 1 }).map_err(|_| "full").unwrap();
+            for _ in 0..200 {
+                if follower_log.log_end_offset() == leader.log.log_end_offset() {
+                    break;
+                }
+                shardlog::shard::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            produce(&leader.log, 5, 2, 100, 1).await;
+            for _ in 0..200 {
+                if follower_log.log_end_offset() == leader.log.log_end_offset() {
+                    break;
+                }
+                shardlog::shard::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            handle.stop();
+        };
+        let (stats, ()) = futures::join!(run(fetcher, handle.clone(), &leader, || T0), driver);
+        assert_same(&leader.log, &follower_log).await;
+        assert!(stats.appended_batches >= 2, "{stats:?}");
+    });
+}

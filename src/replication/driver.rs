@@ -38,6 +38,20 @@ pub trait LeaderLink {
     async fn log_offsets(&self, tp: &TopicPartition) -> Result<(Offset, Offset), LinkError>;
 }
 
+/// A link shared by reference (tests, or several loops on one connection).
+impl<T: LeaderLink> LeaderLink for &T {
+    async fn fetch(
+        &self,
+        plan: &FetchPlan,
+    ) -> Result<Vec<(TopicPartition, PartitionReply)>, LinkError> {
+        (**self).fetch(plan).await
+    }
+
+    async fn log_offsets(&self, tp: &TopicPartition) -> Result<(Offset, Offset), LinkError> {
+        (**self).log_offsets(tp).await
+    }
+}
+
 /// One followed partition's log and its follower high watermark.
 pub struct FollowerLog<F: FileSystem> {
     pub log: Rc<PartitionLog<F>>,

@@ -11,12 +11,14 @@
 //!   round; on the shard owning the followed partitions.
 //! - [`link`]: the `LeaderLink` over TCP (Kafka's protocol: Fetch v15 with replica state,
 //!   ListOffsets), on the same shard.
+//! - [`task`]: the long-running loop of one fetcher and the handle the coordinator drives
+//!   from metadata images (add/remove partition, metadata version, stop).
 //! - Leader side, on the partition's owner shard: `partition::replicas` (follower progress,
 //!   high watermark, ISR decisions, min.insync.replicas; pure), `partition::leader` (that
 //!   state per partition, from the metadata image) and `partition::replica_fetch` (the answer
 //!   to a follower's Fetch, and acks=all's wait).
 //!
-//! Not wired yet (needs the cluster issue): starting fetchers from the metadata image (a
+//! Not wired yet (needs the cluster issue): spawning fetchers from the metadata image (a
 //! partition this broker hosts but does not lead), sending the ISR decisions as
 //! AlterPartition, and forwarding a follower's fetch to the owner shard of another broker.
 //!
@@ -27,4 +29,5 @@
 pub mod driver;
 pub mod fetcher;
 pub mod link;
+pub mod task;
 pub mod truncation;
