@@ -343,3 +343,63 @@ impl Fetcher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local(start: i64, end: i64, epoch: Option<i32>) -> LocalLog {
+        LocalLog {
+            log_start: Offset(start),
+            log_end: Offset(end),
+            latest_epoch: epoch.map(Epoch),
+            high_watermark: Offset(start),
+        }
+    }
+
+    #[test]
+    fn out_of_range_resets_as_kafka() {
+        let l = local(0, 50, Some(3));
+        assert_eq!(
+            Fetcher::on_leader_offsets(Offset(0), Offset(40), &l),
+            Reset::TruncateTo(Offset(40))
+        );
+        assert_eq!(
+            Fetcher::on_leader_offsets(Offset(60), Offset(90), &l),
+            Reset::StartAt(Offset(60))
+        );
+        assert_eq!(Fetcher::on_leader_offsets(Offset(10), Offset(90), &l), Reset::Fetch);
+    }
+
+    #[test]
+    fn plans_carry_the_log_end_and_latest_epoch_and_skip_waiting_partitions() {
+        let mut f = Fetcher::new(FetcherConfig::new(NodeId(2), 9), NodeId(1));
+        let (a, b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        let id = Uuid::new_v4();
+        f.add_partition(a.clone(), id, Epoch(4)).unwrap();
+        f.add_partition(b.clone(), id, Epoch(4)).unwrap();
+        let view = |tp: &TopicPartition| {
+            Some(local(0, if tp.partition == 0 { 7 } else { 0 }, (tp.partition == 0).then_some(3)))
+        };
+        let plan = f.build(0, view).unwrap();
+        assert_eq!((plan.replica, plan.broker_epoch), (NodeId(2), 9));
+        let p0 = &plan.partitions[0];
+        assert_eq!(
+            (p0.fetch_offset, p0.last_fetched_epoch, p0.current_leader_epoch),
+            (Offset(7), Epoch(3), Epoch(4))
+        );
+        assert_eq!(plan.partitions[1].last_fetched_epoch, Epoch(-1));
+        // a: diverging epoch → truncate where the follower's epoch 3 data ends on the leader.
+        let reply = PartitionReply { diverging_epoch: Some((3, 5)), ..PartitionReply::default() };
+        let act = f.on_reply(&a, reply, &local(0, 7, Some(3)), |_| Some((Epoch(3), Offset(7))), 0);
+        assert_eq!(act, Action::Truncate { offset: Offset(5) });
+        // b: a storage error delays it by the backoff only.
+        let reply = PartitionReply { error_code: 56, ..PartitionReply::default() };
+        assert_eq!(f.on_reply(&b, reply, &local(0, 0, None), |_| None, 0), Action::Wait);
+        let plan = f.build(10, view).unwrap();
+        assert_eq!(plan.partitions.len(), 1);
+        assert_eq!(f.build(f.config.backoff_ms, view).unwrap().partitions.len(), 2);
+        assert!(f.remove_partition(&a));
+        assert!(!f.remove_partition(&a));
+    }
+}
