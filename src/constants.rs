@@ -104,6 +104,27 @@ pub const BATCH_CACHE_BYTES_PER_SHARD: usize = 64 * 1024 * 1024;
 /// Upper bound on a Fetch long-poll, whatever the client asks (Kafka caps it by its
 /// request timeout; a shard must not hold a waiter forever).
 pub const FETCH_MAX_WAIT_MS_CAP: i32 = 60_000;
+/// `replica.lag.time.max.ms` (Kafka's default): a follower that has not caught up with the
+/// leader's log end for this long leaves the ISR.
+pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: i64 = 30_000;
+/// `replica.fetch.wait.max.ms` (Kafka's default): a follower's Fetch long-poll. An append
+/// wakes it at once, so acks=all never waits this long for a live follower.
+pub const REPLICA_FETCH_WAIT_MAX_MS_DEFAULT: i32 = 500;
+/// `replica.fetch.min.bytes` (Kafka's default).
+pub const REPLICA_FETCH_MIN_BYTES_DEFAULT: i32 = 1;
+/// `replica.fetch.max.bytes` (Kafka's default, 1 MiB): per partition of a follower's Fetch.
+pub const REPLICA_FETCH_MAX_BYTES_DEFAULT: i32 = 1024 * 1024;
+/// `replica.fetch.response.max.bytes` (Kafka's default, 10 MiB).
+pub const REPLICA_FETCH_RESPONSE_MAX_BYTES_DEFAULT: i32 = 10 * 1024 * 1024;
+/// `replica.fetch.backoff.ms` (Kafka's default): retry delay after a follower fetch error.
+pub const REPLICA_FETCH_BACKOFF_MS_DEFAULT: i64 = 1000;
+/// `replica.socket.timeout.ms` (Kafka's default): a follower's request to its leader is
+/// abandoned (and the connection dropped) after this long plus the fetch's long-poll.
+pub const REPLICA_SOCKET_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Commands (add/remove partition, metadata version) queued for one running fetcher.
+pub const FETCHER_COMMANDS_MAX: usize = 4096;
+/// Partitions one follower fetcher (one per shard and leader broker) follows at most.
+pub const FETCHER_PARTITIONS_MAX: usize = 100_000;
 /// How long shutdown waits for in-flight requests and connections to drain.
 pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 10_000;
 /// How long after SIGTERM the process exits even if shutdown has not finished (drain, then

@@ -16,6 +16,8 @@
 //! - [`shard`]: the runtime: glommio executors, routing, the type-erased cross-shard mesh.
 //! - [`partition`]: a partition's state and operations on its owner shard, retention and
 //!   cleaning loops.
+//! - [`replication`]: ISR replication (in progress): follower fetch decisions, truncation to
+//!   the divergence point.
 //! - [`controller`]: metadata log, topic configs, placement.
 //! - [`quorum`]: the Raft quorum (raft-rs `RawNode` as a pure state machine) and its durable
 //!   store through [`io`]; not wired into the broker yet.
@@ -48,6 +50,7 @@ pub mod partition;
 pub mod protocol;
 pub mod quorum;
 pub mod quota;
+pub mod replication;
 pub mod server;
 pub mod shard;
 pub mod sim;

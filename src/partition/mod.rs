@@ -1,16 +1,22 @@
 //! One partition's state and work on its owner shard: the table of partitions a shard owns
 //! (opened and closed as the metadata image changes, [`table`]), the partition-level
 //! operations a request sends there (append, read, offset and epoch lookups, the long-poll
-//! wait, [`ops`]), and the periodic retention and cleaning of the shard's logs
-//! ([`maintenance`]). It grows into the leader/follower state of replication.
+//! wait, [`ops`]), the leader's view of its followers (high watermark, ISR decisions,
+//! min.insync.replicas: [`replicas`], pure; kept per partition by [`leader`]; the answer
+//! to a follower's Fetch: [`replica_fetch`]), and the periodic retention and
+//! cleaning of the shard's logs ([`maintenance`]). It grows into the leader/follower state
+//! of replication.
 //!
 //! Lives on each partition's owner shard; nothing here is touched by another thread.
 //! Invariants: at most one open log per partition directory; appends to a partition take
 //! effect in the order a connection sent them; a produce is answered only once the flush
 //! policy's durability is reached, and then wakes the partition's long-polls.
 
+pub mod leader;
 pub mod maintenance;
 pub mod ops;
+pub mod replica_fetch;
+pub mod replicas;
 pub mod table;
 
 pub use table::{OwnedPartition, PartitionTable};

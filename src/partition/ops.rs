@@ -25,6 +25,10 @@ pub enum PartitionOp {
         topic: String,
         partition: i32,
         records: Option<Bytes>,
+        /// 1 or -1 (0 is answered like 1 and the reply dropped by the connection).
+        acks: i16,
+        /// The request's `timeout_ms`: how long acks=all waits for the ISR.
+        timeout_ms: i32,
     },
     Fetch {
         topic: String,
@@ -54,6 +58,8 @@ pub enum PartitionOp {
         topic: String,
         partition: i32,
     },
+    /// A follower's Fetch (`partition::replica_fetch`).
+    ReplicaFetch(super::replica_fetch::ReplicaFetchOp),
 }
 
 /// A partition-level error with the message Kafka clients log.
@@ -117,6 +123,8 @@ pub struct FetchPart {
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub records: Bytes,
+    /// Fetch v12+ for a follower whose log may diverge: (epoch, end offset).
+    pub diverging_epoch: Option<(i32, i64)>,
 }
 
 pub struct OffsetAnswer {
@@ -129,6 +137,8 @@ pub struct OffsetAnswer {
 pub struct WaitSpec {
     pub partitions: Vec<(String, i32, i64)>,
     pub max_wait_ms: u64,
+    /// A follower's fetch: wait for the log end (woken by appends), not the high watermark.
+    pub replica: bool,
 }
 
 /// Runs the operations of one request on this (their owner) shard.
@@ -140,8 +150,9 @@ pub async fn run_ops(ctx: &Rc<ShardCtx>, ops: Vec<PartitionOp>) -> Vec<Partition
 
 async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
     match op {
-        PartitionOp::Produce { topic, partition, records } => {
-            PartitionResult::Produce(produce(ctx, &topic, partition, records).await)
+        PartitionOp::Produce { topic, partition, records, acks, timeout_ms } => {
+            let wait = AckWait { acks, timeout_ms };
+            PartitionResult::Produce(produce(ctx, &topic, partition, records, wait).await)
         }
         PartitionOp::Fetch { topic, partition, fetch_offset, max_bytes, current_leader_epoch } => {
             PartitionResult::Fetch(
@@ -168,15 +179,22 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
         PartitionOp::DescribeProducers { topic, partition } => {
             PartitionResult::DescribeProducers(describe_producers(ctx, &topic, partition))
         }
+        PartitionOp::ReplicaFetch(op) => {
+            PartitionResult::Fetch(super::replica_fetch::run(ctx, op).await)
+        }
     }
 }
 
-fn owned(ctx: &ShardCtx, topic: &str, partition: i32) -> Result<Rc<OwnedPartition>, OpError> {
+pub(super) fn owned(
+    ctx: &ShardCtx,
+    topic: &str,
+    partition: i32,
+) -> Result<Rc<OwnedPartition>, OpError> {
     ctx.partitions.get(topic, partition).ok_or((ResponseError::NotLeaderOrFollower, None))
 }
 
 /// Kafka's current_leader_epoch rule: older → fenced, newer → unknown, -1 → unchecked.
-fn check_epoch(p: &OwnedPartition, current_leader_epoch: i32) -> Result<(), OpError> {
+pub(super) fn check_epoch(p: &OwnedPartition, current_leader_epoch: i32) -> Result<(), OpError> {
     let epoch = p.leader_epoch.get().0;
     if current_leader_epoch == -1 || current_leader_epoch == epoch {
         Ok(())
@@ -207,17 +225,29 @@ fn check_single_batch(records: Option<&Bytes>) -> Result<(), OpError> {
     }
 }
 
+/// What a produce waits for after its own write: acks and the request's bound.
+struct AckWait {
+    acks: i16,
+    timeout_ms: i32,
+}
+
 async fn produce(
     ctx: &ShardCtx,
     topic: &str,
     partition: i32,
     records: Option<Bytes>,
+    wait: AckWait,
 ) -> Result<ProduceOk, ProduceError> {
     let p = owned(ctx, topic, partition)?;
     check_single_batch(records.as_ref())?;
+    if wait.acks == -1 {
+        p.replication.check_produce().map_err(super::replica_fetch::replica_error)?;
+    }
     let batch = records.unwrap_or_default();
     let (started, batch_bytes) = (std::time::Instant::now(), batch.len());
     let info = p.log.append(batch, p.leader_epoch.get(), now_ms()).await?;
+    // Followers' long-polls hear of the data at once (they read up to the log end).
+    p.replication.appended.notify_all();
     // A duplicate (an idempotent producer's retry) waits for its original, like Kafka's
     // delayed produce, then gets the original's offsets.
     p.log.wait_committed(info.last_offset).await?;
@@ -225,6 +255,9 @@ async fn produce(
         crate::metrics::produced(topic, batch_bytes, &info, started);
     }
     p.hw_changed.notify_all();
+    if wait.acks == -1 && p.replication.has_followers() {
+        super::replica_fetch::wait_for_isr(&p, info.last_offset.next(), wait.timeout_ms).await?;
+    }
     Ok(ProduceOk {
         base_offset: info.base_offset.0,
         log_append_time_ms: info.log_append_time_ms,
@@ -246,6 +279,7 @@ async fn fetch(
         last_stable_offset: -1,
         log_start_offset: -1,
         records: Bytes::new(),
+        diverging_epoch: None,
     };
     let p = match owned(ctx, topic, partition) {
         Ok(p) => p,
@@ -267,6 +301,7 @@ async fn fetch(
         last_stable_offset: p.last_stable_offset().0,
         log_start_offset: p.log.log_start_offset().0,
         records,
+        diverging_epoch: None,
     }
 }
 
@@ -323,21 +358,34 @@ pub async fn wait_for_data(ctx: &ShardCtx, spec: WaitSpec) {
     let mut parts = Vec::with_capacity(spec.partitions.len());
     for (topic, partition, offset) in &spec.partitions {
         let Some(p) = ctx.partitions.get(topic, *partition) else { return };
-        if p.high_watermark().0 > *offset {
+        let end = if spec.replica { p.log.log_end_offset() } else { p.high_watermark() };
+        if end.0 > *offset {
             return;
         }
-        let seen = p.hw_changed.version();
+        let seen = wake_signal(&p, spec.replica).version();
         parts.push((p, seen));
     }
     if parts.is_empty() || ctx.is_shutting_down() {
         return;
     }
     let shutdown_seen = ctx.shutdown.version();
-    let mut waits: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>> =
-        parts.iter().map(|(p, seen)| Box::pin(p.hw_changed.changed_since(*seen)) as _).collect();
+    let replica = spec.replica;
+    let mut waits: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>> = parts
+        .iter()
+        .map(|(p, seen)| Box::pin(wake_signal(p, replica).changed_since(*seen)) as _)
+        .collect();
     waits.push(Box::pin(ctx.shutdown.changed_since(shutdown_seen)));
     let any = futures::future::select_all(waits);
     crate::shard::with_timeout(Duration::from_millis(spec.max_wait_ms), any).await;
+}
+
+/// What a long-poll waits on: appends for a follower, the high watermark for a consumer.
+fn wake_signal(p: &OwnedPartition, replica: bool) -> &crate::sync::Notify {
+    if replica {
+        &p.replication.appended
+    } else {
+        &p.hw_changed
+    }
 }
 
 /// The partition's idempotent producers, by producer id (DescribeProducers).

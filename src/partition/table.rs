@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use super::leader::Replication;
+use super::replicas::ReplicaSettings;
 use crate::controller::BrokerDefaults;
 use crate::io::dma::DmaFileSystem;
 use crate::shard::ShardCtx;
@@ -32,16 +34,19 @@ pub struct OwnedPartition {
     pub leader_epoch: Cell<Epoch>,
     /// Notified whenever the high watermark may have moved (Fetch long-polls wait on it).
     pub hw_changed: Notify,
+    /// Replicas, ISR and followers' progress (`partition::leader`); a single replica today.
+    pub replication: Replication,
 }
 
 impl OwnedPartition {
     /// The high watermark: what consumers may read and acks=all waits for. The partition
     /// layer decides it, not storage: storage reports how far this replica's log is durable
     /// under the flush policy (`committed_offset`); with replication the leader takes the
-    /// minimum of that over the ISR. One replica today, so it is this log's own.
+    /// minimum of that over the ISR (`partition::leader`); for a single replica it is this
+    /// log's own.
     #[must_use]
     pub fn high_watermark(&self) -> Offset {
-        self.log.committed_offset()
+        self.replication.high_watermark(&self.log, crate::shard::now_ms())
     }
 
     /// The last stable offset: the high watermark until transactions can leave records
@@ -107,14 +112,19 @@ impl PartitionTable {
         let mut failures = Vec::new();
         for (tp, (_, epoch)) in wanted {
             let Some(topic) = image.topic(&tp.topic) else { continue };
-            if let Some(existing) = self.map.borrow().get(&tp) {
+            let existing = self.map.borrow().get(&tp).cloned();
+            if let Some(existing) = existing {
                 existing.leader_epoch.set(epoch);
+                sync_replication(&existing, image, topic);
+                start_leader_epoch(&existing, epoch).await;
                 // Live topic configs (AlterConfigs): a no-op when nothing changed.
                 existing.log.set_config(log_config(topic, &image.broker_defaults));
                 continue;
             }
             match self.open(&tp, topic, &image.broker_defaults, epoch).await {
                 Ok(partition) => {
+                    sync_replication(&partition, image, topic);
+                    start_leader_epoch(&partition, epoch).await;
                     self.map.borrow_mut().insert(tp, Rc::new(partition));
                 }
                 Err(reason) => {
@@ -150,6 +160,7 @@ impl PartitionTable {
             log,
             leader_epoch: Cell::new(epoch),
             hw_changed: Notify::new(),
+            replication: Replication::single(crate::types::NodeId(0), epoch),
         })
     }
 
@@ -157,6 +168,7 @@ impl PartitionTable {
     async fn remove(&self, ctx: &ShardCtx, partition: Rc<OwnedPartition>) {
         // Wake long-polls so they drop their reference.
         partition.hw_changed.notify_all();
+        partition.replication.appended.notify_all();
         let tp = partition.tp.clone();
         let topic_id = partition.topic_id;
         if let Some(owned) = wait_sole_owner(partition).await {
@@ -252,6 +264,45 @@ fn log_config(topic: &TopicImage, broker: &BrokerDefaults) -> LogConfig {
         max_compaction_lag_ms: c.max_compaction_lag_ms,
         min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio,
         producer_id_expiration_ms: broker.long("producer.id.expiration.ms"),
+    }
+}
+
+/// Brings a partition's replica state in line with the image (replicas, ISR, leader epoch,
+/// `min.insync.replicas`, `replica.lag.time.max.ms`).
+fn sync_replication(p: &OwnedPartition, image: &MetadataImage, topic: &TopicImage) {
+    let Some(pi) = usize::try_from(p.tp.partition).ok().and_then(|i| topic.partitions.get(i))
+    else {
+        return;
+    };
+    let settings = ReplicaSettings {
+        lag_time_max_ms: image.broker_defaults.long("replica.lag.time.max.ms"),
+        min_insync_replicas: topic.config.min_insync_replicas,
+    };
+    let me = image.node_id;
+    // Leader-side tracking only where this broker leads (followers come with the cluster
+    // work); a single replica keeps today's behaviour.
+    let (replicas, isr) = if pi.leader == me && pi.replicas.len() > 1 {
+        (pi.replicas.clone(), pi.isr.clone())
+    } else {
+        (vec![me], vec![me])
+    };
+    // A leader with followers starts from the log start until a high-watermark checkpoint
+    // exists (never exposing records the ISR may not hold); one replica from its own log.
+    let hw = if replicas.len() > 1 { p.log.log_start_offset() } else { p.log.committed_offset() };
+    let now_ms = crate::shard::now_ms();
+    let epoch_start = p.log.log_end_offset();
+    p.replication.sync(me, pi.leader_epoch, epoch_start, &replicas, &isr, hw, settings, now_ms);
+}
+
+/// A leader with followers records its epoch's start in the epoch cache at once (Kafka's
+/// `maybeAssignEpochStartOffset`), so followers of an older epoch learn where it ended. A
+/// single replica is left as before (its epoch is recorded by its first append).
+async fn start_leader_epoch(p: &OwnedPartition, epoch: Epoch) {
+    if !p.replication.has_followers() || p.log.latest_epoch().is_some_and(|e| e >= epoch) {
+        return;
+    }
+    if let Err(err) = p.log.assign_epoch_start(epoch).await {
+        tracing::warn!(partition = %p.tp, "cannot record leader epoch {epoch}: {err}");
     }
 }
 

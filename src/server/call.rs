@@ -104,7 +104,7 @@ fn api_of(req: &ShardRequest) -> Option<i16> {
     match req {
         ShardRequest::Partitions(ops) => ops.first().map(|op| match op {
             PartitionOp::Produce { .. } => PRODUCE,
-            PartitionOp::Fetch { .. } => FETCH,
+            PartitionOp::Fetch { .. } | PartitionOp::ReplicaFetch(_) => FETCH,
             PartitionOp::ListOffsets { .. } => LIST_OFFSETS,
             PartitionOp::EpochEnd { .. } => OFFSET_FOR_LEADER_EPOCH,
             PartitionOp::DeleteRecords { .. } => DELETE_RECORDS,

@@ -8,8 +8,13 @@
 //! From v13 topics are named by topic id (KIP-516), resolved through this shard's image;
 //! an unknown id gets UNKNOWN_TOPIC_ID. From v16, a partition failing with
 //! NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its current leader and the
-//! leader's endpoint (KIP-951). The follower-only fields (replica state v15, directory id
-//! v17, the replica's high watermark v18) are read and ignored: there are no followers.
+//! leader's endpoint (KIP-951).
+//!
+//! A fetch from a follower (`replica_id >= 0` before v15, `replica_state.replica_id` with its
+//! broker epoch from v15, KIP-903) goes to `partition::replica_fetch` instead: data up to the
+//! log end, the follower's progress recorded, `diverging_epoch` (v12+) when its log may
+//! diverge, a long-poll woken by appends, and no client quota. Directory id (v17) and the
+//! replica's high watermark (v18) are read and ignored.
 //!
 //! Client quotas: `max_bytes` is capped at one quota window of the client's
 //! `consumer_byte_rate` share, and the response's size counts against that rate on the
@@ -23,7 +28,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -34,10 +39,11 @@ use super::dispatch::{respond, Outcome, ResponseFuture};
 use super::route::{self, Scatter};
 use crate::constants::FETCH_MAX_WAIT_MS_CAP;
 use crate::partition::ops::{FetchPart, PartitionOp, PartitionResult, WaitSpec};
+use crate::partition::replica_fetch::{ReplicaFetchOp, ReplicaFetchRequest};
 use crate::protocol::decode_request;
 use crate::quota::QuotaKind;
 use crate::shard::ShardCtx;
-use crate::types::ShardId;
+use crate::types::{Epoch, NodeId, Offset, ShardId};
 
 /// 4 is the Kafka 4 floor (and what librdkafka needs to use v2 batches); 18 is Kafka
 /// 4.1's maximum (13+ name topics by id).
@@ -48,6 +54,10 @@ pub const TOPIC_ID_VERSION: i16 = 13;
 const CURRENT_LEADER_VERSION: i16 = 16;
 /// The first version whose clients throttle themselves on `throttle_time_ms` (KIP-219).
 const CLIENT_THROTTLE_VERSION: i16 = 8;
+/// The first version carrying `replica_state` (KIP-903) instead of `replica_id`.
+const REPLICA_STATE_VERSION: i16 = 15;
+/// The first version with `last_fetched_epoch` and `diverging_epoch`.
+const DIVERGING_EPOCH_VERSION: i16 = 12;
 
 struct Wanted {
     topic: usize,
@@ -56,6 +66,8 @@ struct Wanted {
     fetch_offset: i64,
     max_bytes: usize,
     current_leader_epoch: i32,
+    /// v12+, -1 when absent.
+    last_fetched_epoch: i32,
     owner: Option<ShardId>,
     /// v13+: the request's topic id matches no topic.
     unknown_id: bool,
@@ -77,6 +89,19 @@ struct Plan {
     max_wait: Duration,
     session_error: Option<ResponseError>,
     client_id: Option<String>,
+    /// A follower's fetch: its broker id and broker epoch (-1 before v15).
+    replica: Option<(NodeId, i64)>,
+}
+
+/// The follower behind a Fetch, if it is one: `replica_state` from v15 (KIP-903), the
+/// top-level `replica_id` before (consumers send -1).
+fn replica_of(req: &FetchRequest, version: i16) -> Option<(NodeId, i64)> {
+    let (id, epoch) = if version >= REPLICA_STATE_VERSION {
+        (req.replica_state.replica_id.0, req.replica_state.replica_epoch)
+    } else {
+        (req.replica_id.0, -1)
+    };
+    (id >= 0).then_some((NodeId(id), epoch))
 }
 
 pub async fn start(
@@ -87,6 +112,7 @@ pub async fn start(
     let (header, req) =
         decode_request::<FetchRequest>(frame, ApiKey::Fetch, version).map_err(|e| e.to_string())?;
     let client_id = header.client_id.as_ref().map(ToString::to_string);
+    let replica = replica_of(&req, version);
     let image = ctx.image();
     let quota_window_bytes = ctx.quotas.borrow().max_bytes_in_window(
         &image.client_quotas,
@@ -120,6 +146,7 @@ pub async fn start(
                 fetch_offset: p.fetch_offset,
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0).min(max_bytes),
                 current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
                 unknown_id,
             });
         }
@@ -136,6 +163,7 @@ pub async fn start(
         // Without sessions, only "no session" (id 0) is valid.
         session_error: (req.session_id != 0).then_some(ResponseError::FetchSessionIdNotFound),
         client_id,
+        replica,
     };
     let ctx = ctx.clone();
     Ok(Box::pin(async move { run(&ctx, plan).await }))
@@ -159,8 +187,14 @@ async fn run(ctx: &Rc<ShardCtx>, plan: Plan) -> Outcome {
     let leaders = Leaders::of(ctx);
     let (version, correlation_id) = (plan.version, plan.correlation_id);
     let client_id = plan.client_id.clone();
+    let from_replica = plan.replica.is_some();
     let response = build_response(plan, parts, &leaders);
     let outcome = respond(ApiKey::Fetch, version, correlation_id, &response);
+    if from_replica {
+        // Replication traffic is not a client's: no consumer_byte_rate (Kafka has separate
+        // replication quotas).
+        return outcome;
+    }
     apply_quota(ctx, outcome, (version, correlation_id), client_id.as_deref())
 }
 
@@ -195,13 +229,7 @@ async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
             (false, Some(owner)) => Ok(owner),
             (false, None) => Err(ResponseError::UnknownTopicOrPartition),
         };
-        scatter.push((), target, || PartitionOp::Fetch {
-            topic: w.name.clone(),
-            partition: w.partition,
-            fetch_offset: w.fetch_offset,
-            max_bytes: w.max_bytes,
-            current_leader_epoch: w.current_leader_epoch,
-        });
+        scatter.push((), target, || fetch_op(plan, w));
     }
     let outcomes = scatter.send(ctx).await.gather().await;
     outcomes
@@ -214,9 +242,36 @@ async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
                 last_stable_offset: -1,
                 log_start_offset: -1,
                 records: Bytes::new(),
+                diverging_epoch: None,
             },
         })
         .collect()
+}
+
+/// The partition-level operation for one wanted partition: a consumer's or a follower's.
+fn fetch_op(plan: &Plan, w: &Wanted) -> PartitionOp {
+    let Some((replica, broker_epoch)) = plan.replica else {
+        return PartitionOp::Fetch {
+            topic: w.name.clone(),
+            partition: w.partition,
+            fetch_offset: w.fetch_offset,
+            max_bytes: w.max_bytes,
+            current_leader_epoch: w.current_leader_epoch,
+        };
+    };
+    PartitionOp::ReplicaFetch(ReplicaFetchOp {
+        topic: w.name.clone(),
+        partition: w.partition,
+        current_leader_epoch: w.current_leader_epoch,
+        request: ReplicaFetchRequest {
+            replica,
+            broker_epoch,
+            fetch_offset: Offset(w.fetch_offset),
+            last_fetched_epoch: Epoch(w.last_fetched_epoch),
+            max_bytes: w.max_bytes,
+            epoch_given: w.current_leader_epoch >= 0,
+        },
+    })
 }
 
 /// Asks each owner shard to report when one of its partitions has new data; returns at
@@ -231,7 +286,7 @@ async fn wait_for_data(ctx: &Rc<ShardCtx>, plan: &Plan, wait: Duration) {
     let max_wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
     let mut pending = Vec::with_capacity(by_shard.len());
     for (shard, partitions) in by_shard {
-        let spec = WaitSpec { partitions, max_wait_ms };
+        let spec = WaitSpec { partitions, max_wait_ms, replica: plan.replica.is_some() };
         pending.push(ctx.call(shard, ShardRequest::WaitForData(spec)).await);
     }
     if pending.is_empty() {
@@ -323,6 +378,11 @@ fn build_response(plan: Plan, parts: Vec<FetchPart>, leaders: &Leaders) -> Fetch
             .with_log_start_offset(if plan.version >= 5 { part.log_start_offset } else { -1 })
             .with_preferred_read_replica(BrokerId(-1))
             .with_records(Some(part.records));
+        if let (Some((epoch, end)), true) =
+            (part.diverging_epoch, plan.version >= DIVERGING_EPOCH_VERSION)
+        {
+            data.diverging_epoch = EpochEndOffset::default().with_epoch(epoch).with_end_offset(end);
+        }
         let leader_error = matches!(
             part.error,
             Some(ResponseError::NotLeaderOrFollower | ResponseError::FencedLeaderEpoch)
@@ -392,6 +452,7 @@ mod tests {
             last_stable_offset: 0,
             log_start_offset: 0,
             records: Bytes::from(vec![0u8; len]),
+            diverging_epoch: None,
         }
     }
 
@@ -416,6 +477,7 @@ mod tests {
                     fetch_offset: 0,
                     max_bytes: 100,
                     current_leader_epoch: -1,
+                    last_fetched_epoch: -1,
                     owner: Some(ShardId(0)),
                     unknown_id: false,
                 })
@@ -425,6 +487,7 @@ mod tests {
             max_wait: Duration::ZERO,
             session_error: None,
             client_id: None,
+            replica: None,
         }
     }
 

@@ -90,6 +90,8 @@ pub async fn start(
                 topic: name.clone(),
                 partition: p.index,
                 records: p.records,
+                acks,
+                timeout_ms: req.timeout_ms,
             });
         }
         topics.push((topic.name, topic.topic_id));

@@ -52,6 +52,11 @@ pub enum StorageError {
     /// The log was closed (or is closing): NOT_LEADER_OR_FOLLOWER-ish at the server's choice.
     #[error("log {path:?} is closed")]
     Closed { path: PathBuf },
+    /// A follower append whose batch does not start at the log end (overlap, or a gap in a
+    /// non-compacted log): Kafka's `UnexpectedAppendOffsetException`. Never sent to a client
+    /// (the fetcher truncates and re-fetches); UNKNOWN_SERVER_ERROR (-1) if it ever is.
+    #[error("replicated batch at offset {got}, expected {expected}")]
+    ReplicaOffsetMismatch { expected: Offset, got: Offset },
 }
 
 impl StorageError {
@@ -72,6 +77,7 @@ impl StorageError {
             | StorageError::Io { .. }
             | StorageError::Corrupt { .. }
             | StorageError::Closed { .. } => 56,
+            StorageError::ReplicaOffsetMismatch { .. } => -1,
         }
     }
 

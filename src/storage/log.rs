@@ -141,7 +141,7 @@ impl<F: FileSystem> LogInner<F> {
         Ok(Segment::new(base, path, file))
     }
 
-    fn needs_roll(&self, batch_bytes: usize, rel_last: i64, now_ms: i64) -> bool {
+    pub(super) fn needs_roll(&self, batch_bytes: usize, rel_last: i64, now_ms: i64) -> bool {
         let st = self.st.borrow();
         let seg = st.active();
         if seg.size_bytes == 0 {
@@ -177,7 +177,10 @@ impl<F: FileSystem> LogInner<F> {
         Ok(())
     }
 
-    async fn wait_for_space(self: &Rc<Self>, batch_bytes: usize) -> Result<(), StorageError> {
+    pub(super) async fn wait_for_space(
+        self: &Rc<Self>,
+        batch_bytes: usize,
+    ) -> Result<(), StorageError> {
         loop {
             self.check_writable()?;
             let unwritten = self.st.borrow().unwritten_bytes;
@@ -436,6 +439,43 @@ impl<F: FileSystem> PartitionLog<F> {
         self.inner.committed()
     }
 
+    /// How far this replica's log is durable under its flush policy, distinct from the log
+    /// end: EveryBatch: fsynced; IntervalMs/Never: the O_DIRECT write completed (survives a
+    /// process crash; those policies rely on replication for power loss, as Kafka). This is
+    /// the log end offset a follower reports to its leader and the leader's own term in the
+    /// high watermark. The same value as [`Self::committed_offset`], named for replication.
+    #[must_use]
+    pub fn durable_offset(&self) -> Offset {
+        self.inner.committed()
+    }
+
+    /// Exclusive end of what is fsynced, whatever the flush policy.
+    #[must_use]
+    pub fn fsynced_offset(&self) -> Offset {
+        self.inner.st.borrow().durable
+    }
+
+    /// Appends batches fetched from the partition leader as they are: the leader's base
+    /// offsets, leader epochs, timestamps and CRCs (checked), no offset assignment, no
+    /// validation, no re-compression. The first batch must start at the log end (a
+    /// compacted log also accepts gaps), else [`StorageError::ReplicaOffsetMismatch`] and
+    /// nothing is appended. Updates the leader-epoch cache and the producer state from the
+    /// headers. A trailing partial batch is ignored. Durability follows the flush policy:
+    /// wait with [`Self::wait_committed`] / [`Self::durable_offset`].
+    pub async fn append_replicated(
+        &self,
+        records: Bytes,
+        now_ms: i64,
+    ) -> Result<super::ReplicaAppendInfo, StorageError> {
+        self.inner.append_replicated(records, now_ms).await
+    }
+
+    /// The leader-epoch cache's entries (epoch, start offset), oldest first.
+    #[must_use]
+    pub fn epoch_entries(&self) -> Vec<(Epoch, Offset)> {
+        self.inner.st.borrow().epochs.entries.clone()
+    }
+
     #[must_use]
     pub fn log_end_offset(&self) -> Offset {
         self.inner.st.borrow().log_end
@@ -511,6 +551,25 @@ impl<F: FileSystem> PartitionLog<F> {
     /// Removes every batch from the one containing `offset` onward (replication).
     pub async fn truncate_to(&self, offset: Offset) -> Result<(), StorageError> {
         self.inner.truncate_to(offset).await
+    }
+
+    /// Empties the log and restarts it at `offset` (replication: the leader's log starts
+    /// past this log's end). Producer state and the epoch cache are emptied with it.
+    pub async fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<(), StorageError> {
+        self.inner.truncate_fully_and_start_at(offset).await
+    }
+
+    /// Starts leader epoch `epoch` at the log end in the leader-epoch cache (checkpointed),
+    /// before any append of the epoch: Kafka's `maybeAssignEpochStartOffset` on becoming
+    /// leader, so a follower asking about an older epoch learns where it ends. No-op if the
+    /// cache already has this or a later epoch.
+    pub async fn assign_epoch_start(&self, epoch: Epoch) -> Result<(), StorageError> {
+        let _turn = self.inner.append_lock.acquire().await;
+        let end = self.inner.st.borrow().log_end;
+        if self.inner.st.borrow_mut().epochs.assign(epoch, end) {
+            self.inner.write_epochs().await?;
+        }
+        Ok(())
     }
 
     #[must_use]

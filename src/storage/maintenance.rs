@@ -150,6 +150,18 @@ impl<F: FileSystem> LogInner<F> {
         Ok(())
     }
 
+    /// Empties the log and restarts it at `offset` (Kafka's `truncateFullyAndStartAt`: a
+    /// follower whose leader's log now starts past this log's end).
+    pub async fn truncate_fully_and_start_at(
+        self: &Rc<Self>,
+        offset: Offset,
+    ) -> Result<(), StorageError> {
+        let _turn = self.append_lock.acquire().await;
+        self.check_writable()?;
+        self.drain(false, true).await?;
+        self.truncate_fully(offset).await
+    }
+
     async fn truncate_fully(self: &Rc<Self>, offset: Offset) -> Result<(), StorageError> {
         self.lower_recovery_point(offset).await?;
         if self.st.borrow_mut().epochs.truncate_from_end(offset) {

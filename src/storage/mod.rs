@@ -13,7 +13,8 @@
 //! partition log: append, wait_committed, read, truncation), `writer` (group commit), `read`
 //! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files), [`cleaner`]
 //! (log compaction with crash-safe segment swaps), [`producer_state`] (idempotent producers'
-//! sequence windows, pure) and `producers` (their snapshots and rebuild from the log).
+//! sequence windows, pure) and `producers` (their snapshots and rebuild from the log),
+//! `replicated` (follower appends with the leader's offsets and epochs).
 
 pub mod batch;
 pub mod cache;
@@ -30,6 +31,7 @@ mod read;
 mod readahead;
 pub mod records;
 mod recovery;
+mod replicated;
 pub mod retention;
 pub mod segment;
 pub mod validate;
@@ -39,6 +41,7 @@ pub use cache::BatchCache;
 pub use cleaner::{CleanOptions, CleanOutcome, CleanStats};
 pub use error::StorageError;
 pub use log::PartitionLog;
+pub use replicated::ReplicaAppendInfo;
 pub use retention::RetentionOutcome;
 
 use crate::constants;

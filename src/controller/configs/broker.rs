@@ -348,6 +348,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         "The time span of each sample for client quotas",
     ),
     only(
+        "replica.lag.time.max.ms",
+        L,
+        Some("30000"),
+        Any,
+        READ_ONLY,
+        "If a follower hasn't sent any fetch requests or hasn't consumed up to the leaders \
+         log end offset for at least this time, the leader will remove the follower from isr",
+    ),
+    only(
         "socket.request.max.bytes",
         I,
         Some("104857600"),

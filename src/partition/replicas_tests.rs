@@ -1,0 +1,140 @@
+//! Unit tests of `partition::replicas` (Kafka's `PartitionTest`/`ReplicaTest` cases that
+//! need no log).
+
+use super::*;
+
+const LAG: i64 = 30_000;
+
+fn n(ids: &[i32]) -> Vec<NodeId> {
+    ids.iter().map(|i| NodeId(*i)).collect()
+}
+
+fn three(isr: &[i32], min_isr: i32) -> LeaderReplicas {
+    let settings = ReplicaSettings { lag_time_max_ms: LAG, min_insync_replicas: min_isr };
+    LeaderReplicas::new(
+        NodeId(1),
+        Epoch(5),
+        Offset(0),
+        &n(&[1, 2, 3]),
+        &n(isr),
+        Offset(0),
+        settings,
+        1_000_000,
+    )
+}
+
+#[test]
+fn single_replica_high_watermark_is_its_own_durable_offset() {
+    let mut r = LeaderReplicas::new(
+        NodeId(1),
+        Epoch(0),
+        Offset(0),
+        &n(&[1]),
+        &n(&[1]),
+        Offset(0),
+        ReplicaSettings::default(),
+        0,
+    );
+    assert!(r.update_high_watermark(Offset(10), Offset(7), 5));
+    assert_eq!(r.high_watermark(), Offset(7));
+    assert!(!r.update_high_watermark(Offset(10), Offset(7), 6));
+    assert!(r.check_produce().is_ok());
+    assert_eq!(r.ack_state(Offset(7)), Ok(AckState::Done));
+    assert_eq!(r.ack_state(Offset(8)), Ok(AckState::Waiting));
+    assert!(r.isr_change(Offset(10), 10_000_000, |_| true).is_none());
+}
+
+#[test]
+fn high_watermark_is_the_isr_minimum_and_never_goes_back() {
+    let mut r = three(&[1, 2, 3], 2);
+    let t = 1_000_000;
+    // Followers unknown yet: nothing advances.
+    assert!(!r.update_high_watermark(Offset(10), Offset(10), t));
+    r.on_follower_fetch(NodeId(2), 7, Offset(10), Offset(10), Offset(10), true, t).unwrap();
+    assert_eq!(r.high_watermark(), Offset(0));
+    assert!(r.on_follower_fetch(NodeId(3), 7, Offset(6), Offset(10), Offset(10), true, t).unwrap());
+    assert_eq!(r.high_watermark(), Offset(6));
+    // The leader's own durable offset bounds it too.
+    r.on_follower_fetch(NodeId(3), 7, Offset(10), Offset(12), Offset(8), true, t).unwrap();
+    assert_eq!(r.high_watermark(), Offset(8));
+    // A follower that truncated (new fetch offset lower) does not move it back.
+    r.on_follower_fetch(NodeId(3), 7, Offset(4), Offset(12), Offset(12), true, t).unwrap();
+    assert_eq!(r.high_watermark(), Offset(8));
+    // Out of the ISR but caught up within the lag window, 3 still holds the high watermark
+    // (Kafka: a replica about to rejoin is never below it); past the window it does not.
+    r.apply_isr(&n(&[1, 2]));
+    r.on_follower_fetch(NodeId(2), 7, Offset(12), Offset(12), Offset(12), true, t).unwrap();
+    assert_eq!(r.high_watermark(), Offset(8));
+    let later = t + LAG + 1;
+    r.on_follower_fetch(NodeId(2), 7, Offset(12), Offset(12), Offset(12), true, later).unwrap();
+    assert_eq!(r.high_watermark(), Offset(12));
+}
+
+#[test]
+fn caught_up_time_follows_kafkas_rule() {
+    let mut r = three(&[1, 2, 3], 1);
+    let t0 = 1_000_000;
+    // Fetch at 5 while the leader is at 10: not caught up (yet).
+    r.on_follower_fetch(NodeId(2), 1, Offset(5), Offset(10), Offset(10), true, t0).unwrap();
+    assert_eq!(r.follower(NodeId(2)).unwrap().last_caught_up_ms, t0); // the ISR grace
+                                                                      // Next fetch at 10 (the leader's end at the previous fetch) while the leader is at 20:
+                                                                      // caught up as of the previous fetch.
+    let t1 = t0 + 40_000;
+    r.on_follower_fetch(NodeId(2), 1, Offset(10), Offset(20), Offset(20), true, t1).unwrap();
+    assert_eq!(r.follower(NodeId(2)).unwrap().last_caught_up_ms, t0);
+    let t2 = t1 + 500;
+    r.on_follower_fetch(NodeId(2), 1, Offset(20), Offset(20), Offset(20), true, t2).unwrap();
+    assert_eq!(r.follower(NodeId(2)).unwrap().last_caught_up_ms, t2);
+    // Stale broker epoch refused, unknown replica refused with Kafka's two codes.
+    let stale = r.on_follower_fetch(NodeId(2), 0, Offset(20), Offset(20), Offset(20), true, t2);
+    assert_eq!(stale.unwrap_err().kafka_code(), 6);
+    let other = r.on_follower_fetch(NodeId(9), 1, Offset(0), Offset(20), Offset(20), true, t2);
+    assert_eq!(other.unwrap_err().kafka_code(), 75);
+    let old = r.on_follower_fetch(NodeId(9), 1, Offset(0), Offset(20), Offset(20), false, t2);
+    assert_eq!(old.unwrap_err().kafka_code(), 6);
+}
+
+#[test]
+fn lagging_follower_shrinks_the_isr_and_rejoins_at_the_high_watermark() {
+    let mut r = three(&[1, 2, 3], 2);
+    let t0 = 1_000_000;
+    r.on_follower_fetch(NodeId(2), 1, Offset(10), Offset(10), Offset(10), true, t0).unwrap();
+    r.on_follower_fetch(NodeId(3), 1, Offset(10), Offset(10), Offset(10), true, t0).unwrap();
+    assert_eq!(r.high_watermark(), Offset(10));
+    // Leader grows to 50; 2 keeps up, 3 stops fetching.
+    let t1 = t0 + LAG + 1;
+    r.on_follower_fetch(NodeId(2), 1, Offset(50), Offset(50), Offset(50), true, t1).unwrap();
+    assert!(r.isr_change(Offset(50), t0 + LAG, |_| true).is_none(), "within the lag window");
+    let change = r.isr_change(Offset(50), t1, |_| true).unwrap();
+    assert_eq!(change, IsrChange::Shrink { remove: n(&[3]), new_isr: n(&[1, 2]) });
+    r.mark_pending(change);
+    assert!(r.isr_change(Offset(50), t1, |_| true).is_none(), "one change in flight");
+    r.apply_isr(&n(&[1, 2]));
+    r.update_high_watermark(Offset(50), Offset(50), t1);
+    assert_eq!(r.high_watermark(), Offset(50));
+    // 3 comes back below the high watermark: not yet; at it: expand (if eligible).
+    r.on_follower_fetch(NodeId(3), 1, Offset(30), Offset(50), Offset(50), true, t1).unwrap();
+    assert!(r.isr_change(Offset(50), t1, |_| true).is_none());
+    r.on_follower_fetch(NodeId(3), 1, Offset(50), Offset(50), Offset(50), true, t1).unwrap();
+    assert!(r.isr_change(Offset(50), t1, |_| false).is_none(), "fenced broker");
+    let change = r.isr_change(Offset(50), t1, |_| true).unwrap();
+    assert_eq!(change, IsrChange::Expand { add: NodeId(3), new_isr: n(&[1, 2, 3]) });
+    r.mark_pending(change);
+    assert_eq!(r.maximal_isr(), n(&[1, 2, 3]));
+}
+
+#[test]
+fn min_insync_replicas_before_and_after_append() {
+    let mut r = three(&[1], 2);
+    assert_eq!(r.check_produce().unwrap_err().kafka_code(), 19);
+    r.apply_isr(&n(&[1, 2]));
+    assert!(r.check_produce().is_ok());
+    let t = 1_000_000;
+    r.on_follower_fetch(NodeId(2), 1, Offset(5), Offset(5), Offset(5), true, t).unwrap();
+    assert_eq!(r.ack_state(Offset(5)), Ok(AckState::Done));
+    // The ISR shrinks while a produce waits for offset 9.
+    r.apply_isr(&n(&[1]));
+    // (Past the lag window, so 2 no longer counts as a replica about to rejoin.)
+    r.update_high_watermark(Offset(9), Offset(9), t + LAG + 1);
+    assert_eq!(r.ack_state(Offset(9)).unwrap_err().kafka_code(), 20);
+}

@@ -1,0 +1,165 @@
+//! The [`LeaderLink`] over TCP: Kafka's own protocol to the leader broker, as Kafka's
+//! replica fetcher speaks it (Fetch v15 with `replica_state`, KIP-903; topics by id; ListOffsets
+//! for the leader's log start and end). One connection, opened lazily and dropped on any
+//! error (the next round reconnects); every call is bounded by
+//! `replica.socket.timeout.ms` plus the fetch's own long-poll.
+//!
+//! Runs on the shard of the fetcher that owns it. Reuses the glommio Kafka client of the load
+//! generator (`bench::wire::Conn`) rather than a second one; the connection is taken out of
+//! its cell for the duration of a call, so no borrow is held across `.await`.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::driver::{LeaderLink, LinkError};
+use super::fetcher::{FetchPlan, PartitionReply};
+use crate::bench::wire::Conn;
+use crate::constants::REPLICA_SOCKET_TIMEOUT_MS_DEFAULT;
+use crate::types::{NodeId, Offset, TopicPartition};
+
+/// The Fetch version followers send (the first with `replica_state`).
+pub const REPLICA_FETCH_VERSION: i16 = 15;
+/// The ListOffsets version followers send.
+const LIST_OFFSETS_VERSION: i16 = 7;
+
+/// A Kafka-protocol connection to one leader broker.
+pub struct TcpLink {
+    addr: String,
+    replica: NodeId,
+    conn: Cell<Option<Conn>>,
+}
+
+impl TcpLink {
+    #[must_use]
+    pub fn new(addr: impl Into<String>, replica: NodeId) -> Self {
+        TcpLink { addr: addr.into(), replica, conn: Cell::new(None) }
+    }
+
+    /// Sends `req` on the connection (opened if needed) within `timeout`; the connection
+    /// is kept only after a success.
+    async fn call<R: kafka_protocol::protocol::Request>(
+        &self,
+        req: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response, LinkError> {
+        let attempt = async {
+            let mut conn = match self.conn.take() {
+                Some(c) => c,
+                None => Conn::connect(&self.addr).await.map_err(|e| LinkError(e.to_string()))?,
+            };
+            let resp = conn.call(req, version).await.map_err(|e| LinkError(e.to_string()))?;
+            self.conn.set(Some(conn));
+            Ok(resp)
+        };
+        crate::shard::with_timeout(timeout, attempt).await.unwrap_or_else(|| {
+            Err(LinkError(format!("{} did not answer in {timeout:?}", self.addr)))
+        })
+    }
+}
+
+/// The Fetch for `plan`, topics grouped by id in plan order.
+fn fetch_request(plan: &FetchPlan) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for p in &plan.partitions {
+        let part = FetchPartition::default()
+            .with_partition(p.tp.partition)
+            .with_current_leader_epoch(p.current_leader_epoch.0)
+            .with_fetch_offset(p.fetch_offset.0)
+            .with_last_fetched_epoch(p.last_fetched_epoch.0)
+            .with_log_start_offset(p.log_start_offset.0)
+            .with_partition_max_bytes(plan.partition_max_bytes);
+        match topics.iter_mut().find(|t| t.topic_id == p.topic_id) {
+            Some(t) => t.partitions.push(part),
+            None => topics
+                .push(FetchTopic::default().with_topic_id(p.topic_id).with_partitions(vec![part])),
+        }
+    }
+    FetchRequest::default()
+        .with_replica_state(
+            ReplicaState::default()
+                .with_replica_id(BrokerId(plan.replica.0))
+                .with_replica_epoch(plan.broker_epoch),
+        )
+        .with_max_wait_ms(plan.max_wait_ms)
+        .with_min_bytes(plan.min_bytes)
+        .with_max_bytes(plan.max_bytes)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics)
+}
+
+/// Each planned partition's answer (a missing one gets UNKNOWN_SERVER_ERROR, -1).
+fn replies(plan: &FetchPlan, resp: &FetchResponse) -> Vec<(TopicPartition, PartitionReply)> {
+    plan.partitions
+        .iter()
+        .map(|p| {
+            let data = resp
+                .responses
+                .iter()
+                .filter(|t| t.topic_id == p.topic_id)
+                .flat_map(|t| t.partitions.iter())
+                .find(|d| d.partition_index == p.tp.partition);
+            let reply = match (resp.error_code, data) {
+                (0, Some(d)) => PartitionReply {
+                    error_code: d.error_code,
+                    high_watermark: d.high_watermark,
+                    log_start_offset: d.log_start_offset,
+                    diverging_epoch: (d.diverging_epoch.end_offset >= 0)
+                        .then_some((d.diverging_epoch.epoch, d.diverging_epoch.end_offset)),
+                    records: d.records.clone().unwrap_or_default(),
+                },
+                (0, None) => PartitionReply { error_code: -1, ..PartitionReply::default() },
+                (code, _) => PartitionReply { error_code: code, ..PartitionReply::default() },
+            };
+            (p.tp.clone(), reply)
+        })
+        .collect()
+}
+
+impl LeaderLink for TcpLink {
+    async fn fetch(
+        &self,
+        plan: &FetchPlan,
+    ) -> Result<Vec<(TopicPartition, PartitionReply)>, LinkError> {
+        let req = fetch_request(plan);
+        let wait_ms = u64::try_from(plan.max_wait_ms).unwrap_or(0);
+        let timeout = Duration::from_millis(REPLICA_SOCKET_TIMEOUT_MS_DEFAULT + wait_ms);
+        let resp = self.call(&req, REPLICA_FETCH_VERSION, timeout).await?;
+        Ok(replies(plan, &resp))
+    }
+
+    async fn log_offsets(&self, tp: &TopicPartition) -> Result<(Offset, Offset), LinkError> {
+        let timeout = Duration::from_millis(REPLICA_SOCKET_TIMEOUT_MS_DEFAULT);
+        let mut out = [0i64; 2];
+        for (slot, timestamp) in out.iter_mut().zip([-2i64, -1]) {
+            let part = ListOffsetsPartition::default()
+                .with_partition_index(tp.partition)
+                .with_timestamp(timestamp);
+            let topic = ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                .with_partitions(vec![part]);
+            let req = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(self.replica.0))
+                .with_topics(vec![topic]);
+            let resp: ListOffsetsResponse = self.call(&req, LIST_OFFSETS_VERSION, timeout).await?;
+            let p = resp
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .ok_or_else(|| LinkError(format!("ListOffsets answer without {tp}")))?;
+            if p.error_code != 0 {
+                return Err(LinkError(format!("ListOffsets {tp}: error {}", p.error_code)));
+            }
+            *slot = p.offset;
+        }
+        Ok((Offset(out[0]), Offset(out[1])))
+    }
+}
