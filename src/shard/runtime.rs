@@ -52,6 +52,9 @@ pub struct App {
     pub handle: Handler,
     pub publish_image: PublishImage,
     pub serve_connection: ServeConnection,
+    /// Awaited before each accept: holds the accept loop while the application's limits
+    /// (connection count, creation rate) say so; connections then wait in the kernel.
+    pub accept_gate: AcceptGate,
 }
 
 /// Installs an image on every shard; `Err` names the shard that failed.
@@ -60,6 +63,9 @@ pub type PublishImage =
 /// Serves one accepted connection (with its peer's address) until it closes.
 pub type ServeConnection =
     fn(Rc<ShardCtx>, TcpStream, Option<std::net::IpAddr>) -> LocalBoxFuture<'static, ()>;
+
+/// Resolves when the shard may accept its next connection.
+pub type AcceptGate = fn(Rc<ShardCtx>) -> LocalBoxFuture<'static, ()>;
 
 /// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.
 pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
@@ -330,7 +336,11 @@ async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener, app: App) {
             break;
         }
         let accepted = {
-            let accept = listener.accept();
+            let gate = (app.accept_gate)(ctx.clone());
+            let accept = async {
+                gate.await;
+                listener.accept().await
+            };
             futures::pin_mut!(accept);
             let stop = ctx.shutdown.changed_since(seen);
             futures::pin_mut!(stop);

@@ -225,6 +225,42 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          eligible for deletion",
     ),
     only(
+        "max.connection.creation.rate",
+        I,
+        Some("2147483647"),
+        AtLeast(0),
+        READ_ONLY,
+        "The maximum connection creation rate the broker allows, connections/s; each shard \
+         holds an equal share and delays accepts beyond it.",
+    ),
+    only(
+        "max.connections",
+        I,
+        Some("2147483647"),
+        AtLeast(0),
+        READ_ONLY,
+        "The maximum number of connections the broker allows; at the limit new connections \
+         wait in the kernel's accept queue until one closes.",
+    ),
+    only(
+        "max.connections.per.ip",
+        I,
+        Some("2147483647"),
+        AtLeast(0),
+        READ_ONLY,
+        "The maximum number of connections from each IP address; a connection over it is \
+         closed at once.",
+    ),
+    only(
+        "max.connections.per.ip.overrides",
+        S,
+        Some(""),
+        Any,
+        READ_ONLY,
+        "A comma-separated list of per-IP overrides of max.connections.per.ip, as IP:count \
+         (IP addresses only, unlike Kafka which also takes host names).",
+    ),
+    only(
         "num.partitions",
         I,
         Some("1"),
@@ -286,6 +322,16 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          Producer IDs will not expire while a transaction associated to them is still ongoing.",
     ),
     only(
+        "queued.max.request.bytes",
+        L,
+        Some("536870912"),
+        AtLeast(-1),
+        READ_ONLY,
+        "Bytes of requests read but not yet answered, for the whole broker (each shard holds \
+         an equal share); when spent, connections stop reading until answers free it. -1: \
+         unbounded (Kafka's default; Shardlog's is 512 MiB).",
+    ),
+    only(
         "quota.window.num",
         I,
         Some("11"),
@@ -300,6 +346,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         AtLeast(1),
         READ_ONLY,
         "The time span of each sample for client quotas",
+    ),
+    only(
+        "request.receive.timeout.ms",
+        L,
+        Some("30000"),
+        AtLeast(1),
+        READ_ONLY,
+        "Shardlog's own (Kafka has no such bound): a request whose first byte arrived must be \
+         received whole within this many milliseconds, or the connection is closed.",
     ),
     only(
         "socket.request.max.bytes",
