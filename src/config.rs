@@ -208,6 +208,9 @@ pub struct ServeConfig {
     pub connections_max_idle_ms: Option<u64>,
     /// `max.connections*`, `queued.max.request.bytes`, `request.receive.timeout.ms`.
     pub connection_limits: ConnectionLimits,
+    /// `log.dir.reserved.bytes` (Shardlog's own): client produce is refused below this much
+    /// free space in the data directory, kept for the broker's own writes.
+    pub log_dir_reserved_bytes: u64,
     /// `quota.window.num` and `quota.window.size.seconds`: how client byte rates are measured.
     pub quota_window: crate::quota::QuotaWindow,
     /// Stored for replication (single node: every partition has one replica).
@@ -354,6 +357,7 @@ impl ServeConfig {
             offsets_topic_segment_bytes: s.int("offsets.topic.segment.bytes"),
             connections_max_idle_ms: u64::try_from(s.long("connections.max.idle.ms")).ok(),
             connection_limits: connection_limits(&s)?,
+            log_dir_reserved_bytes: s.long("log.dir.reserved.bytes").unsigned_abs(),
             quota_window: crate::quota::QuotaWindow::new(
                 u32::try_from(s.int("quota.window.num")).unwrap_or(1),
                 u32::try_from(s.int("quota.window.size.seconds")).unwrap_or(1),

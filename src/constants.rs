@@ -39,6 +39,12 @@ pub const READAHEAD_REQUESTS: usize = 4;
 pub const READAHEAD_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Smallest disk read issued by the reader (whole batches are then cut out of it).
 pub const LOG_READ_CHUNK_BYTES_MIN: usize = 64 * 1024;
+/// `log.dir.reserved.bytes` default (Shardlog's own): free space of the data directory kept
+/// for the broker's own writes (consumer offsets and group metadata, the metadata log,
+/// segment rolls): client produce is refused with KAFKA_STORAGE_ERROR below it.
+pub const LOG_DIR_RESERVED_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+/// How often each shard measures the data directory's free space (one statvfs).
+pub const DISK_SPACE_CHECK_INTERVAL_MS: u64 = 1000;
 /// How often a log's writer retries its writes while the disk is full (ENOSPC).
 pub const DISK_FULL_RETRY_MS: u64 = 1000;
 /// Bound on a decompressed batch during validation (zip-bomb guard).

@@ -1,10 +1,11 @@
-//! A real full disk: a small ext4 image created and loop-mounted by the test (root only; the
-//! test is skipped, saying why, when mounting is not permitted), the broker's data dir on it,
-//! O_DIRECT writes running into ENOSPC. Produce until the broker answers
-//! KAFKA_STORAGE_ERROR; meanwhile fetch and metadata keep working; free space (delete a
-//! file pre-allocated to leave only a little room); produce resumes by itself (no
-//! restart); every acknowledged record is then consumed at its offset, and again after a
-//! restart. Figures are printed.
+//! A real full disk: a small ext4 image created and loop-mounted by each test (root only;
+//! skipped, saying why, when mounting is not permitted), the broker's data dir on it. Produce
+//! until the broker answers KAFKA_STORAGE_ERROR — at ENOSPC of its O_DIRECT writes
+//! (`log.dir.reserved.bytes` 0), or at the reserve (default), where a consumer group still
+//! joins and commits; meanwhile fetch and metadata keep working; free space (delete a file
+//! pre-allocated to leave only a little room); produce resumes by itself (no restart); every
+//! acknowledged record is then consumed at its offset (and again after a restart). Figures
+//! are printed.
 
 mod common;
 
@@ -14,11 +15,15 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{split_batches, Broker, Wire};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    ApiKey, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use shardlog::storage::batch::Compression;
 use shardlog::storage::records::{build_batch, NewRecord};
@@ -136,64 +141,36 @@ fn check_acked(wire: &mut Wire, acked: &[(i64, u64)]) {
     }
 }
 
-#[test]
-fn a_full_ext4_disk_refuses_produce_then_resumes_with_nothing_acknowledged_lost() {
-    let disk = match Ext4::mount(IMAGE_MIB) {
-        Ok(disk) => disk,
-        Err(why) => {
-            eprintln!("SKIPPED: cannot create and loop-mount an ext4 image here ({why})");
-            return;
-        }
-    };
-    let data = disk.mnt.join("data");
-    let mut broker = Broker::start_with(&data, &["--shards", "1"]);
-    let mut wire = Wire::connect(&broker.addr);
-    wire.create_topic(TOPIC, 1, &[]);
-    let ballast = disk.mnt.join("ballast");
-    let ballast_mib = free_mib(&disk.mnt).saturating_sub(FILL_MIB);
-    run(Command::new("fallocate").args(["-l", &format!("{ballast_mib}M")]).arg(&ballast))
-        .expect("pre-allocate the ballast file");
-    eprintln!("free before producing: {} MiB", free_mib(&disk.mnt));
-
-    // Fill the disk.
+/// Produces records until the broker answers KAFKA_STORAGE_ERROR; returns the refused
+/// record's number (records acknowledged on the way are added to `acked`).
+fn fill(wire: &mut Wire, seq: &mut u64, acked: &mut Vec<(i64, u64)>) -> u64 {
     let started = Instant::now();
-    let mut acked: Vec<(i64, u64)> = Vec::new();
-    let mut seq = 0u64;
-    let full_at = loop {
-        let (code, base) = produce(&mut wire, seq);
-        seq += 1;
+    let refused = loop {
+        let (code, base) = produce(wire, *seq);
+        *seq += 1;
         match code {
-            0 => acked.push((base, seq - 1)),
-            KAFKA_STORAGE_ERROR => break seq - 1,
-            other => panic!("produce of record {} answered {other}", seq - 1),
+            0 => acked.push((base, *seq - 1)),
+            KAFKA_STORAGE_ERROR => break *seq - 1,
+            other => panic!("produce of record {} answered {other}", *seq - 1),
         }
-        assert!(seq < (FILL_MIB << 20) / VALUE_BYTES as u64 * 2, "the disk never filled");
+        assert!(*seq < (FILL_MIB << 20) / VALUE_BYTES as u64 * 4, "the disk never filled");
     };
     eprintln!(
-        "disk full after {} acknowledged 64 KiB records ({:?}); free: {} MiB",
+        "refused after {} acknowledged 64 KiB records ({:?})",
         acked.len(),
-        started.elapsed(),
-        free_mib(&disk.mnt)
+        started.elapsed()
     );
-    assert!(acked.len() > 100, "only {} records fit", acked.len());
-    // Still full: refused again, with the retriable error.
-    assert_eq!(produce(&mut wire, seq).0, KAFKA_STORAGE_ERROR);
-    seq += 1;
-    // Reads, offsets and metadata keep working.
-    check_acked(&mut wire, &acked);
-    let md = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
-        .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))]));
-    let md: MetadataResponse = wire.call(ApiKey::Metadata, 9, &md);
-    assert_eq!(md.topics[0].error_code, 0, "metadata while the disk is full");
+    refused
+}
 
-    // Free space: the broker resumes writing by itself.
-    std::fs::remove_file(&ballast).expect("remove the ballast");
+/// Produces until accepted again (the broker resumes by itself), then 20 more.
+fn resume(wire: &mut Wire, seq: &mut u64, acked: &mut Vec<(i64, u64)>) {
     let freed = Instant::now();
     loop {
-        let (code, base) = produce(&mut wire, seq);
-        seq += 1;
+        let (code, base) = produce(wire, *seq);
+        *seq += 1;
         if code == 0 {
-            acked.push((base, seq - 1));
+            acked.push((base, *seq - 1));
             break;
         }
         assert_eq!(code, KAFKA_STORAGE_ERROR);
@@ -202,18 +179,153 @@ fn a_full_ext4_disk_refuses_produce_then_resumes_with_nothing_acknowledged_lost(
     }
     eprintln!("produce accepted again {:?} after space was freed", freed.elapsed());
     for _ in 0..20 {
-        let (code, base) = produce(&mut wire, seq);
+        let (code, base) = produce(wire, *seq);
         assert_eq!(code, 0, "after space returned");
-        acked.push((base, seq));
-        seq += 1;
+        acked.push((base, *seq));
+        *seq += 1;
     }
-    check_acked(&mut wire, &acked);
-    eprintln!("record {full_at} was the first refused; {} acknowledged in all", acked.len());
+}
+
+/// Mounts the image, starts a broker on it with `flags`, creates the topic, and allocates a
+/// ballast file that leaves `room_mib` free. `None` (said on stderr) when mounting is not
+/// permitted here.
+fn setup(flags: &[&str], room_mib: u64) -> Option<(Ext4, Broker, PathBuf)> {
+    let disk = match Ext4::mount(IMAGE_MIB) {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("SKIPPED: cannot create and loop-mount an ext4 image here ({why})");
+            return None;
+        }
+    };
+    let data = disk.mnt.join("data");
+    let broker = Broker::start_with(&data, flags);
+    Wire::connect(&broker.addr).create_topic(TOPIC, 1, &[]);
+    let ballast = disk.mnt.join("ballast");
+    let ballast_mib = free_mib(&disk.mnt).saturating_sub(room_mib);
+    run(Command::new("fallocate").args(["-l", &format!("{ballast_mib}M")]).arg(&ballast))
+        .expect("pre-allocate the ballast file");
+    eprintln!("free before producing: {} MiB", free_mib(&disk.mnt));
+    Some((disk, broker, ballast))
+}
+
+fn metadata_works(wire: &mut Wire) {
+    let topic = MetadataRequestTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))));
+    let md = MetadataRequest::default().with_topics(Some(vec![topic]));
+    let md: MetadataResponse = wire.call(ApiKey::Metadata, 9, &md);
+    assert_eq!(md.topics[0].error_code, 0, "metadata while the disk is full");
+}
+
+/// With `log.dir.reserved.bytes` 0 the disk really fills: O_DIRECT writes meet ENOSPC, the
+/// log's writer waits for space and resumes by itself.
+#[test]
+fn enospc_refuses_produce_then_writes_resume_with_nothing_acknowledged_lost() {
+    let flags = ["--shards", "1", "--log-dir-reserved-bytes", "0"];
+    let Some((disk, mut broker, ballast)) = setup(&flags, FILL_MIB) else { return };
+    let mut wire = Wire::connect(&broker.addr);
+    let (mut seq, mut acked) = (0u64, Vec::new());
+    let refused = fill(&mut wire, &mut seq, &mut acked);
+    eprintln!("free at ENOSPC: {} MiB", free_mib(&disk.mnt));
+    assert!(acked.len() > 100, "only {} records fit", acked.len());
     assert!(broker.log_contains("disk full"), "the broker says why it refused");
+    // Still full: refused again, with the retriable error.
+    assert_eq!(produce(&mut wire, seq).0, KAFKA_STORAGE_ERROR);
+    seq += 1;
+    // Reads and metadata keep working.
+    check_acked(&mut wire, &acked);
+    metadata_works(&mut wire);
+
+    std::fs::remove_file(&ballast).expect("remove the ballast");
+    resume(&mut wire, &mut seq, &mut acked);
+    check_acked(&mut wire, &acked);
+    eprintln!("record {refused} was the first refused; {} acknowledged in all", acked.len());
 
     // And they survive a restart.
     broker.terminate();
-    let broker = Broker::start_with(&data, &["--shards", "1"]);
+    let broker = Broker::start_with(&broker.data_dir, &flags);
     check_acked(&mut Wire::connect(&broker.addr), &acked);
-    drop(broker);
+}
+
+/// With the default `log.dir.reserved.bytes`, produce is refused before the disk is full, so
+/// a consumer group still joins, syncs, commits and fetches its offset; produce resumes
+/// once space is freed.
+#[test]
+fn the_reserve_keeps_consumer_groups_working_when_produce_is_refused() {
+    let flags = [
+        "--shards",
+        "1",
+        "--offsets-topic-num-partitions",
+        "1",
+        "--group-initial-rebalance-delay-ms",
+        "0",
+    ];
+    let reserve_mib = 64;
+    let Some((disk, broker, ballast)) = setup(&flags, reserve_mib + FILL_MIB) else { return };
+    let mut wire = Wire::connect(&broker.addr);
+    let (mut seq, mut acked) = (0u64, Vec::new());
+    fill(&mut wire, &mut seq, &mut acked);
+    let free = free_mib(&disk.mnt);
+    eprintln!("free when produce was refused: {free} MiB");
+    assert!(free > reserve_mib / 2, "refused by the reserve, not by ENOSPC");
+    assert!(broker.log_contains("log.dir.reserved.bytes"), "the broker says why it refused");
+    check_acked(&mut wire, &acked);
+    metadata_works(&mut wire);
+    let last = acked.last().map_or(0, |(o, _)| *o);
+    assert_eq!(group_commit_and_fetch(&mut wire, last), last, "a group commits on a full disk");
+
+    std::fs::remove_file(&ballast).expect("remove the ballast");
+    resume(&mut wire, &mut seq, &mut acked);
+    check_acked(&mut wire, &acked);
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// A one-member group: FindCoordinator, JoinGroup, SyncGroup, OffsetCommit of `offset`,
+/// OffsetFetch; returns the fetched offset.
+fn group_commit_and_fetch(wire: &mut Wire, offset: i64) -> i64 {
+    let group = GroupId(s("full-group"));
+    let find = FindCoordinatorRequest::default().with_key(s("full-group"));
+    let found: FindCoordinatorResponse = wire.call(ApiKey::FindCoordinator, 3, &find);
+    assert_eq!(found.error_code, 0, "FindCoordinator");
+    let join = JoinGroupRequest::default()
+        .with_group_id(group.clone())
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(s(""))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(Bytes::new())]);
+    let joined: JoinGroupResponse = wire.call(ApiKey::JoinGroup, 3, &join);
+    assert_eq!(joined.error_code, 0, "JoinGroup");
+    let sync = SyncGroupRequest::default()
+        .with_group_id(group.clone())
+        .with_generation_id(joined.generation_id)
+        .with_member_id(joined.member_id.clone())
+        .with_assignments(vec![SyncGroupRequestAssignment::default()
+            .with_member_id(joined.member_id.clone())
+            .with_assignment(Bytes::new())]);
+    let synced: SyncGroupResponse = wire.call(ApiKey::SyncGroup, 1, &sync);
+    assert_eq!(synced.error_code, 0, "SyncGroup");
+    let part = OffsetCommitRequestPartition::default()
+        .with_partition_index(0)
+        .with_committed_offset(offset);
+    let topic = OffsetCommitRequestTopic::default()
+        .with_name(TopicName(s(TOPIC)))
+        .with_partitions(vec![part]);
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(group.clone())
+        .with_generation_id_or_member_epoch(joined.generation_id)
+        .with_member_id(joined.member_id)
+        .with_topics(vec![topic]);
+    let committed: OffsetCommitResponse = wire.call(ApiKey::OffsetCommit, 2, &commit);
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0, "OffsetCommit");
+    let topic = OffsetFetchRequestTopic::default()
+        .with_name(TopicName(s(TOPIC)))
+        .with_partition_indexes(vec![0]);
+    let fetch = OffsetFetchRequest::default().with_group_id(group).with_topics(Some(vec![topic]));
+    let fetched: OffsetFetchResponse = wire.call(ApiKey::OffsetFetch, 1, &fetch);
+    fetched.topics[0].partitions[0].committed_offset
 }

@@ -228,6 +228,7 @@ fn registry_defaults_match_constants() {
         c::OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT.to_string()
     );
     assert_eq!(default("connections.max.idle.ms"), c::CONNECTIONS_MAX_IDLE_MS_DEFAULT.to_string());
+    assert_eq!(default("log.dir.reserved.bytes"), c::LOG_DIR_RESERVED_BYTES_DEFAULT.to_string());
     for name in ["max.connections", "max.connections.per.ip", "max.connection.creation.rate"] {
         assert_eq!(default(name), c::MAX_CONNECTIONS_DEFAULT.to_string(), "{name}");
     }

@@ -14,6 +14,10 @@
 //!   gets served.
 //! - `request.receive.timeout.ms` (Shardlog's own; Kafka has no such bound): a frame whose
 //!   first byte arrived must be whole within this time, or the connection is closed.
+//! - `log.dir.reserved.bytes` (Shardlog's own): below this much free space in the data
+//!   directory, client produce is refused with KAFKA_STORAGE_ERROR, so the broker's own
+//!   writes (offset commits, group metadata, the metadata log) still find room
+//!   ([`data_dir_low_on_space`]; measured at most once a second per shard).
 //!
 //! Where it lives: the connection counts are process-wide (one broker per process), behind a
 //! mutex taken once per accepted or closed connection, never per request; the accept
@@ -30,6 +34,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::config::ConnectionLimits;
+use crate::constants::DISK_SPACE_CHECK_INTERVAL_MS;
 use crate::shard::{Notify, ShardCtx};
 
 /// How often an accept loop at `max.connections` looks again: a connection closing on
@@ -61,6 +66,40 @@ thread_local! {
     static RESERVED: Cell<bool> = const { Cell::new(false) };
     static RATE: RefCell<Option<TokenBucket>> = const { RefCell::new(None) };
     static BUDGET: RefCell<Option<Rc<RequestBudget>>> = const { RefCell::new(None) };
+    /// When this shard last measured the data directory's free space, and whether it was
+    /// below the reserve.
+    static DISK_LOW: Cell<Option<(Instant, bool)>> = const { Cell::new(None) };
+}
+
+/// Whether the data directory has less free space than `log.dir.reserved.bytes` (as last
+/// measured, at most [`DISK_SPACE_CHECK_INTERVAL_MS`] ago). One statvfs a second per shard:
+/// a short blocking syscall on the reactor.
+#[must_use]
+pub fn data_dir_low_on_space(ctx: &ShardCtx) -> bool {
+    let reserved = ctx.config.log_dir_reserved_bytes;
+    if reserved == 0 {
+        return false;
+    }
+    let now = Instant::now();
+    if let Some((at, low)) = DISK_LOW.with(Cell::get) {
+        if now.duration_since(at) < Duration::from_millis(DISK_SPACE_CHECK_INTERVAL_MS) {
+            return low;
+        }
+    }
+    let low = match crate::doctor::sys::space(&ctx.config.data_dir) {
+        Ok(space) => space.free_bytes < reserved,
+        Err(err) => {
+            tracing::debug!("statvfs of the data directory failed: {err}");
+            false
+        }
+    };
+    let was = DISK_LOW.with(|d| d.replace(Some((now, low)))).is_some_and(|(_, l)| l);
+    if low && !was {
+        tracing::warn!(shard = %ctx.id, reserved, "free space of the data directory is below log.dir.reserved.bytes: refusing produce with KAFKA_STORAGE_ERROR until space is freed");
+    } else if was && !low {
+        tracing::info!(shard = %ctx.id, "free space is back above log.dir.reserved.bytes: produce accepted again");
+    }
+    low
 }
 
 /// Takes a slot under `max` unless this shard already holds one.

@@ -216,6 +216,16 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          less than this value on average (here: for the whole broker, split across shards)",
     ),
     only(
+        "log.dir.reserved.bytes",
+        L,
+        Some("67108864"),
+        AtLeast(0),
+        READ_ONLY,
+        "Shardlog's own: free space of the data directory kept for the broker's own writes \
+         (consumer offsets, group metadata, the metadata log). Below it, produce answers \
+         KAFKA_STORAGE_ERROR until space is freed. 0: produce until the disk is full.",
+    ),
+    only(
         "log.retention.check.interval.ms",
         L,
         Some("300000"),
