@@ -38,15 +38,21 @@ use crate::shard::{Notify, ShardCtx};
 /// A request on its way to the writer, with its bytes' charge on the shard's budget.
 type InFlight = (ResponseFuture, RequestTimer, QueuedBytes);
 
-/// Admits a connection just accepted from `peer` (synchronously, so the accept loop's
-/// reservation is used by this connection and no other) and serves it; a connection over
-/// its address's limit is closed at once, as Kafka does.
+/// Admits a connection just accepted from `peer` (synchronously, so it is counted before
+/// the accept loop checks `max.connections` again) and serves it; a connection over its
+/// address's limit is closed at once, as Kafka does.
 pub fn serve<S>(ctx: Rc<ShardCtx>, stream: S, peer: Option<IpAddr>) -> LocalBoxFuture<'static, ()>
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     match limits::admit(&ctx.config.connection_limits, peer) {
-        Ok(permit) => Box::pin(run_admitted(ctx, stream, peer, permit)),
+        Ok(mut permit) => Box::pin(async move {
+            // Accepted just as the broker reached max.connections: not read until a slot
+            // frees, as if it still waited in the kernel's accept queue.
+            if permit.wait_for_slot(&ctx).await {
+                run_admitted(ctx, stream, peer, permit).await;
+            }
+        }),
         Err(refusal) => {
             tracing::info!(shard = %ctx.id, "closing new connection: {refusal}");
             drop(stream);

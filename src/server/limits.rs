@@ -20,9 +20,8 @@
 //!   ([`data_dir_low_on_space`]; measured at most once a second per shard).
 //!
 //! Where it lives: the connection counts are process-wide (one broker per process), behind a
-//! mutex taken once per accepted or closed connection, never per request; the accept
-//! reservation, the rate bucket and the request budget are per shard (thread-local: a shard
-//! is a thread). Invariants: every admitted connection holds a [`ConnectionPermit`] whose
+//! mutex taken once per accept and per close, never per request; the rate bucket and the
+//! request budget are per shard (thread-local: a shard is a thread). Invariants: every admitted connection holds a [`ConnectionPermit`] whose
 //! drop gives its counts back; every byte charged to a budget is given back when its
 //! [`QueuedBytes`] drops (after the response is written, or when the connection dies).
 
@@ -62,8 +61,6 @@ pub fn open_connections() -> usize {
 }
 
 thread_local! {
-    /// A `max.connections` slot this shard's accept loop took and no connection used yet.
-    static RESERVED: Cell<bool> = const { Cell::new(false) };
     static RATE: RefCell<Option<TokenBucket>> = const { RefCell::new(None) };
     static BUDGET: RefCell<Option<Rc<RequestBudget>>> = const { RefCell::new(None) };
     /// When this shard last measured the data directory's free space, and whether it was
@@ -102,23 +99,6 @@ pub fn data_dir_low_on_space(ctx: &ShardCtx) -> bool {
     low
 }
 
-/// Takes a slot under `max` unless this shard already holds one.
-fn try_reserve(max: usize) -> bool {
-    if RESERVED.with(Cell::get) {
-        return true;
-    }
-    let took = with_counts(|c| {
-        if c.total < max {
-            c.total += 1;
-            true
-        } else {
-            false
-        }
-    });
-    RESERVED.with(|r| r.set(took));
-    took
-}
-
 /// Awaited by the shard's accept loop before each accept: holds it while the broker is at
 /// `max.connections` (clients queue in the kernel) or the shard is over its share of
 /// `max.connection.creation.rate`.
@@ -127,7 +107,7 @@ pub async fn accept_gate(ctx: Rc<ShardCtx>) {
     let mut logged = false;
     loop {
         let seen = ctx.connections_changed.version();
-        if try_reserve(limits.max_connections) {
+        if open_connections() < limits.max_connections {
             break;
         }
         if !logged {
@@ -156,15 +136,51 @@ pub enum Refusal {
     PerIp { ip: IpAddr, open: u32, limit: u32 },
 }
 
-/// An admitted connection's place in the counts, given back on drop.
+/// An admitted connection's place in the counts, given back on drop: its address's count
+/// from the accept, and a `max.connections` slot once it holds one.
 pub struct ConnectionPermit {
     ip: Option<IpAddr>,
+    has_slot: bool,
+}
+
+impl ConnectionPermit {
+    /// Takes a `max.connections` slot if the broker is under the cap.
+    fn try_take_slot(&mut self, max: usize) -> bool {
+        if !self.has_slot {
+            self.has_slot = with_counts(|c| {
+                let free = c.total < max;
+                c.total += usize::from(free);
+                free
+            });
+        }
+        self.has_slot
+    }
+
+    /// Waits, without reading the connection, until a slot frees (a close on this shard
+    /// wakes it at once, one on another shard within [`ACCEPT_RECHECK_MS`]). Returns
+    /// `false` if the shard shuts down first.
+    pub async fn wait_for_slot(&mut self, ctx: &ShardCtx) -> bool {
+        let max = ctx.config.connection_limits.max_connections;
+        loop {
+            let seen = ctx.connections_changed.version();
+            if self.try_take_slot(max) {
+                return true;
+            }
+            if ctx.is_shutting_down() {
+                return false;
+            }
+            let wait = Duration::from_millis(ACCEPT_RECHECK_MS);
+            crate::shard::with_timeout(wait, ctx.connections_changed.changed_since(seen)).await;
+        }
+    }
 }
 
 impl Drop for ConnectionPermit {
     fn drop(&mut self) {
         with_counts(|c| {
-            c.total = c.total.saturating_sub(1);
+            if self.has_slot {
+                c.total = c.total.saturating_sub(1);
+            }
             if let Some(ip) = self.ip {
                 if let Some(n) = c.per_ip.get_mut(&ip) {
                     *n = n.saturating_sub(1);
@@ -177,26 +193,27 @@ impl Drop for ConnectionPermit {
     }
 }
 
-/// Admits a connection just accepted from `peer`: uses the slot [`accept_gate`] reserved
-/// (or takes one; `max.connections` may be passed by connections accepted without the
-/// gate) and checks the address's limit. Called synchronously right after the accept.
+/// Admits a connection just accepted from `peer`: checks and counts its address, and takes
+/// a `max.connections` slot if one is free. Called synchronously right after the accept,
+/// before the accept loop passes its gate again. A shard whose gate let it into `accept`
+/// while the broker was under the cap may get a connection after the cap was reached on
+/// other shards: that connection is accepted but not read until a slot frees
+/// ([`ConnectionPermit::wait_for_slot`]), so at most one per shard waits that way, and the
+/// client sees what the kernel's accept queue would show it.
 pub fn admit(limits: &ConnectionLimits, peer: Option<IpAddr>) -> Result<ConnectionPermit, Refusal> {
-    let reserved = RESERVED.with(|r| r.replace(false));
-    with_counts(|c| {
-        if !reserved {
-            c.total += 1;
-        }
+    let mut permit = with_counts(|c| {
         if let Some(ip) = peer {
             let limit = limits.per_ip_limit(ip);
             let open = c.per_ip.get(&ip).copied().unwrap_or(0);
             if open >= limit {
-                c.total = c.total.saturating_sub(1);
                 return Err(Refusal::PerIp { ip, open, limit });
             }
             c.per_ip.insert(ip, open + 1);
         }
-        Ok(ConnectionPermit { ip: peer })
-    })
+        Ok(ConnectionPermit { ip: peer, has_slot: false })
+    })?;
+    permit.try_take_slot(limits.max_connections);
+    Ok(permit)
 }
 
 /// Pacing of accepts: `rate` tokens a second, at most one second's worth (and at least one)
@@ -350,10 +367,23 @@ mod tests {
         let before = open_connections();
         let a = admit(&limits, Some(ip)).expect("first");
         let b = admit(&limits, Some(ip)).expect("second");
+        assert!(a.has_slot && b.has_slot);
         assert_eq!(admit(&limits, Some(ip)).err(), Some(Refusal::PerIp { ip, open: 2, limit: 2 }));
-        assert_eq!(open_connections(), before + 2);
+        assert!(open_connections() >= before + 2);
         drop((a, b));
-        assert_eq!(open_connections(), before);
         let _c = admit(&limits, Some(ip)).expect("after release");
+    }
+
+    #[test]
+    fn a_connection_over_max_connections_waits_for_a_slot() {
+        // Relative to what other tests hold: the cap is the current count plus one.
+        let max = open_connections() + 1;
+        let limits = ConnectionLimits { max_connections: max, ..ConnectionLimits::default() };
+        let first = admit(&limits, None).expect("first");
+        let mut second = admit(&limits, None).expect("accepted, not refused");
+        assert!(first.has_slot);
+        assert!(!second.has_slot, "held at the cap");
+        drop(first);
+        assert!(second.try_take_slot(max), "a slot freed by the close");
     }
 }
