@@ -213,7 +213,8 @@ async fn next_frame<R: AsyncRead + Unpin>(
     let first = {
         let idle = conn.activity.idle_for(idle_limit);
         futures::pin_mut!(idle);
-        let read = reader.read(&mut size[..1]);
+        // Up to the whole size at once: one read per frame header, as before the limits.
+        let read = reader.read(&mut size);
         match unless_stopped(ctx, conn.closed, futures::future::select(read, idle)).await {
             None => return Ok(None),
             Some(Either::Right(_)) => {
@@ -226,7 +227,9 @@ async fn next_frame<R: AsyncRead + Unpin>(
     if first == 0 {
         return Ok(None);
     }
-    read_within(ctx, reader, &mut size[1..], "frame size").await?;
+    if first < size.len() {
+        read_within(ctx, reader, &mut size[first..], "frame size").await?;
+    }
     let size_bytes = i32::from_be_bytes(size);
     let max_bytes = ctx.config.socket_request_max_bytes;
     let len = usize::try_from(size_bytes).ok().filter(|n| *n as u64 <= u64::from(max_bytes));
