@@ -4,7 +4,8 @@
 //! acknowledged data go on. Once space returns the log resumes writing by itself (no
 //! reopen): the staged batch is written, new appends are acknowledged, and after a crash or
 //! a power loss every acknowledged batch is there, byte-identical. Also across a segment
-//! roll and with fsync-per-batch. A non-ENOSPC write error still takes the log offline.
+//! roll and with fsync-per-batch. A non-ENOSPC write error takes only its log offline (the
+//! error names the file; its acknowledged data stays readable; another log is untouched).
 
 use std::path::Path;
 use std::rc::Rc;
@@ -136,18 +137,42 @@ fn writes_resume_by_themselves_when_space_returns() {
 }
 
 #[test]
-fn other_io_errors_still_take_only_that_log_offline() {
+fn other_io_errors_take_only_that_log_offline() {
     run_local(async {
         let fs = MemFileSystem::new();
-        let log = open(&fs, LogConfig::default()).await;
-        let _ = append_acked(&log, 0).await;
+        let cache = Rc::new(BatchCache::new(1 << 20));
+        let open_at = |dir: &'static str| {
+            let (fs, cache) = (Rc::new(fs.clone()), cache.clone());
+            async move {
+                PartitionLog::open(fs, Path::new(dir), LogConfig::default(), cache)
+                    .await
+                    .expect("open")
+            }
+        };
+        let broken = open_at("/data/broken-0").await;
+        let healthy = open_at("/data/healthy-0").await;
+        let kept = append_acked(&broken, 0).await;
+        let _ = append_acked(&healthy, 0).await;
+        // Every write to one partition's segment fails (not ENOSPC: an I/O error).
         fs.set_faults(FaultPlan {
-            path_suffix: Some(".log".into()),
+            path_suffix: Some("broken-0/00000000000000000000.log".into()),
             fail_write: Some(1),
             ..FaultPlan::default()
         });
-        let info = log.append(build_simple_batch(2, 99, 1), Epoch(0), 1).await.unwrap();
-        let err = log.wait_committed(info.last_offset).await.unwrap_err();
+        let info = broken.append(build_simple_batch(2, 99, 1), Epoch(0), 1).await.unwrap();
+        let err = broken.wait_committed(info.last_offset).await.unwrap_err();
         assert!(matches!(err, StorageError::ReadOnly { .. }), "{err}");
+        assert!(
+            err.to_string().contains("broken-0/00000000000000000000.log"),
+            "names the file: {err}"
+        );
+        let err = broken.append(build_simple_batch(1, 10, 1), Epoch(0), 1).await.unwrap_err();
+        assert_eq!(err.kafka_code(), 56, "offline: {err}");
+        // Its acknowledged data stays readable; the other partition is untouched.
+        assert_eq!(broken.read(Offset(0), 1, broken.committed_offset()).await.unwrap(), kept);
+        for i in 1..10 {
+            let _ = append_acked(&healthy, i).await;
+        }
+        assert_eq!(all_batches(&healthy).await.len(), 10);
     });
 }
