@@ -228,7 +228,9 @@ async fn next_frame<R: AsyncRead + Unpin>(
         return Ok(None);
     }
     if first < size.len() {
-        read_within(ctx, reader, &mut size[first..], "frame size").await?;
+        let rest = read_within(ctx, reader, &mut size[first..], "frame size");
+        let Some(read) = unless_stopped(ctx, conn.closed, rest).await else { return Ok(None) };
+        read?;
     }
     let size_bytes = i32::from_be_bytes(size);
     let max_bytes = ctx.config.socket_request_max_bytes;
@@ -240,7 +242,9 @@ async fn next_frame<R: AsyncRead + Unpin>(
         return Ok(None);
     };
     let mut body = BytesMut::zeroed(len);
-    read_within(ctx, reader, &mut body, "frame").await?;
+    let read = read_within(ctx, reader, &mut body, "frame");
+    let Some(read) = unless_stopped(ctx, conn.closed, read).await else { return Ok(None) };
+    read?;
     Ok(Some((body.freeze(), charge)))
 }
 
