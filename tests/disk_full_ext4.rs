@@ -224,7 +224,16 @@ fn metadata_works(wire: &mut Wire) {
 /// log's writer waits for space and resumes by itself.
 #[test]
 fn enospc_refuses_produce_then_writes_resume_with_nothing_acknowledged_lost() {
-    let flags = ["--shards", "1", "--log-dir-reserved-bytes", "0"];
+    let flags = [
+        "--shards",
+        "1",
+        "--log-dir-reserved-bytes",
+        "0",
+        "--offsets-topic-num-partitions",
+        "1",
+        "--group-initial-rebalance-delay-ms",
+        "0",
+    ];
     let Some((disk, mut broker, ballast)) = setup(&flags, FILL_MIB) else { return };
     let mut wire = Wire::connect(&broker.addr);
     let (mut seq, mut acked) = (0u64, Vec::new());
@@ -239,10 +248,27 @@ fn enospc_refuses_produce_then_writes_resume_with_nothing_acknowledged_lost() {
     check_acked(&mut wire, &acked);
     metadata_works(&mut wire);
 
+    let find = FindCoordinatorRequest::default().with_key(s("full-group"));
+    let found: FindCoordinatorResponse = wire.call(ApiKey::FindCoordinator, 3, &find);
+    eprintln!("FindCoordinator on the full disk (no reserve): error {}", found.error_code);
+
     std::fs::remove_file(&ballast).expect("remove the ballast");
     resume(&mut wire, &mut seq, &mut acked);
     check_acked(&mut wire, &acked);
     eprintln!("record {refused} was the first refused; {} acknowledged in all", acked.len());
+    // Groups work again once space is back (the offsets topic is created now if the full
+    // disk refused it before).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found: FindCoordinatorResponse = wire.call(ApiKey::FindCoordinator, 3, &find);
+        if found.error_code == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "FindCoordinator keeps failing: {}", found.error_code);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let last = acked.last().map_or(0, |(o, _)| *o);
+    assert_eq!(group_commit_and_fetch(&mut wire, last), last, "a group commits after the episode");
 
     // And they survive a restart.
     broker.terminate();
