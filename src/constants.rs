@@ -87,6 +87,9 @@ pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: u64 = 600_000;
 /// Kafka's `max.connections`, `max.connections.per.ip` and `max.connection.creation.rate`
 /// defaults: `Int.MaxValue`, no limit.
 pub const MAX_CONNECTIONS_DEFAULT: u32 = i32::MAX as u32;
+/// How often an accept loop (or a held connection) at `max.connections` looks again: a
+/// connection closing on another shard does not wake this one (its own closes do, at once).
+pub const ACCEPT_RECHECK_MS: u64 = 10;
 /// `queued.max.request.bytes` default: request bytes read but not yet answered, for the whole
 /// broker, split evenly across shards. Kafka's default is -1 (unbounded); 512 MiB holds five
 /// maximum-size (100 MiB) requests, or thousands of ordinary ones, while memory stays bounded.

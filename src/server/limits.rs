@@ -33,12 +33,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::config::ConnectionLimits;
-use crate::constants::DISK_SPACE_CHECK_INTERVAL_MS;
+use crate::constants::{ACCEPT_RECHECK_MS, DISK_SPACE_CHECK_INTERVAL_MS};
 use crate::shard::{Notify, ShardCtx};
-
-/// How often an accept loop at `max.connections` looks again: a connection closing on
-/// another shard does not wake this one (its own closes do, at once).
-const ACCEPT_RECHECK_MS: u64 = 10;
 
 /// Open connections of the whole broker, in total and per peer address.
 #[derive(Default)]
