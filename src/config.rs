@@ -31,6 +31,7 @@ use crate::cli::units;
 
 use crate::constants::{
     GROUP_MEMBER_METADATA_BYTES_MAX, GROUP_METADATA_RECORD_BYTES_MAX, KAFKA_PORT_DEFAULT,
+    MAX_CONNECTIONS_DEFAULT, QUEUED_MAX_REQUEST_BYTES_DEFAULT, REQUEST_RECEIVE_TIMEOUT_MS_DEFAULT,
     SPIN_BEFORE_PARK_US_DEFAULT,
 };
 use crate::controller::configs::BrokerDefaults;
@@ -217,6 +218,11 @@ pub struct ServeConfig {
     pub offsets_topic_segment_bytes: i32,
     /// `connections.max.idle.ms`; `None` (a negative setting): never closed for idleness.
     pub connections_max_idle_ms: Option<u64>,
+    /// `max.connections*`, `queued.max.request.bytes`, `request.receive.timeout.ms`.
+    pub connection_limits: ConnectionLimits,
+    /// `log.dir.reserved.bytes` (Shardlog's own): client produce is refused below this much
+    /// free space in the data directory, kept for the broker's own writes.
+    pub log_dir_reserved_bytes: u64,
     /// `quota.window.num` and `quota.window.size.seconds`: how client byte rates are measured.
     pub quota_window: crate::quota::QuotaWindow,
     /// Stored for replication (single node: every partition has one replica).
@@ -375,6 +381,8 @@ impl ServeConfig {
             offsets_topic_num_partitions: s.int("offsets.topic.num.partitions"),
             offsets_topic_segment_bytes: s.int("offsets.topic.segment.bytes"),
             connections_max_idle_ms: u64::try_from(s.long("connections.max.idle.ms")).ok(),
+            connection_limits: connection_limits(&s)?,
+            log_dir_reserved_bytes: s.long("log.dir.reserved.bytes").unsigned_abs(),
             quota_window: crate::quota::QuotaWindow::new(
                 u32::try_from(s.int("quota.window.num")).unwrap_or(1),
                 u32::try_from(s.int("quota.window.size.seconds")).unwrap_or(1),
@@ -385,6 +393,87 @@ impl ServeConfig {
             cpus,
         })
     }
+}
+
+/// Connection and request-memory limits, enforced by `server::limits`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionLimits {
+    /// `max.connections`: open connections of the broker.
+    pub max_connections: usize,
+    /// `max.connections.per.ip` and its overrides (`max.connections.per.ip.overrides`).
+    pub max_connections_per_ip: u32,
+    pub max_connections_per_ip_overrides: Vec<(std::net::IpAddr, u32)>,
+    /// `max.connection.creation.rate`, connections/s for the whole broker.
+    pub max_connection_creation_rate: u32,
+    /// `queued.max.request.bytes` for the whole broker; `None` (a negative setting): unbounded.
+    pub queued_max_request_bytes: Option<u64>,
+    /// `request.receive.timeout.ms` (Shardlog's own).
+    pub request_receive_timeout_ms: u64,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: MAX_CONNECTIONS_DEFAULT as usize,
+            max_connections_per_ip: MAX_CONNECTIONS_DEFAULT,
+            max_connections_per_ip_overrides: Vec::new(),
+            max_connection_creation_rate: MAX_CONNECTIONS_DEFAULT,
+            queued_max_request_bytes: Some(QUEUED_MAX_REQUEST_BYTES_DEFAULT),
+            request_receive_timeout_ms: REQUEST_RECEIVE_TIMEOUT_MS_DEFAULT,
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// The connection limit of one peer address (its override, else the general one).
+    #[must_use]
+    pub fn per_ip_limit(&self, ip: std::net::IpAddr) -> u32 {
+        self.max_connections_per_ip_overrides
+            .iter()
+            .find(|(o, _)| *o == ip)
+            .map_or(self.max_connections_per_ip, |(_, n)| *n)
+    }
+
+    /// One shard's share of `max.connection.creation.rate` (infinite at Kafka's default).
+    #[must_use]
+    pub fn max_connection_creation_rate_per_shard(&self, shards: u32) -> f64 {
+        if self.max_connection_creation_rate >= MAX_CONNECTIONS_DEFAULT {
+            return f64::INFINITY;
+        }
+        f64::from(self.max_connection_creation_rate) / f64::from(shards.max(1))
+    }
+
+    /// One shard's share of `queued.max.request.bytes`.
+    #[must_use]
+    pub fn queued_request_bytes_per_shard(&self, shards: u32) -> Option<u64> {
+        self.queued_max_request_bytes.map(|b| b / u64::from(shards.max(1)))
+    }
+}
+
+fn connection_limits(s: &Settings<'_>) -> Result<ConnectionLimits, ConfigError> {
+    let name = "max.connections.per.ip.overrides";
+    let mut overrides = Vec::new();
+    for item in s.text(name).unwrap_or_default().split(',').map(str::trim) {
+        if item.is_empty() {
+            continue;
+        }
+        let parsed = item.rsplit_once(':').and_then(|(host, n)| {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            Some((host.parse::<std::net::IpAddr>().ok()?, n.trim().parse::<u32>().ok()?))
+        });
+        let reason =
+            format!("{item:?} is not IP:count (Shardlog takes IP addresses, not host names)");
+        overrides.push(parsed.ok_or_else(|| invalid(name, &reason))?);
+    }
+    let positive = |n: &str| u32::try_from(s.int(n)).unwrap_or(0);
+    Ok(ConnectionLimits {
+        max_connections: positive("max.connections") as usize,
+        max_connections_per_ip: positive("max.connections.per.ip"),
+        max_connections_per_ip_overrides: overrides,
+        max_connection_creation_rate: positive("max.connection.creation.rate"),
+        queued_max_request_bytes: u64::try_from(s.long("queued.max.request.bytes")).ok(),
+        request_receive_timeout_ms: s.long("request.receive.timeout.ms").unsigned_abs(),
+    })
 }
 
 /// The group coordinator's settings; checks `group.min.session.timeout.ms` ≤ max.

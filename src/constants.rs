@@ -39,6 +39,14 @@ pub const READAHEAD_REQUESTS: usize = 4;
 pub const READAHEAD_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Smallest disk read issued by the reader (whole batches are then cut out of it).
 pub const LOG_READ_CHUNK_BYTES_MIN: usize = 64 * 1024;
+/// `log.dir.reserved.bytes` default (Shardlog's own): free space of the data directory kept
+/// for the broker's own writes (consumer offsets and group metadata, the metadata log,
+/// segment rolls): client produce is refused with KAFKA_STORAGE_ERROR below it.
+pub const LOG_DIR_RESERVED_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+/// How often each shard measures the data directory's free space (one statvfs).
+pub const DISK_SPACE_CHECK_INTERVAL_MS: u64 = 1000;
+/// How often a log's writer retries its writes while the disk is full (ENOSPC).
+pub const DISK_FULL_RETRY_MS: u64 = 1000;
 /// Bound on a decompressed batch during validation (zip-bomb guard).
 pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Default `flush.ms` for `FlushPolicy::IntervalMs` when chosen without a value.
@@ -76,6 +84,20 @@ pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
 /// Kafka's `connections.max.idle.ms` default: a connection with no request and no
 /// response for 10 minutes is closed.
 pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: u64 = 600_000;
+/// Kafka's `max.connections`, `max.connections.per.ip` and `max.connection.creation.rate`
+/// defaults: `Int.MaxValue`, no limit.
+pub const MAX_CONNECTIONS_DEFAULT: u32 = i32::MAX as u32;
+/// How often an accept loop (or a held connection) at `max.connections` looks again: a
+/// connection closing on another shard does not wake this one (its own closes do, at once).
+pub const ACCEPT_RECHECK_MS: u64 = 10;
+/// `queued.max.request.bytes` default: request bytes read but not yet answered, for the whole
+/// broker, split evenly across shards. Kafka's default is -1 (unbounded); 512 MiB holds five
+/// maximum-size (100 MiB) requests, or thousands of ordinary ones, while memory stays bounded.
+pub const QUEUED_MAX_REQUEST_BYTES_DEFAULT: u64 = 512 * 1024 * 1024;
+/// `request.receive.timeout.ms` default (Shardlog's own): a frame whose first byte arrived
+/// must be complete within this time. Kafka clients give up on a request after
+/// `request.timeout.ms` = 30 s anyway.
+pub const REQUEST_RECEIVE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
 /// Client states (measured rates) one shard keeps for client quotas; beyond it idle states are
 /// dropped, and a new client is not throttled until room frees up (bounded memory per shard).

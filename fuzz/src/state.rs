@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use kafka_protocol::records::RecordBatchDecoder;
 use shardlog::controller::log::parse_log;
 use shardlog::controller::records::MetadataRecord;
+use shardlog::group::load::decode_stored_batch;
 use shardlog::group::records::Record;
 use shardlog::io::mem::MemFileSystem;
 use shardlog::io::FileSystem;
@@ -85,9 +85,9 @@ pub fn metadata_log(data: &[u8]) {
 pub fn group_records(data: &[u8]) {
     let (key, value) = split(data);
     let _ = Record::decode(key, (!value.is_empty()).then_some(value));
-    let mut batch = bytes::Bytes::copy_from_slice(data);
-    if let Ok(set) = RecordBatchDecoder::decode(&mut batch) {
-        for r in set.records {
+    let batch = bytes::Bytes::copy_from_slice(data);
+    if let Ok(records) = decode_stored_batch(&batch) {
+        for r in records {
             if let Some(key) = r.key {
                 let _ = Record::decode(&key, r.value.as_deref());
             }

@@ -214,7 +214,7 @@ pub fn render_listener(host: &str, port: u16) -> String {
 pub struct Settings<'a>(pub &'a BTreeMap<String, String>);
 
 impl Settings<'_> {
-    fn text(&self, name: &str) -> Option<String> {
+    pub(crate) fn text(&self, name: &str) -> Option<String> {
         self.0
             .get(name)
             .cloned()

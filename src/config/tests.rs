@@ -228,6 +228,18 @@ fn registry_defaults_match_constants() {
         c::OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT.to_string()
     );
     assert_eq!(default("connections.max.idle.ms"), c::CONNECTIONS_MAX_IDLE_MS_DEFAULT.to_string());
+    assert_eq!(default("log.dir.reserved.bytes"), c::LOG_DIR_RESERVED_BYTES_DEFAULT.to_string());
+    for name in ["max.connections", "max.connections.per.ip", "max.connection.creation.rate"] {
+        assert_eq!(default(name), c::MAX_CONNECTIONS_DEFAULT.to_string(), "{name}");
+    }
+    assert_eq!(
+        default("queued.max.request.bytes"),
+        c::QUEUED_MAX_REQUEST_BYTES_DEFAULT.to_string()
+    );
+    assert_eq!(
+        default("request.receive.timeout.ms"),
+        c::REQUEST_RECEIVE_TIMEOUT_MS_DEFAULT.to_string()
+    );
     assert_eq!(
         default("socket.request.max.bytes"),
         c::SOCKET_REQUEST_MAX_BYTES_DEFAULT.to_string()
@@ -354,4 +366,35 @@ fn cpu_lists_parse_like_taskset() {
     assert_eq!((cfg.shards, cfg.cpus), (3, Some(vec![0, 1, 2])));
     let args = ServeArgs { cpus: Some(CpuList(vec![1])), shards: Some(2), ..args };
     assert_eq!(ServeConfig::resolve(&args, 8).expect("resolve").shards, 2);
+}
+
+/// `max.connections*`, `queued.max.request.bytes` and `request.receive.timeout.ms` resolve
+/// from their Kafka names, with IP overrides; a host name override is refused.
+#[test]
+fn connection_limits_resolve() {
+    let defaults = with_file("", &[]).expect("defaults").connection_limits;
+    assert_eq!(defaults, ConnectionLimits::default());
+    assert_eq!(defaults.queued_request_bytes_per_shard(2), Some(256 * 1024 * 1024));
+    let cfg = with_file(
+        "",
+        &[
+            ("max.connections", "10"),
+            ("max.connections.per.ip", "3"),
+            ("max.connections.per.ip.overrides", "127.0.0.1:5, [::1]:0"),
+            ("max.connection.creation.rate", "8"),
+            ("queued.max.request.bytes", "-1"),
+            ("request.receive.timeout.ms", "2500"),
+        ],
+    )
+    .expect("resolve");
+    let l = cfg.connection_limits;
+    assert_eq!(l.max_connections, 10);
+    assert_eq!(l.per_ip_limit("127.0.0.1".parse().expect("ip")), 5);
+    assert_eq!(l.per_ip_limit("::1".parse().expect("ip")), 0);
+    assert_eq!(l.per_ip_limit("10.0.0.1".parse().expect("ip")), 3);
+    assert!((l.max_connection_creation_rate_per_shard(2) - 4.0).abs() < f64::EPSILON);
+    assert_eq!(l.queued_request_bytes_per_shard(2), None);
+    assert_eq!(l.request_receive_timeout_ms, 2500);
+    let host = [("max.connections.per.ip.overrides", "broker.example:4")];
+    assert!(with_file("", &host).is_err());
 }

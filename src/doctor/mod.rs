@@ -12,7 +12,7 @@
 //! through its nearest existing ancestor, where nothing is written).
 
 mod checks;
-mod sys;
+pub(crate) mod sys;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -9,6 +9,7 @@
 //! and replays the partition when the shard opens it.
 //!
 //! - [`records`]: `__consumer_offsets` key/value codec (OffsetCommit, GroupMetadata).
+//! - [`load`]: stored batches → records for the loader, decompression bounded.
 //! - [`placement`]: group → partition.
 //! - [`coordinator`]: JoinGroup/SyncGroup; [`membership`]: heartbeats, leaves, timers;
 //!   [`offsets`]: commits, fetches, deletes, expiry, replay.
@@ -16,6 +17,7 @@
 
 pub mod cli;
 pub mod coordinator;
+pub mod load;
 
 pub mod membership;
 pub mod offsets;

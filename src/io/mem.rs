@@ -73,6 +73,8 @@ struct State {
     faults: FaultPlan,
     writes_seen: u64,
     syncs_seen: u64,
+    /// Every write fails with ENOSPC while set (a full disk), whatever the plan.
+    disk_full: bool,
 }
 
 /// The in-memory file system. Cloning shares the state.
@@ -88,6 +90,9 @@ pub struct MemFile {
     path: PathBuf,
     closed: Cell<bool>,
 }
+
+/// Linux's "No space left on device".
+const ENOSPC: i32 = 28;
 
 fn injected(what: &str) -> io::Error {
     io::Error::other(format!("injected fault: {what}"))
@@ -105,6 +110,11 @@ impl MemFileSystem {
         st.faults = plan;
         st.writes_seen = 0;
         st.syncs_seen = 0;
+    }
+
+    /// Fills the disk (every write fails with ENOSPC) or frees it again.
+    pub fn set_disk_full(&self, full: bool) {
+        self.state.borrow_mut().disk_full = full;
     }
 
     /// The file system a restarted process sees after a power loss: only synced data and
@@ -202,6 +212,9 @@ impl DataFile for MemFile {
         let mut keep = buf.len();
         {
             let mut st = self.state.borrow_mut();
+            if st.disk_full {
+                return Err(io::Error::from_raw_os_error(ENOSPC));
+            }
             if matches(&st.faults, &self.path) {
                 st.writes_seen += 1;
                 let n = st.writes_seen;

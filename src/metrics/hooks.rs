@@ -41,6 +41,16 @@ pub fn duplicate_batch_dropped() {
     with(|r| r.count(super::Count::DuplicateBatchesDropped, 1));
 }
 
+/// A log's writer started (`1`) or stopped (`-1`) waiting for disk space.
+pub fn log_out_of_space(delta: i64) {
+    with(|r| r.adjust(Level::LogsOutOfSpace, delta));
+}
+
+/// A log went offline after an I/O error.
+pub fn log_offline() {
+    with(|r| r.adjust(Level::LogsOffline, 1));
+}
+
 /// The producer ids tracked by this shard's partitions changed by `delta`.
 pub fn producers_tracked(delta: i64) {
     if delta != 0 {

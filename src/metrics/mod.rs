@@ -33,7 +33,10 @@ pub mod view;
 
 use std::time::Duration;
 
-pub use hooks::{duplicate_batch_dropped, fetched, owned_partitions, produced, producers_tracked};
+pub use hooks::{
+    duplicate_batch_dropped, fetched, log_offline, log_out_of_space, owned_partitions, produced,
+    producers_tracked,
+};
 pub use recorder::{LatencyHist, ShardRecorder};
 pub use timer::{hop, RequestTimer};
 
@@ -154,10 +157,14 @@ pub enum Level {
     /// Producer ids with sequence state in this shard's partitions (one per partition they
     /// wrote to).
     ProducerIds = 6,
+    /// Logs whose writer waits for disk space (ENOSPC); they resume by themselves.
+    LogsOutOfSpace = 7,
+    /// Logs offline (read-only until reopened) after an I/O error on one of their files.
+    LogsOffline = 8,
 }
 
 impl Level {
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 9;
     pub const ALL: [Level; Level::COUNT] = [
         Level::ConnectionsActive,
         Level::RequestsInFlight,
@@ -166,6 +173,8 @@ impl Level {
         Level::Leaders,
         Level::CleanerMaxDirtyPercent,
         Level::ProducerIds,
+        Level::LogsOutOfSpace,
+        Level::LogsOffline,
     ];
 }
 

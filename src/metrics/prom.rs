@@ -205,6 +205,16 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             l(Level::ProducerIds),
         ),
         (
+            "shardlog_logs_out_of_space",
+            "Logs waiting for disk space to write (they resume when space returns)",
+            l(Level::LogsOutOfSpace),
+        ),
+        (
+            "shardlog_logs_offline",
+            "Logs offline (appends refused until reopened) after an I/O error on their files",
+            l(Level::LogsOffline),
+        ),
+        (
             "shardlog_cleaner_max_dirty_percent",
             "Largest dirty ratio (percent) of a compacted log at the last cleaner check",
             m.max_dirty_percent,

@@ -10,33 +10,77 @@
 //! A connection with no request read, no response written and nothing in flight for
 //! `connections.max.idle.ms` is closed, as Kafka's socket server does. A client over its
 //! quota gets its response at once and the connection is then muted (not read) for the
-//! throttle time (KIP-219; see [`super::throttle`]).
+//! throttle time (KIP-219; see [`super::throttle`]). The limits of [`super::limits`] apply
+//! here: a connection over its address's `max.connections.per.ip` is closed at once; a
+//! frame's size is read, then its bytes are charged to the shard's share of
+//! `queued.max.request.bytes` (waiting, unread, while it is spent) until its response is
+//! written; a frame whose first byte arrived must be whole within
+//! `request.receive.timeout.ms`.
 
 use std::cell::Cell;
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use bytes::{Bytes, BytesMut};
 use futures::channel::mpsc;
+use futures::future::{Either, LocalBoxFuture};
 use futures::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures::{SinkExt, StreamExt};
 
 use super::dispatch::{dispatch, Outcome, ResponseFuture};
+use super::limits::{self, ConnectionPermit, QueuedBytes, RequestBudget};
 use super::throttle::Mute;
 use crate::constants::CONNECTION_IN_FLIGHT_MAX;
 use crate::metrics::RequestTimer;
-use crate::protocol::read_frame;
 use crate::shard::{Notify, ShardCtx};
+
+/// A request on its way to the writer, with its bytes' charge on the shard's budget.
+type InFlight = (ResponseFuture, RequestTimer, QueuedBytes);
+
+/// Admits a connection just accepted from `peer` (synchronously, so it is counted before
+/// the accept loop checks `max.connections` again) and serves it; a connection over its
+/// address's limit is closed at once, as Kafka does.
+pub fn serve<S>(ctx: Rc<ShardCtx>, stream: S, peer: Option<IpAddr>) -> LocalBoxFuture<'static, ()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    match limits::admit(&ctx.config.connection_limits, peer) {
+        Ok(mut permit) => Box::pin(async move {
+            // Accepted just as the broker reached max.connections: not read until a slot
+            // frees, as if it still waited in the kernel's accept queue.
+            if permit.wait_for_slot(&ctx).await {
+                run_admitted(ctx, stream, peer, permit).await;
+            }
+        }),
+        Err(refusal) => {
+            tracing::info!(shard = %ctx.id, "closing new connection: {refusal}");
+            drop(stream);
+            Box::pin(async {})
+        }
+    }
+}
 
 /// Serves a connection from `peer` until the client leaves, bad input arrives, or shutdown.
 pub async fn run<S>(ctx: Rc<ShardCtx>, stream: S, peer: Option<IpAddr>)
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
+    serve(ctx, stream, peer).await;
+}
+
+async fn run_admitted<S>(
+    ctx: Rc<ShardCtx>,
+    stream: S,
+    peer: Option<IpAddr>,
+    permit: ConnectionPermit,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
     ctx.connections.set(ctx.connections.get() + 1);
     crate::metrics::adjust(crate::metrics::Level::ConnectionsActive, 1);
     let (mut reader, writer) = stream.split();
-    let (tx, rx) = mpsc::channel::<(ResponseFuture, RequestTimer)>(CONNECTION_IN_FLIGHT_MAX);
+    let (tx, rx) = mpsc::channel::<InFlight>(CONNECTION_IN_FLIGHT_MAX);
     let closed = Rc::new(Notify::new());
     let activity = Rc::new(Activity::new());
     let mute = Rc::new(Mute::default());
@@ -45,6 +89,7 @@ where
     let conn = Conn { closed: &closed, peer, activity: &activity, mute: &mute };
     read_loop(&ctx, &mut reader, tx, &conn).await;
     let _ = writer_task.await;
+    drop(permit);
     ctx.connections.set(ctx.connections.get() - 1);
     crate::metrics::adjust(crate::metrics::Level::ConnectionsActive, -1);
     ctx.connections_changed.notify_all();
@@ -73,40 +118,20 @@ async fn unmuted(ctx: &ShardCtx, conn: &Conn<'_>) -> bool {
 async fn read_loop<R: AsyncRead + Unpin>(
     ctx: &Rc<ShardCtx>,
     reader: &mut R,
-    mut tx: mpsc::Sender<(ResponseFuture, RequestTimer)>,
+    mut tx: mpsc::Sender<InFlight>,
     conn: &Conn<'_>,
 ) {
     let (closed, peer, activity) = (conn.closed, conn.peer, conn.activity);
-    let max_bytes = ctx.config.socket_request_max_bytes;
-    let idle_limit = ctx.config.connections_max_idle_ms.map(Duration::from_millis);
+    let budget = RequestBudget::of_shard(ctx);
     loop {
         if ctx.is_shutting_down() || closed.version() != 0 || !unmuted(ctx, conn).await {
             return;
         }
-        let (shutdown_seen, closed_seen) = (ctx.shutdown.version(), closed.version());
-        let frame = {
-            let read = read_frame(reader, max_bytes);
-            futures::pin_mut!(read);
-            let stop = futures::future::select(
-                ctx.shutdown.changed_since(shutdown_seen),
-                closed.changed_since(closed_seen),
-            );
-            let idle = activity.idle_for(idle_limit);
-            futures::pin_mut!(idle);
-            match futures::future::select(read, futures::future::select(stop, idle)).await {
-                futures::future::Either::Left((frame, _)) => frame,
-                futures::future::Either::Right((futures::future::Either::Right(_), _)) => {
-                    tracing::debug!(shard = %ctx.id, ?peer, "closing idle connection");
-                    return;
-                }
-                futures::future::Either::Right(_) => return,
-            }
-        };
-        let frame = match frame {
-            Ok(Some(frame)) => frame,
+        let (frame, charge) = match next_frame(ctx, reader, conn, &budget).await {
+            Ok(Some(read)) => read,
             Ok(None) => return,
-            Err(err) => {
-                tracing::info!(shard = %ctx.id, "closing connection: {err}");
+            Err(reason) => {
+                tracing::info!(shard = %ctx.id, ?peer, "closing connection: {reason}");
                 return;
             }
         };
@@ -121,7 +146,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
         match dispatch(ctx, frame, peer).await {
             Ok(fut) => {
                 let fut: ResponseFuture = Box::pin(timer.watch(fut));
-                if tx.send((fut, timer)).await.is_err() {
+                if tx.send((fut, timer, charge)).await.is_err() {
                     return;
                 }
             }
@@ -133,14 +158,105 @@ async fn read_loop<R: AsyncRead + Unpin>(
     }
 }
 
+/// Races `fut` against shutdown and the writer's close (`None` when one of them wins).
+async fn unless_stopped<T>(
+    ctx: &ShardCtx,
+    closed: &Notify,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    let stop = futures::future::select(
+        ctx.shutdown.changed_since(ctx.shutdown.version()),
+        closed.changed_since(closed.version()),
+    );
+    futures::pin_mut!(fut);
+    match futures::future::select(fut, stop).await {
+        Either::Left((value, _)) => Some(value),
+        Either::Right(_) => None,
+    }
+}
+
+/// Reads `buf` whole within the receive timeout; the error says why not.
+async fn read_within<R: AsyncRead + Unpin>(
+    ctx: &ShardCtx,
+    reader: &mut R,
+    buf: &mut [u8],
+    what: &str,
+) -> Result<(), String> {
+    let limit_ms = ctx.config.connection_limits.request_receive_timeout_ms;
+    match crate::shard::with_timeout(Duration::from_millis(limit_ms), reader.read_exact(buf)).await
+    {
+        Some(Ok(())) => Ok(()),
+        Some(Err(err)) if err.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Err(format!("connection closed in the middle of a {what}"))
+        }
+        Some(Err(err)) => Err(format!("read failed: {err}")),
+        None => Err(format!(
+            "{what} of {} bytes not received within request.receive.timeout.ms={limit_ms}",
+            buf.len()
+        )),
+    }
+}
+
+/// The next frame and its charge on the shard's budget: `Ok(None)` on a clean end of stream
+/// between frames, idleness past `connections.max.idle.ms`, shutdown or the writer's close.
+/// The first byte is awaited as long as the connection may idle; the rest of the size and
+/// the body must each come within `request.receive.timeout.ms`; between them the frame's
+/// size is charged to the budget (waiting, unread, while it is spent).
+async fn next_frame<R: AsyncRead + Unpin>(
+    ctx: &ShardCtx,
+    reader: &mut R,
+    conn: &Conn<'_>,
+    budget: &Rc<RequestBudget>,
+) -> Result<Option<(Bytes, QueuedBytes)>, String> {
+    let mut size = [0u8; 4];
+    let idle_limit = ctx.config.connections_max_idle_ms.map(Duration::from_millis);
+    let first = {
+        let idle = conn.activity.idle_for(idle_limit);
+        futures::pin_mut!(idle);
+        // Up to the whole size at once: one read per frame header, as before the limits.
+        let read = reader.read(&mut size);
+        match unless_stopped(ctx, conn.closed, futures::future::select(read, idle)).await {
+            None => return Ok(None),
+            Some(Either::Right(_)) => {
+                tracing::debug!(shard = %ctx.id, peer = ?conn.peer, "closing idle connection");
+                return Ok(None);
+            }
+            Some(Either::Left((read, _))) => read.map_err(|err| format!("read failed: {err}"))?,
+        }
+    };
+    if first == 0 {
+        return Ok(None);
+    }
+    if first < size.len() {
+        let rest = read_within(ctx, reader, &mut size[first..], "frame size");
+        let Some(read) = unless_stopped(ctx, conn.closed, rest).await else { return Ok(None) };
+        read?;
+    }
+    let size_bytes = i32::from_be_bytes(size);
+    let max_bytes = ctx.config.socket_request_max_bytes;
+    let len = usize::try_from(size_bytes).ok().filter(|n| *n as u64 <= u64::from(max_bytes));
+    let len = len.ok_or_else(|| {
+        format!("frame of {size_bytes} bytes exceeds socket.request.max.bytes={max_bytes}")
+    })?;
+    let Some(charge) = unless_stopped(ctx, conn.closed, budget.charge(len as u64)).await else {
+        return Ok(None);
+    };
+    let mut body = BytesMut::zeroed(len);
+    let read = read_within(ctx, reader, &mut body, "frame");
+    let Some(read) = unless_stopped(ctx, conn.closed, read).await else { return Ok(None) };
+    read?;
+    Ok(Some((body.freeze(), charge)))
+}
+
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut writer: W,
-    mut rx: mpsc::Receiver<(ResponseFuture, RequestTimer)>,
+    mut rx: mpsc::Receiver<InFlight>,
     closed: Rc<Notify>,
     activity: Rc<Activity>,
     mute: Rc<Mute>,
 ) {
-    while let Some((fut, mut timer)) = rx.next().await {
+    // Each request's budget charge is dropped (given back) once its response is written.
+    while let Some((fut, mut timer, _charge)) = rx.next().await {
         let mut outcome = fut.await;
         let mut mute_ms = 0;
         if let Outcome::Throttled(inner, throttle) = outcome {

@@ -17,6 +17,7 @@ pub mod describe_producers;
 pub mod dispatch;
 pub mod fetch;
 pub mod group;
+pub mod limits;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
@@ -32,7 +33,8 @@ use crate::shard::runtime::App;
 const APP: App = App {
     handle: call::handle,
     start_controller: |ctx| Box::pin(cluster::start(ctx)),
-    serve_connection: |ctx, stream, peer| Box::pin(connection::run(ctx, stream, peer)),
+    serve_connection: |ctx, stream, peer| connection::serve(ctx, stream, peer),
+    accept_gate: |ctx| Box::pin(limits::accept_gate(ctx)),
 };
 
 /// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.

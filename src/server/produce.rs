@@ -9,7 +9,8 @@
 //! NOT_LEADER_OR_FOLLOWER partition names its current leader and endpoint (KIP-951).
 //! The request's size counts against the client's `producer_byte_rate` on the connection's
 //! shard; over quota, the response carries `throttle_time_ms` and the connection is muted
-//! (v6+, KIP-219) or the response delayed (older versions).
+//! (v6+, KIP-219) or the response delayed (older versions). Below `log.dir.reserved.bytes`
+//! of free disk space every partition is answered KAFKA_STORAGE_ERROR (`server::limits`).
 
 use std::rc::Rc;
 
@@ -70,6 +71,8 @@ pub async fn start(
     let mut scatter = Scatter::default();
     let mut topics = Vec::with_capacity(req.topic_data.len());
     let image = ctx.image();
+    // Below `log.dir.reserved.bytes` of free space, client data waits (`server::limits`).
+    let disk_low = super::limits::data_dir_low_on_space(ctx);
     for (t, topic) in req.topic_data.into_iter().enumerate() {
         let (name, unknown_id) = if version >= TOPIC_ID_VERSION {
             match image.topic_by_id(&topic.topic_id) {
@@ -83,6 +86,7 @@ pub async fn start(
             let target = match (acks_error, unknown_id) {
                 (Some(error), _) => Err(error),
                 (None, true) => Err(ResponseError::UnknownTopicId),
+                (None, false) if disk_low => Err(ResponseError::KafkaStorageError),
                 (None, false) => route::owner(ctx, &name, p.index),
             };
             let slot = Slot { topic: t, name: name.clone(), partition: p.index };

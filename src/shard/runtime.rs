@@ -51,6 +51,9 @@ pub struct App {
     pub handle: Handler,
     pub start_controller: StartController,
     pub serve_connection: ServeConnection,
+    /// Awaited before each accept: holds the accept loop while the application's limits
+    /// (connection count, creation rate) say so; connections then wait in the kernel.
+    pub accept_gate: AcceptGate,
 }
 
 /// Starts the controller-shard side of the application (on shard 0, before the listener
@@ -59,6 +62,9 @@ pub type StartController = fn(Rc<ShardCtx>) -> LocalBoxFuture<'static, anyhow::R
 /// Serves one accepted connection (with its peer's address) until it closes.
 pub type ServeConnection =
     fn(Rc<ShardCtx>, TcpStream, Option<std::net::IpAddr>) -> LocalBoxFuture<'static, ()>;
+
+/// Resolves when the shard may accept its next connection.
+pub type AcceptGate = fn(Rc<ShardCtx>) -> LocalBoxFuture<'static, ()>;
 
 /// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.
 pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
@@ -314,7 +320,11 @@ async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener, app: App) {
             break;
         }
         let accepted = {
-            let accept = listener.accept();
+            let gate = (app.accept_gate)(ctx.clone());
+            let accept = async {
+                gate.await;
+                listener.accept().await
+            };
             futures::pin_mut!(accept);
             let stop = ctx.shutdown.changed_since(seen);
             futures::pin_mut!(stop);

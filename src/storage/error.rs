@@ -33,6 +33,10 @@ pub enum StorageError {
     /// KAFKA_STORAGE_ERROR (56).
     #[error("log {path:?} is read-only after an I/O failure: {reason}")]
     ReadOnly { path: PathBuf, reason: String },
+    /// The disk is full: the log's writer keeps what it has not written and retries until
+    /// space returns; appends meanwhile are refused: KAFKA_STORAGE_ERROR (56), retriable.
+    #[error("log {path:?} is out of disk space, writes resume when space returns: {reason}")]
+    OutOfSpace { path: PathBuf, reason: String },
     /// KAFKA_STORAGE_ERROR (56).
     #[error("I/O error during {op} on {path:?} at {offset}: {source}")]
     Io {
@@ -74,10 +78,29 @@ impl StorageError {
             StorageError::Sequence(SequenceError::OutOfOrder { .. }) => 45,
             StorageError::Sequence(SequenceError::InvalidEpoch { .. }) => 47,
             StorageError::ReadOnly { .. }
+            | StorageError::OutOfSpace { .. }
             | StorageError::Io { .. }
             | StorageError::Corrupt { .. }
             | StorageError::Closed { .. } => 56,
             StorageError::ReplicaOffsetMismatch { .. } => -1,
+        }
+    }
+
+    /// Whether this is an I/O error meaning the disk (or the quota) is full: worth retrying
+    /// once space is freed, unlike other I/O errors.
+    #[must_use]
+    pub fn is_out_of_space(&self) -> bool {
+        // ENOSPC (28) and EDQUOT (122) on Linux.
+        const OUT_OF_SPACE_ERRNOS: [i32; 2] = [28, 122];
+        match self {
+            StorageError::Io { op, source, .. } => {
+                source.raw_os_error().is_some_and(|e| OUT_OF_SPACE_ERRNOS.contains(&e))
+                    || source.kind() == std::io::ErrorKind::StorageFull
+                    // A short write to a regular file: the device ran out of space part way
+                    // (the error itself would come with the write of the rest).
+                    || (*op == "write" && source.kind() == std::io::ErrorKind::WriteZero)
+            }
+            _ => false,
         }
     }
 

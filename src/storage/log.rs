@@ -66,6 +66,9 @@ pub(super) struct LogState<F: FileSystem> {
     pub force_sync: usize,
     pub last_sync: Instant,
     pub failed: Option<String>,
+    /// Set while the writer waits for disk space (`storage::writer`): appends and waits for
+    /// commit get [`StorageError::OutOfSpace`] until it writes again.
+    pub out_of_space: Option<String>,
     pub closed: bool,
     pub epochs: EpochCache,
     pub max_timestamp: Option<(i64, Offset)>,
@@ -121,7 +124,17 @@ impl<F: FileSystem> LogInner<F> {
         if let Some(reason) = &st.failed {
             return Err(StorageError::ReadOnly { path: self.dir.clone(), reason: reason.clone() });
         }
-        Ok(())
+        self.check_space(&st)
+    }
+
+    /// [`StorageError::OutOfSpace`] while the writer waits for disk space.
+    pub(super) fn check_space(&self, st: &LogState<F>) -> Result<(), StorageError> {
+        match &st.out_of_space {
+            Some(reason) => {
+                Err(StorageError::OutOfSpace { path: self.dir.clone(), reason: reason.clone() })
+            }
+            None => Ok(()),
+        }
     }
 
     /// Creates the files of a new segment at `base`: the `.log` and sparse (ftruncate)
@@ -287,6 +300,7 @@ impl<F: FileSystem> LogInner<F> {
                         reason: reason.clone(),
                     });
                 }
+                self.check_space(&st)?;
                 if offset >= st.log_end {
                     return Err(StorageError::OffsetOutOfRange {
                         requested: offset,
@@ -316,6 +330,7 @@ impl<F: FileSystem> LogInner<F> {
                         reason: reason.clone(),
                     });
                 }
+                self.check_space(&st)?;
                 let done = st.written >= target
                     && (!sync || st.durable >= target)
                     && (!idle || !st.writer_running)

@@ -144,6 +144,7 @@ pub(super) async fn open<F: FileSystem>(
             force_sync: 0,
             last_sync: Instant::now(),
             failed: None,
+            out_of_space: None,
             closed: false,
             epochs: EpochCache::default(),
             max_timestamp: None,

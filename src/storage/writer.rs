@@ -7,8 +7,15 @@
 //! in flight per log, so the partial last page can be rewritten safely by the next write.
 //! Segments are processed in base-offset order: a segment's data is written only after every
 //! earlier segment was finalized (synced, truncated to size, indexes written), which is what
-//! lets recovery trust everything below the recovery point. After any failed write or sync
-//! the log is marked failed and refuses appends until reopened.
+//! lets recovery trust everything below the recovery point.
+//!
+//! A full disk (ENOSPC/EDQUOT on a write, sync or finalize) is not a failure: the writer keeps
+//! the jobs it could not finish, marks the log out of space (appends and commit waits get
+//! KAFKA_STORAGE_ERROR, retriable, at once; reads go on), retries them in order every
+//! [`DISK_FULL_RETRY_MS`] (rewriting the same bytes at the same aligned position is
+//! idempotent), and clears the mark once they complete: writes resume by themselves, and
+//! nothing appended is dropped. After any other failed write or sync the log is marked
+//! failed (offline: appends refused until reopened; the error log line names the file).
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -22,7 +29,7 @@ use super::segment::{segment_path, INDEX_SUFFIX, TIME_INDEX_SUFFIX};
 use super::FlushPolicy;
 use futures::stream::{FuturesOrdered, StreamExt};
 
-use crate::constants::{LOG_WRITES_IN_FLIGHT_MAX, LOG_WRITE_BYTES_MAX};
+use crate::constants::{DISK_FULL_RETRY_MS, LOG_WRITES_IN_FLIGHT_MAX, LOG_WRITE_BYTES_MAX};
 use crate::io::{align_down, DataFile, FileSystem};
 use crate::types::Offset;
 
@@ -41,6 +48,30 @@ struct WriteJob<F: FileSystem> {
     /// End of the last batch this write completes (None: it only carries part of a batch).
     end_offset: Option<Offset>,
     sync: bool,
+}
+
+impl<F: FileSystem> Clone for WriteJob<F> {
+    fn clone(&self) -> Self {
+        Self {
+            seg_base: self.seg_base,
+            file: self.file.clone(),
+            pos: self.pos,
+            parts: self.parts.clone(),
+            end_bytes: self.end_bytes,
+            end_offset: self.end_offset,
+            sync: self.sync,
+        }
+    }
+}
+
+impl<F: FileSystem> Clone for Job<F> {
+    fn clone(&self) -> Self {
+        match self {
+            Job::Write(w) => Job::Write(w.clone()),
+            Job::Finalize { seg_base } => Job::Finalize { seg_base: *seg_base },
+            Job::Sync { file, upto } => Job::Sync { file: file.clone(), upto: *upto },
+        }
+    }
 }
 
 /// What a finished write reports back, in issue order.
@@ -90,7 +121,7 @@ impl<F: FileSystem> LogInner<F> {
                 match self.take_job(in_flight.len()) {
                     Some(Job::Write(w)) => in_flight.push_back(self.write(w)),
                     Some(other) => {
-                        if let Err(e) = self.run_barrier(other).await {
+                        if let Err(e) = self.run_barrier_until_space(other).await {
                             barrier_failure = Some(e);
                             break;
                         }
@@ -103,16 +134,30 @@ impl<F: FileSystem> LogInner<F> {
             }
             // Empty (nothing in flight, nothing to take) resolves at once: the loop stops in
             // the same step that found no work, so no append can slip in unnoticed.
-            let Some(done) = in_flight.next().await else { break None };
+            let Some((job, done)) = in_flight.next().await else { break None };
             match done {
                 Ok(done) => self.complete_write(done),
+                Err(e) if e.is_out_of_space() => {
+                    // The writes issued after it are retried too, in order: completions must
+                    // stay in issue order.
+                    let mut retry = vec![job];
+                    while let Some((job, _)) = in_flight.next().await {
+                        retry.push(job);
+                    }
+                    if let Err(e) = self.retry_writes(&e, retry).await {
+                        break Some(e);
+                    }
+                }
                 Err(e) => break Some(e),
             }
         };
         drop(in_flight);
         let mut st = self.st.borrow_mut();
         if let Some(e) = failure {
-            tracing::error!(dir = %self.dir.display(), error = %e, "log write failed; log is read-only until reopened");
+            if st.failed.is_none() && !st.closed {
+                tracing::error!(dir = %self.dir.display(), error = %e, "log write failed; partition offline (appends refused) until reopened");
+                crate::metrics::log_offline();
+            }
             st.failed = Some(e.to_string());
         }
         st.writer_running = false;
@@ -120,26 +165,110 @@ impl<F: FileSystem> LogInner<F> {
         self.progress.notify_all();
     }
 
+    /// Issues one write (and its fsync); hands the job back with the outcome, so a write
+    /// that met a full disk can be retried.
     fn write(
         &self,
         w: WriteJob<F>,
-    ) -> impl std::future::Future<Output = Result<WriteDone, StorageError>> {
+    ) -> impl std::future::Future<Output = (WriteJob<F>, Result<WriteDone, StorageError>)> {
         let path = self.seg_path(w.seg_base);
         async move {
-            let refs: Vec<&[u8]> = w.parts.iter().map(|p| &p[..]).collect();
-            let started = Instant::now();
-            w.file.write_at(w.pos, &refs).await.map_err(StorageError::io("write", &path, w.pos))?;
-            if w.sync {
-                w.file.sync().await.map_err(StorageError::io("fsync", &path, w.pos))?;
+            let result = async {
+                let refs: Vec<&[u8]> = w.parts.iter().map(|p| &p[..]).collect();
+                let started = Instant::now();
+                w.file
+                    .write_at(w.pos, &refs)
+                    .await
+                    .map_err(StorageError::io("write", &path, w.pos))?;
+                if w.sync {
+                    w.file.sync().await.map_err(StorageError::io("fsync", &path, w.pos))?;
+                }
+                crate::metrics::flush(started.elapsed(), w.parts.len().saturating_sub(1) as u64);
+                Ok(WriteDone {
+                    seg_base: w.seg_base,
+                    end_bytes: w.end_bytes,
+                    end_offset: w.end_offset,
+                    synced: w.sync,
+                })
             }
-            crate::metrics::flush(started.elapsed(), w.parts.len().saturating_sub(1) as u64);
-            Ok(WriteDone {
-                seg_base: w.seg_base,
-                end_bytes: w.end_bytes,
-                end_offset: w.end_offset,
-                synced: w.sync,
-            })
+            .await;
+            (w, result)
         }
+    }
+
+    /// Marks the log out of space (once) and wakes the waiters so they answer at once.
+    fn enter_out_of_space(&self, err: &StorageError) {
+        let mut st = self.st.borrow_mut();
+        if st.out_of_space.is_none() {
+            tracing::warn!(dir = %self.dir.display(), error = %err, "disk full: appends to this log are refused until space returns; retrying its writes every {DISK_FULL_RETRY_MS} ms");
+            crate::metrics::log_out_of_space(1);
+            st.out_of_space = Some(err.to_string());
+        }
+        drop(st);
+        self.progress.notify_all();
+    }
+
+    fn leave_out_of_space(&self) {
+        if self.st.borrow_mut().out_of_space.take().is_some() {
+            tracing::info!(dir = %self.dir.display(), "disk space is back: writes resumed");
+            crate::metrics::log_out_of_space(-1);
+        }
+        self.progress.notify_all();
+    }
+
+    /// Waits out one retry interval; `false` once the log is closing (then give up).
+    async fn retry_pause(&self) -> bool {
+        self.fs.sleep(Duration::from_millis(DISK_FULL_RETRY_MS)).await;
+        !self.st.borrow().closed
+    }
+
+    /// Retries `jobs` in order until each is written, while the disk is full.
+    async fn retry_writes(
+        self: &Rc<Self>,
+        first: &StorageError,
+        jobs: Vec<WriteJob<F>>,
+    ) -> Result<(), StorageError> {
+        self.enter_out_of_space(first);
+        for job in jobs {
+            loop {
+                if !self.retry_pause().await {
+                    return Err(StorageError::Closed { path: self.dir.clone() });
+                }
+                match self.write(job.clone()).await.1 {
+                    Ok(done) => {
+                        self.complete_write(done);
+                        break;
+                    }
+                    Err(e) if e.is_out_of_space() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        self.leave_out_of_space();
+        Ok(())
+    }
+
+    /// Runs a finalize or sync job, retrying it while the disk is full (both are
+    /// idempotent: truncate, rewrite the indexes whole, fsync).
+    async fn run_barrier_until_space(self: &Rc<Self>, job: Job<F>) -> Result<(), StorageError> {
+        let mut waited = false;
+        loop {
+            match self.run_barrier(job.clone()).await {
+                Ok(()) => break,
+                Err(e) if e.is_out_of_space() => {
+                    self.enter_out_of_space(&e);
+                    waited = true;
+                    if !self.retry_pause().await {
+                        return Err(StorageError::Closed { path: self.dir.clone() });
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if waited {
+            self.leave_out_of_space();
+        }
+        Ok(())
     }
 
     fn sync_due(&self, last_sync: Instant) -> bool {

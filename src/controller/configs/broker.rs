@@ -253,6 +253,16 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          less than this value on average (here: for the whole broker, split across shards)",
     ),
     only(
+        "log.dir.reserved.bytes",
+        L,
+        Some("67108864"),
+        AtLeast(0),
+        READ_ONLY,
+        "Shardlog's own: free space of the data directory kept for the broker's own writes \
+         (consumer offsets, group metadata, the metadata log). Below it, produce answers \
+         KAFKA_STORAGE_ERROR until space is freed. 0: produce until the disk is full.",
+    ),
+    only(
         "log.retention.check.interval.ms",
         L,
         Some("300000"),
@@ -260,6 +270,42 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         READ_ONLY,
         "The frequency in milliseconds that the log cleaner checks whether any log is \
          eligible for deletion",
+    ),
+    only(
+        "max.connection.creation.rate",
+        I,
+        Some("2147483647"),
+        AtLeast(0),
+        READ_ONLY,
+        "The maximum connection creation rate the broker allows, connections/s; each shard \
+         holds an equal share and delays accepts beyond it.",
+    ),
+    only(
+        "max.connections",
+        I,
+        Some("2147483647"),
+        AtLeast(0),
+        READ_ONLY,
+        "The maximum number of connections the broker allows; at the limit new connections \
+         wait in the kernel's accept queue until one closes.",
+    ),
+    only(
+        "max.connections.per.ip",
+        I,
+        Some("2147483647"),
+        AtLeast(0),
+        READ_ONLY,
+        "The maximum number of connections from each IP address; a connection over it is \
+         closed at once.",
+    ),
+    only(
+        "max.connections.per.ip.overrides",
+        S,
+        Some(""),
+        Any,
+        READ_ONLY,
+        "A comma-separated list of per-IP overrides of max.connections.per.ip, as IP:count \
+         (IP addresses only, unlike Kafka which also takes host names).",
     ),
     only(
         "num.partitions",
@@ -332,6 +378,16 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          Producer IDs will not expire while a transaction associated to them is still ongoing.",
     ),
     only(
+        "queued.max.request.bytes",
+        L,
+        Some("536870912"),
+        AtLeast(-1),
+        READ_ONLY,
+        "Bytes of requests read but not yet answered, for the whole broker (each shard holds \
+         an equal share); when spent, connections stop reading until answers free it. -1: \
+         unbounded (Kafka's default; Shardlog's is 512 MiB).",
+    ),
+    only(
         "quota.window.num",
         I,
         Some("11"),
@@ -355,6 +411,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         READ_ONLY,
         "If a follower hasn't sent any fetch requests or hasn't consumed up to the leaders \
          log end offset for at least this time, the leader will remove the follower from isr",
+    ),
+    only(
+        "request.receive.timeout.ms",
+        L,
+        Some("30000"),
+        AtLeast(1),
+        READ_ONLY,
+        "Shardlog's own (Kafka has no such bound): a request whose first byte arrived must be \
+         received whole within this many milliseconds, or the connection is closed.",
     ),
     only(
         "socket.request.max.bytes",

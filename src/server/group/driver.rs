@@ -16,14 +16,14 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures::channel::oneshot;
 use kafka_protocol::records::{
-    Compression, Record as KafkaRecord, RecordBatchDecoder, RecordBatchEncoder,
-    RecordEncodeOptions, TimestampType,
+    Compression, Record as KafkaRecord, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
 use super::{GroupAnswer, GroupCall};
 use crate::constants::{
     GROUP_LAG_PARTITIONS_MAX, GROUP_LAG_PUBLISH_INTERVAL_MS, GROUP_LOAD_WAIT_MS_MAX,
 };
+use crate::group::load::decode_stored_batch;
 use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::group::records::Record;
 use crate::group::types::{Effects, GroupError, JoinResponse, Reply, SyncResponse, Token};
@@ -360,11 +360,12 @@ fn replay_batches(
         if size > bytes.len() || size < 27 {
             break;
         }
-        let mut batch = bytes.split_to(size);
+        let batch = bytes.split_to(size);
         let last_delta = i32::from_be_bytes(batch[23..27].try_into().map_err(|_| "short batch")?);
         next = Offset(base + i64::from(last_delta) + 1);
-        let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| e.to_string())?;
-        for r in set.records {
+        // Bounded decompression (a bomb is refused, not allocated): `group::load`.
+        let records = decode_stored_batch(&batch).map_err(|e| e.to_string())?;
+        for r in records {
             let Some(key) = r.key else { continue };
             match Record::decode(&key, r.value.as_deref()) {
                 Ok(record) => {
