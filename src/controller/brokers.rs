@@ -290,7 +290,13 @@ impl BrokerHeartbeats {
         now_ms: u64,
     ) -> Result<BrokerEpoch, ControllerError> {
         if let Some(b) = state.brokers().get(&req.node) {
-            if b.incarnation_id != req.incarnation_id && self.session_live(req.node, now_ms) {
+            // The active controller's own broker registering again is this very process
+            // restarted: its previous incarnation cannot be alive, so no session wait.
+            let restarted_self = req.node == state.node_id();
+            if b.incarnation_id != req.incarnation_id
+                && !restarted_self
+                && self.session_live(req.node, now_ms)
+            {
                 return Err(ControllerError::DuplicateBrokerRegistration(req.node));
             }
         }
