@@ -207,7 +207,9 @@ fn three_nodes_form_fail_over_and_restart() {
     }
 
     // A fresh fourth node, broker only, joins and registers.
-    let four = c.add_node(4, 24400, &["--process-roles", "broker"]);
+    // Two shards on two cores: brokers may run different shard counts.
+    let four =
+        c.add_node(4, 24400, &["--process-roles", "broker", "--shards", "2", "--cpus", "0,1"]);
     c.start_node(four);
     wait_formed(&c, &ids(&[1, 2, 3, 4]));
     create_until_ok(&c, "rf4-now", 4);
@@ -248,4 +250,27 @@ fn a_node_of_another_cluster_is_refused() {
     );
     b.kill();
     c.terminate(0);
+}
+
+#[test]
+fn without_a_quorum_controller_requests_fail_fast_and_reads_go_on() {
+    // Three voters configured, one started: no quorum can form.
+    let dir_port = 24600;
+    let mut c = Cluster::start(0, dir_port);
+    c.voters = (1..=3)
+        .map(|i| format!("{i}@127.0.0.1:{}", dir_port + 100 * i))
+        .collect::<Vec<_>>()
+        .join(",");
+    let one = c.add_node(1, dir_port + 100, &[]);
+    c.start_node(one);
+    assert!(c.broker(one).log_contains("no active controller"), "the node says it has no quorum");
+    let mut w = Wire::connect(&c.broker(one).addr);
+    let m = metadata(&mut w);
+    assert_eq!(m.controller_id.0, -1, "no controller is named");
+    let start = Instant::now();
+    let code = create(&mut w, "no-quorum", 1, 1);
+    let took = start.elapsed();
+    eprintln!("[cluster] CreateTopics without a quorum: error {code} after {took:?}");
+    assert_eq!(code, 41, "NOT_CONTROLLER");
+    assert!(took < Duration::from_secs(25), "answered, not hung: {took:?}");
 }

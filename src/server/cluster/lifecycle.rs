@@ -113,8 +113,9 @@ pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
         }
     }
     // Controlled shutdown: fenced first, so the controller moves leaderships away now
-    // rather than after a session timeout.
-    if let Some(e) = epoch {
+    // rather than after a session timeout — when another live broker can take them.
+    let others_live = ctx.image().brokers.iter().any(|(id, b)| *id != node.node_id && !b.fenced);
+    if let (Some(e), true) = (epoch, others_live) {
         let hb = BrokerHeartbeat {
             node: node.node_id,
             epoch: e,

@@ -485,13 +485,16 @@ impl ClusterNode {
             let st = self.quorum.status();
             let reply = if st.role == QuorumRole::Leader && st.leader_ready {
                 Some(self.handle_local(ctx, call.clone()).await)
-            } else if let Some(leader) = st
+            } else if let Some((leader, known)) = st
                 .leader_id
                 .filter(|l| *l != st.node_id)
                 .or_else(|| self.hinted_leader.get())
-                .or_else(|| self.next_voter_to_ask(st.node_id))
+                .map(|l| (l, true))
+                .or_else(|| self.next_voter_to_ask(st.node_id).map(|v| (v, false)))
             {
-                last_leader = Some(self.ids.node(leader));
+                if known {
+                    last_leader = Some(self.ids.node(leader));
+                }
                 let left = deadline.saturating_duration_since(Instant::now());
                 let timeout_ms = u64::try_from(left.as_millis()).unwrap_or(0).max(1);
                 match self.quorum.call(leader, call.encode(), timeout_ms).await {
