@@ -204,6 +204,17 @@ impl ClusterNode {
         });
     }
 
+    /// Resolves once this node knows a leader other than `leader`.
+    async fn leader_moved_from(&self, leader: u64) {
+        loop {
+            let seen = self.quorum.changed().version();
+            if self.quorum.status().leader_id.is_some_and(|l| l != leader) {
+                return;
+            }
+            self.quorum.changed().changed_since(seen).await;
+        }
+    }
+
     /// A voter other than this node, in turn (`None` for a single node).
     fn next_voter_to_ask(&self, me: u64) -> Option<u64> {
         let others: Vec<u64> =
@@ -497,13 +508,22 @@ impl ClusterNode {
                 }
                 let left = deadline.saturating_duration_since(Instant::now());
                 let timeout_ms = u64::try_from(left.as_millis()).unwrap_or(0).max(1);
-                match self.quorum.call(leader, call.encode(), timeout_ms).await {
-                    Ok(bytes) => match Reply::decode(bytes) {
+                // A leader that stops answering (stopped, cut off) is replaced by an election:
+                // give up on it as soon as this node learns of another leader.
+                let answer = self.quorum.call(leader, call.encode(), timeout_ms);
+                let moved = self.leader_moved_from(leader);
+                futures::pin_mut!(answer, moved);
+                match futures::future::select(answer, moved).await {
+                    futures::future::Either::Left((Ok(bytes), _)) => match Reply::decode(bytes) {
                         Ok(reply) => Some(reply),
                         Err(err) => Some(error_reply(ResponseError::UnknownServerError, &err)),
                     },
-                    Err(err) => {
+                    futures::future::Either::Left((Err(err), _)) => {
                         tracing::debug!(%leader, "cluster call failed: {err}");
+                        None
+                    }
+                    futures::future::Either::Right(((), _)) => {
+                        tracing::debug!(%leader, "leader changed while waiting for its answer");
                         None
                     }
                 }
