@@ -32,6 +32,7 @@ pub mod view;
 
 use std::time::Duration;
 
+pub use hooks::{open_transactions, txn_marker_written};
 pub use hooks::{duplicate_batch_dropped, fetched, owned_partitions, produced, producers_tracked};
 pub use recorder::{LatencyHist, ShardRecorder};
 pub use timer::{hop, RequestTimer};
@@ -112,10 +113,14 @@ pub enum Count {
     CleanerIoBytes = 14,
     /// Idempotent producers' retried batches answered from the producer state, not written.
     DuplicateBatchesDropped = 15,
+    /// Transaction markers written: ABORT (issue 17).
+    TxnAbortMarkers = 16,
+    /// Transaction markers written: COMMIT.
+    TxnCommitMarkers = 17,
 }
 
 impl Count {
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 18;
     pub const ALL: [Count; Count::COUNT] = [
         Count::Requests,
         Count::RequestBytes,
@@ -133,6 +138,8 @@ impl Count {
         Count::CleanerBytesReclaimed,
         Count::CleanerIoBytes,
         Count::DuplicateBatchesDropped,
+        Count::TxnAbortMarkers,
+        Count::TxnCommitMarkers,
     ];
 }
 
@@ -153,10 +160,13 @@ pub enum Level {
     /// Producer ids with sequence state in this shard's partitions (one per partition they
     /// wrote to).
     ProducerIds = 6,
+    /// Open transactions (Ongoing, PrepareCommit, PrepareAbort) of the transactional ids
+    /// this shard coordinates.
+    OpenTransactions = 7,
 }
 
 impl Level {
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
     pub const ALL: [Level; Level::COUNT] = [
         Level::ConnectionsActive,
         Level::RequestsInFlight,
@@ -165,6 +175,7 @@ impl Level {
         Level::Leaders,
         Level::CleanerMaxDirtyPercent,
         Level::ProducerIds,
+        Level::OpenTransactions,
     ];
 }
 

@@ -165,6 +165,16 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "Idempotent producers' retried batches answered with their original offsets",
             c(Count::DuplicateBatchesDropped),
         ),
+        (
+            "shardlog_txn_abort_markers",
+            "Transaction ABORT markers written to partitions",
+            c(Count::TxnAbortMarkers),
+        ),
+        (
+            "shardlog_txn_commit_markers",
+            "Transaction COMMIT markers written to partitions",
+            c(Count::TxnCommitMarkers),
+        ),
     ];
     for (name, help, value) in counters {
         enc.encode_descriptor(name, help, None, MetricType::Counter)?
@@ -202,6 +212,11 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "shardlog_producer_ids",
             "Producer ids with sequence state, counted once per partition",
             l(Level::ProducerIds),
+        ),
+        (
+            "shardlog_open_transactions",
+            "Open transactions of the transactional ids this broker coordinates",
+            l(Level::OpenTransactions),
         ),
         (
             "shardlog_cleaner_max_dirty_percent",

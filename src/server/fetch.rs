@@ -77,6 +77,8 @@ struct Plan {
     max_wait: Duration,
     session_error: Option<ResponseError>,
     client_id: Option<String>,
+    /// isolation_level = 1 (transactions: stop at the last stable offset).
+    read_committed: bool,
 }
 
 pub async fn start(
@@ -136,6 +138,7 @@ pub async fn start(
         // Without sessions, only "no session" (id 0) is valid.
         session_error: (req.session_id != 0).then_some(ResponseError::FetchSessionIdNotFound),
         client_id,
+        read_committed: req.isolation_level == 1,
     };
     let ctx = ctx.clone();
     Ok(Box::pin(async move { run(&ctx, plan).await }))
@@ -201,6 +204,7 @@ async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
             fetch_offset: w.fetch_offset,
             max_bytes: w.max_bytes,
             current_leader_epoch: w.current_leader_epoch,
+            read_committed: plan.read_committed,
         });
     }
     let outcomes = scatter.send(ctx).await.gather().await;
@@ -214,6 +218,7 @@ async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
                 last_stable_offset: -1,
                 log_start_offset: -1,
                 records: Bytes::new(),
+                aborted: None,
             },
         })
         .collect()
@@ -231,7 +236,7 @@ async fn wait_for_data(ctx: &Rc<ShardCtx>, plan: &Plan, wait: Duration) {
     let max_wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
     let mut pending = Vec::with_capacity(by_shard.len());
     for (shard, partitions) in by_shard {
-        let spec = WaitSpec { partitions, max_wait_ms };
+        let spec = WaitSpec { partitions, max_wait_ms, read_committed: plan.read_committed };
         pending.push(ctx.call(shard, ShardRequest::WaitForData(spec)).await);
     }
     if pending.is_empty() {
@@ -322,6 +327,7 @@ fn build_response(plan: Plan, parts: Vec<FetchPart>, leaders: &Leaders) -> Fetch
             .with_last_stable_offset(part.last_stable_offset)
             .with_log_start_offset(if plan.version >= 5 { part.log_start_offset } else { -1 })
             .with_preferred_read_replica(BrokerId(-1))
+            .with_aborted_transactions(crate::txn::partition::aborted_field(part.aborted))
             .with_records(Some(part.records));
         let leader_error = matches!(
             part.error,
@@ -390,6 +396,7 @@ mod tests {
             last_stable_offset: 0,
             log_start_offset: 0,
             records: Bytes::from(vec![0u8; len]),
+            aborted: None,
         }
     }
 
@@ -423,6 +430,7 @@ mod tests {
             max_wait: Duration::ZERO,
             session_error: None,
             client_id: None,
+            read_committed: false,
         }
     }
 
