@@ -49,7 +49,7 @@ impl OwnedPartition {
     #[must_use]
     pub fn last_stable_offset(&self) -> Offset {
         let hw = self.high_watermark();
-        self.log.first_unstable_offset().map_or(hw, |first| first.min(hw))
+        self.log.first_unstable_offset(hw).map_or(hw, |first| first.min(hw))
     }
 }
 

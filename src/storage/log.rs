@@ -479,10 +479,11 @@ impl<F: FileSystem> PartitionLog<F> {
         self.inner.append_coordinator(batch, leader_epoch, now_ms).await
     }
 
-    /// First offset of the oldest open transaction (the last stable offset is at most it).
+    /// First offset of the oldest transaction that is open, or completed by a marker not yet
+    /// below `hw` (the last stable offset is at most it).
     #[must_use]
-    pub fn first_unstable_offset(&self) -> Option<Offset> {
-        self.inner.st.borrow().producers.first_unstable_offset().map(Offset)
+    pub fn first_unstable_offset(&self, hw: Offset) -> Option<Offset> {
+        self.inner.st.borrow_mut().producers.first_unstable_offset(hw.0).map(Offset)
     }
 
     /// Open transactions: (producer id, first offset), oldest first.

@@ -219,6 +219,10 @@ pub struct ProducerStateMap {
     ongoing: BTreeMap<i64, i64>,
     /// Aborted transactions, by the offset of their ABORT marker (ascending).
     aborted: Vec<AbortedTxn>,
+    /// Transactions whose marker is appended but maybe not yet below the high watermark:
+    /// marker offset → first offset. They still bound the last stable offset (Kafka's
+    /// `unreplicatedTxns`). In memory only: a reopened log's high watermark is its end.
+    completing: BTreeMap<i64, i64>,
 }
 
 impl ProducerStateMap {
@@ -299,6 +303,7 @@ impl ProducerStateMap {
         self.producers.clear();
         self.ongoing.clear();
         self.aborted.clear();
+        self.completing.clear();
     }
 
     #[must_use]

@@ -71,9 +71,10 @@ impl ProducerStateMap {
             self.ongoing.remove(&e.txn_first_offset);
         }
         e.txn_first_offset = -1;
+        self.completing.insert(offset, first);
         let done = CompletedTxn { producer_id, first_offset: first, last_offset: offset, aborted: !commit };
         if !commit {
-            let lso = self.first_unstable_offset().unwrap_or(offset + 1);
+            let lso = self.ongoing.keys().next().copied().unwrap_or(offset + 1);
             if self.aborted.last().is_none_or(|a| a.last_offset < offset) {
                 self.aborted.push(AbortedTxn {
                     producer_id,
@@ -87,10 +88,12 @@ impl ProducerStateMap {
     }
 
     /// The first offset of the oldest open transaction, if any (the last stable offset is
-    /// at most this).
-    #[must_use]
-    pub fn first_unstable_offset(&self) -> Option<i64> {
-        self.ongoing.keys().next().copied()
+    /// at most this). Completed transactions whose marker is not below `hw` yet count too.
+    pub fn first_unstable_offset(&mut self, hw: i64) -> Option<i64> {
+        self.completing = self.completing.split_off(&hw);
+        let completing = self.completing.values().min().copied();
+        let open = self.ongoing.keys().next().copied();
+        open.into_iter().chain(completing).min()
     }
 
     /// Open transactions: (producer id, first offset), oldest first.
@@ -237,20 +240,22 @@ mod tests {
         m.apply(&txn_batch(1, 0, 2), 11, 0); // offsets 10..=11
         m.apply(&txn_batch(2, 0, 1), 12, 0);
         m.apply(&txn_batch(1, 2, 1), 13, 0);
-        assert_eq!(m.first_unstable_offset(), Some(10));
+        assert_eq!(m.first_unstable_offset(0), Some(10));
         assert_eq!(m.ongoing_txns(), vec![(1, 10), (2, 12)]);
         let done = m.apply_marker(1, 0, false, 14);
         assert_eq!(done, CompletedTxn { producer_id: 1, first_offset: 10, last_offset: 14, aborted: true });
-        assert_eq!(m.first_unstable_offset(), Some(12));
+        // The marker is not below the high watermark yet: the aborted data stays unstable.
+        assert_eq!(m.first_unstable_offset(14), Some(10));
+        assert_eq!(m.first_unstable_offset(15), Some(12));
         assert_eq!(m.aborted_txns()[0].last_stable_offset, 12);
         m.apply_marker(2, 0, true, 15);
-        assert_eq!(m.first_unstable_offset(), None);
+        assert_eq!(m.first_unstable_offset(16), None);
         assert_eq!(m.aborted_between(0, 100), vec![(1, 10)]);
         assert_eq!(m.aborted_between(15, 100), vec![]);
         assert_eq!(m.aborted_between(0, 10), vec![]);
         // A new transaction of producer 1 opens at its next batch.
         m.apply(&txn_batch(1, 3, 1), 16, 0);
-        assert_eq!(m.first_unstable_offset(), Some(16));
+        assert_eq!(m.first_unstable_offset(16), Some(16));
         // Round trip through a snapshot at the log end.
         let (at, back) = ProducerStateMap::decode(&m.encode(17)).expect("decode");
         assert_eq!((at, &back), (17, &m));
@@ -268,6 +273,7 @@ mod tests {
         // The bumped producer starts at sequence 0.
         let next = ProducerBatch { epoch: 1, ..txn_batch(1, 0, 1) };
         assert_eq!(m.check(&next), Ok(super::super::Verdict::Append));
+        assert_eq!(m.first_unstable_offset(2), None, "the marker is below the high watermark");
         let (_, back) = ProducerStateMap::decode(&m.encode(2)).expect("decode");
         assert_eq!(back, m);
     }
