@@ -27,7 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "idempotence"))
 from kill_loop import Broker  # noqa: E402
 
-N = 3000
+N = 5000
+STALL_S = 20
 PARTITIONS = 3
 
 
@@ -42,6 +43,7 @@ class App:
             self.cmd = [sys.executable, os.path.join(HERE, "eos_app.py"), bs, src, dst, group, txn_id, stop]
         self.proc = None
         self.restarts = 0
+        self.stalls = 0
 
     def ensure(self):
         if self.proc is None or self.proc.poll() is not None:
@@ -85,6 +87,7 @@ def run(kind, binary, port, app_kills, broker_kills, cp, work):
     data = os.path.join(work, f"data-{kind}")
     os.makedirs(data)
     broker = Broker(binary, port, data)
+    broker.cmd[-1] = os.environ.get("EOS_BROKER_LOG", "warn")
     broker.start()
     try:
         check(kind, broker, bs, app_kills, broker_kills, cp, work)
@@ -118,7 +121,21 @@ def transform(kind, broker, bs, app, app_kills, broker_kills, topics, stop):
     rng.shuffle(events)
     t0 = time.time()
     for event in events:
-        time.sleep(rng.uniform(0.5, 3.0))
+        # Strike while the app is working: after its committed offsets moved since the
+        # last event (a fresh instance first waits for its group to settle).
+        start = committed_total(bs, group, src)
+        deadline, since = time.time() + 90, time.time()
+        while committed_total(bs, group, src) <= start and start < N and time.time() < deadline:
+            if time.time() - since > STALL_S:
+                print(f"[{kind}] no progress for {STALL_S} s: restarting the app", flush=True)
+                app.stalls += 1
+                app.kill()
+                since = time.time()
+            app.ensure()
+            time.sleep(0.1)
+        if committed_total(bs, group, src) >= N:
+            break
+        time.sleep(rng.uniform(0.0, 0.5))
         if event == "app":
             app.kill()
         else:
@@ -126,9 +143,19 @@ def transform(kind, broker, bs, app, app_kills, broker_kills, topics, stop):
             broker.start()
         app.ensure()
     deadline = time.time() + 240
-    while committed_total(bs, group, src) < N:
+    last, last_move = -1, time.time()
+    while (done := committed_total(bs, group, src)) < N:
         if time.time() > deadline:
-            raise SystemExit(f"FAIL [{kind}]: committed offsets stuck at {committed_total(bs, group, src)} of {N}")
+            raise SystemExit(f"FAIL [{kind}]: committed offsets stuck at {done} of {N}")
+        if done != last:
+            last, last_move = done, time.time()
+        elif time.time() - last_move > STALL_S:
+            # A watchdog, as an operator's would be: librdkafka's producer was seen to stall
+            # after a broker SIGKILL mid-transaction (sending nothing, past its API timeout).
+            print(f"[{kind}] no progress for {STALL_S} s: restarting the app", flush=True)
+            app.stalls += 1
+            app.kill()
+            last_move = time.time()
         app.ensure()
         time.sleep(0.5)
     elapsed = time.time() - t0
@@ -146,7 +173,7 @@ def transform(kind, broker, bs, app, app_kills, broker_kills, topics, stop):
     extra = set(counts) - want
     print(f"[{kind}] {len(committed)} read_committed, {len(uncommitted)} read_uncommitted "
           f"(aborted copies: {len(uncommitted) - len(committed)}), app restarts {app.restarts}, "
-          f"broker kills {broker_kills}, {elapsed:.1f} s")
+          f"broker kills {broker_kills}, watchdog restarts {app.stalls}, {elapsed:.1f} s")
     if dupes or missing or extra:
         raise SystemExit(f"FAIL [{kind}]: duplicates {dupes[:5]} ({len(dupes)}), missing "
                          f"{sorted(missing)[:5]} ({len(missing)}), unexpected {sorted(extra)[:5]}")
@@ -164,7 +191,10 @@ def main():
     except BaseException:
         print(f"work dir kept: {work}")
         raise
-    shutil.rmtree(work, ignore_errors=True)
+    if os.environ.get("EOS_KEEP"):
+        print(f"work dir kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     print("eos: ok")
 
 

@@ -1,7 +1,8 @@
 // The Java side of tests/transactions: Kafka's consume-transform-produce loop with
 // exactly-once semantics. Reads IN (read_committed, group GROUP), writes "out-<value>" to OUT
 // in a transaction with the consumed offsets (sendOffsetsToTransaction with the consumer's
-// group metadata), until the file STOP exists. Any error exits non-zero: the driver restarts
+// group metadata), at most 20 records per transaction held open 30 ms (simulated work, so
+// the driver's kills land inside transactions), until the file STOP exists. Any error exits non-zero: the driver restarts
 // the app, whose initTransactions fences this instance and aborts its open transaction.
 // Run: java -cp "$(perf/kafka/kafka.sh classpath)" EosApp.java BOOTSTRAP IN OUT GROUP TXN_ID STOP
 import java.nio.file.*;
@@ -24,6 +25,9 @@ public class EosApp {
         cp.put("auto.offset.reset", "earliest");
         cp.put("session.timeout.ms", "6000");
         cp.put("heartbeat.interval.ms", "500");
+        cp.put("max.poll.records", "20");
+        // Static membership: a restarted app takes its partitions back at once.
+        cp.put("group.instance.id", group + "-app");
         cp.put("key.deserializer", StringDeserializer.class.getName());
         cp.put("value.deserializer", StringDeserializer.class.getName());
         Properties pp = new Properties();
@@ -47,6 +51,7 @@ public class EosApp {
                     producer.send(new ProducerRecord<>(out, r.partition(), r.key(), "out-" + r.value()));
                     offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                 }
+                Thread.sleep(30);
                 producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
                 producer.commitTransaction();
                 done += records.count();
