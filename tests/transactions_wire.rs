@@ -17,10 +17,9 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, DescribeTransactionsRequest,
     DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse, FetchRequest, FetchResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest,
-    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, ListTransactionsRequest,
-    ListTransactionsResponse, ProduceRequest, ProduceResponse, ProducerId, TopicName,
-    TransactionalId,
+    FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ListOffsetsRequest, ListOffsetsResponse, ListTransactionsRequest, ListTransactionsResponse,
+    ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use shardlog::storage::batch::recompute_crc;
@@ -54,9 +53,8 @@ fn txn_batch(pid: i64, epoch: i16, seq: i32, count: usize) -> Bytes {
 
 fn produce(w: &mut Wire, records: Bytes) -> (i16, i64) {
     let part = PartitionProduceData::default().with_index(0).with_records(Some(records));
-    let topic = TopicProduceData::default()
-        .with_name(TopicName(s(TOPIC)))
-        .with_partition_data(vec![part]);
+    let topic =
+        TopicProduceData::default().with_name(TopicName(s(TOPIC))).with_partition_data(vec![part]);
     let req = ProduceRequest::default()
         .with_transactional_id(None)
         .with_acks(-1)
@@ -156,7 +154,12 @@ fn wait_stable(w: &mut Wire, limit: Duration) -> Read {
         if r.last_stable_offset == r.high_watermark {
             return r;
         }
-        assert!(Instant::now() < deadline, "LSO {} stuck below HW {}", r.last_stable_offset, r.high_watermark);
+        assert!(
+            Instant::now() < deadline,
+            "LSO {} stuck below HW {}",
+            r.last_stable_offset,
+            r.high_watermark
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -175,8 +178,8 @@ fn latest(w: &mut Wire, read_committed: bool) -> i64 {
 }
 
 fn describe(w: &mut Wire, id: &str) -> (i16, String, Vec<i32>) {
-    let req = DescribeTransactionsRequest::default()
-        .with_transactional_ids(vec![TransactionalId(s(id))]);
+    let req =
+        DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(s(id))]);
     let resp: DescribeTransactionsResponse = w.call(ApiKey::DescribeTransactions, 0, &req);
     let t = &resp.transaction_states[0];
     let parts = t.topics.iter().flat_map(|t| t.partitions.clone()).collect();
@@ -187,7 +190,8 @@ fn describe(w: &mut Wire, id: &str) -> (i16, String, Vec<i32>) {
 fn transactions_over_the_wire() {
     let dir = tempfile::tempdir().expect("tempdir");
     // Timed-out transactions are looked for every 200 ms (Kafka's default is 10 s).
-    let flags = ["--shards", "2", "--transaction-abort-timed-out-transaction-cleanup-interval-ms", "200"];
+    let flags =
+        ["--shards", "2", "--transaction-abort-timed-out-transaction-cleanup-interval-ms", "200"];
     let mut broker = Broker::start_with(dir.path(), &flags);
     let mut w = Wire::connect(&broker.addr);
     w.create_topic(TOPIC, 1, &[]);
@@ -249,8 +253,11 @@ fn transactions_over_the_wire() {
     eprintln!("timeout abort after {:?} (timeout 1 s, check every 200 ms)", started.elapsed());
     assert!(r.aborted.unwrap().contains(&(slow, first)));
     assert_eq!(end(&mut w, "slow", slow, slow_epoch, true), PRODUCER_FENCED);
-    let listed: ListTransactionsResponse =
-        w.call(ApiKey::ListTransactions, 1, &ListTransactionsRequest::default().with_duration_filter(-1));
+    let listed: ListTransactionsResponse = w.call(
+        ApiKey::ListTransactions,
+        1,
+        &ListTransactionsRequest::default().with_duration_filter(-1),
+    );
     let mut ids: Vec<(String, String)> = listed
         .transaction_states
         .iter()

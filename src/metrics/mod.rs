@@ -32,8 +32,8 @@ pub mod view;
 
 use std::time::Duration;
 
-pub use hooks::{open_transactions, txn_marker_written};
 pub use hooks::{duplicate_batch_dropped, fetched, owned_partitions, produced, producers_tracked};
+pub use hooks::{open_transactions, txn_marker_written};
 pub use recorder::{LatencyHist, ShardRecorder};
 pub use timer::{hop, RequestTimer};
 

@@ -223,7 +223,8 @@ impl<F: FileSystem> LogInner<F> {
             None
         };
         let done = std::cell::Cell::new(None);
-        let info = self.append_validated(batch, v, leader_epoch, now_ms, Some((marker, &done))).await?;
+        let info =
+            self.append_validated(batch, v, leader_epoch, now_ms, Some((marker, &done))).await?;
         Ok((info, done.get()))
     }
 
@@ -257,7 +258,11 @@ impl<F: FileSystem> LogInner<F> {
             let h = &v.header;
             self.st.borrow().producers.check_marker(h.producer_id, h.producer_epoch).map_err(
                 |super::producer_state::MarkerError::StaleEpoch { producer_id, epoch, current }| {
-                    super::producer_state::SequenceError::InvalidEpoch { producer_id, epoch, current }
+                    super::producer_state::SequenceError::InvalidEpoch {
+                        producer_id,
+                        epoch,
+                        current,
+                    }
                 },
             )?;
         }

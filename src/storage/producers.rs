@@ -223,7 +223,12 @@ impl<F: FileSystem> LogInner<F> {
                         .await
                         .map_err(StorageError::io("read", &path, *pos))?;
                     if let Some(commit) = super::producer_state::control_batch_commit(&bytes) {
-                        state.apply_marker(h.producer_id, h.producer_epoch, commit, h.last_offset());
+                        state.apply_marker(
+                            h.producer_id,
+                            h.producer_epoch,
+                            commit,
+                            h.last_offset(),
+                        );
                         applied += 1;
                     }
                     continue;

@@ -245,7 +245,10 @@ impl Coordinator {
                 let t = self.begin(transactional_id, next, Then::WriteMarkers { commit: false });
                 Ok(InitOutcome::AbortFirst(t))
             }
-            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort | TxnState::Dead => {
+            TxnState::Empty
+            | TxnState::CompleteCommit
+            | TxnState::CompleteAbort
+            | TxnState::Dead => {
                 let mut next = m.clone();
                 if m.producer_epoch >= i16::MAX - 1 {
                     next.last_producer_id = m.producer_id;
@@ -478,7 +481,9 @@ impl Coordinator {
             Some(meta) => {
                 let previous = self.txns.get(&record.transactional_id);
                 let last_epoch = previous
-                    .filter(|p| p.producer_id == meta.producer_id && p.producer_epoch != meta.producer_epoch)
+                    .filter(|p| {
+                        p.producer_id == meta.producer_id && p.producer_epoch != meta.producer_epoch
+                    })
                     .map_or(NO_EPOCH, |p| p.producer_epoch);
                 let meta = TxnMeta { last_producer_epoch: last_epoch, ..meta };
                 self.txns.insert(record.transactional_id, meta);

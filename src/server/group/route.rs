@@ -149,7 +149,11 @@ pub async fn create_internal_topic(
     }
 }
 
-fn create_request(name: &'static str, partitions: i32, segment_bytes: i32) -> anyhow::Result<Bytes> {
+fn create_request(
+    name: &'static str,
+    partitions: i32,
+    segment_bytes: i32,
+) -> anyhow::Result<Bytes> {
     let config = |name: &str, value: &str| {
         CreatableTopicConfig::default()
             .with_name(StrBytes::from_string(name.into()))

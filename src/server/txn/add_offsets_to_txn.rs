@@ -36,14 +36,20 @@ pub async fn start(
                     transactional_id: req.transactional_id.0.to_string(),
                     producer_id: req.producer_id.0,
                     producer_epoch: req.producer_epoch,
-                    partitions: vec![(OFFSETS_TOPIC.to_string(), partition_for(&req.group_id.0, n))],
+                    partitions: vec![(
+                        OFFSETS_TOPIC.to_string(),
+                        partition_for(&req.group_id.0, n),
+                    )],
                 };
                 done(call_txn(&ctx, call).await.await)
             }
             Err(_) => Some(TxnError::CoordinatorNotAvailable),
         };
-        let response =
-            AddOffsetsToTxnResponse::default().with_error_code(error_code(error, FENCED_FROM, version));
+        let response = AddOffsetsToTxnResponse::default().with_error_code(error_code(
+            error,
+            FENCED_FROM,
+            version,
+        ));
         respond(ApiKey::AddOffsetsToTxn, version, header.correlation_id, &response)
     }))
 }

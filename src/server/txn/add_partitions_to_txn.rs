@@ -12,7 +12,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
-use kafka_protocol::messages::{ApiKey, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey};
 
 use super::{call_txn, done, error_code, TxnCall};
 use crate::protocol::decode_request;
@@ -69,8 +69,10 @@ pub async fn start(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let bad = unknown.iter().any(|(t, q)| t.as_str() == topic.name.0.as_str() && q == p);
-                    let code = if bad { ResponseError::UnknownTopicOrPartition.code() } else { error };
+                    let bad =
+                        unknown.iter().any(|(t, q)| t.as_str() == topic.name.0.as_str() && q == p);
+                    let code =
+                        if bad { ResponseError::UnknownTopicOrPartition.code() } else { error };
                     AddPartitionsToTxnPartitionResult::default()
                         .with_partition_index(*p)
                         .with_partition_error_code(code)

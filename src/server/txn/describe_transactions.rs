@@ -27,12 +27,9 @@ pub async fn start(
     frame: Bytes,
     version: i16,
 ) -> Result<ResponseFuture, String> {
-    let (header, req) = decode_request::<DescribeTransactionsRequest>(
-        frame,
-        ApiKey::DescribeTransactions,
-        version,
-    )
-    .map_err(|e| e.to_string())?;
+    let (header, req) =
+        decode_request::<DescribeTransactionsRequest>(frame, ApiKey::DescribeTransactions, version)
+            .map_err(|e| e.to_string())?;
     let mut pending = Vec::with_capacity(req.transactional_ids.len());
     for id in &req.transactional_ids {
         let call = TxnCall::Describe(vec![id.0.to_string()]);

@@ -78,9 +78,9 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: TxnCall) -> TxnAnswer {
     }
     let now = now_ms();
     match call {
-        TxnCall::InitProducerId { transactional_id, timeout_ms, expected } => {
-            TxnAnswer::Init(init_producer_id(ctx, &s, &transactional_id, timeout_ms, expected).await)
-        }
+        TxnCall::InitProducerId { transactional_id, timeout_ms, expected } => TxnAnswer::Init(
+            init_producer_id(ctx, &s, &transactional_id, timeout_ms, expected).await,
+        ),
         TxnCall::AddPartitions { transactional_id, producer_id, producer_epoch, partitions } => {
             let r = s.coordinator.borrow_mut().add_partitions(
                 &transactional_id,
@@ -163,7 +163,10 @@ async fn init_producer_id(
             Ok(answer)
         }
         InitOutcome::AbortFirst(t) => {
-            tracing::info!(transactional_id, "fencing the previous producer: aborting its open transaction");
+            tracing::info!(
+                transactional_id,
+                "fencing the previous producer: aborting its open transaction"
+            );
             run_transition(ctx, s, t).await?;
             Err(TxnError::ConcurrentTransactions)
         }
@@ -182,13 +185,19 @@ async fn allocate_producer_id(ctx: &Rc<ShardCtx>) -> Result<i64, TxnError> {
         .with_request_api_key(ApiKey::InitProducerId as i16)
         .with_request_api_version(VERSION)
         .with_client_id(Some(StrBytes::from_static_str("shardlog-txn-coordinator")));
-    let body = InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(-1);
+    let body = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(-1);
     let mut buf = BytesMut::new();
     header
         .encode(&mut buf, ApiKey::InitProducerId.request_header_version(VERSION))
         .map_err(unavailable)?;
     body.encode(&mut buf, VERSION).map_err(unavailable)?;
-    let req = ControllerRequest::Admin { api: ApiKey::InitProducerId, version: VERSION, frame: buf.freeze() };
+    let req = ControllerRequest::Admin {
+        api: ApiKey::InitProducerId,
+        version: VERSION,
+        frame: buf.freeze(),
+    };
     let ControllerReply::Encoded(frame) = call_controller(ctx, req).await else {
         return Err(TxnError::CoordinatorNotAvailable);
     };
@@ -206,7 +215,11 @@ async fn allocate_producer_id(ctx: &Rc<ShardCtx>) -> Result<i64, TxnError> {
 }
 
 /// Persists a transition, makes it the id's state, and starts what follows it.
-async fn run_transition(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, t: Transition) -> Result<(), TxnError> {
+async fn run_transition(
+    ctx: &Rc<ShardCtx>,
+    s: &Rc<TxnShard>,
+    t: Transition,
+) -> Result<(), TxnError> {
     if let Err(reason) = persist(ctx, &t.transactional_id, Some(&t.next)).await {
         tracing::warn!(transactional_id = %t.transactional_id, "transaction state not persisted: {reason}");
         s.coordinator.borrow_mut().abandon(&t);
@@ -248,8 +261,15 @@ async fn write_markers(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: &
         let mut by_shard: BTreeMap<ShardId, Vec<(String, i32)>> = BTreeMap::new();
         for (topic, partition) in &meta.partitions {
             match ctx.owner_of(topic, *partition) {
-                Some((shard, _)) => by_shard.entry(shard).or_default().push((topic.clone(), *partition)),
-                None => tracing::info!(transactional_id, topic, partition, "no marker for a partition that is gone"),
+                Some((shard, _)) => {
+                    by_shard.entry(shard).or_default().push((topic.clone(), *partition))
+                }
+                None => tracing::info!(
+                    transactional_id,
+                    topic,
+                    partition,
+                    "no marker for a partition that is gone"
+                ),
             }
         }
         let mut pending = Vec::new();
@@ -275,10 +295,19 @@ async fn write_markers(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: &
                         if let PartitionResult::WriteMarker(Err((code, msg))) = r {
                             use kafka_protocol::error::ResponseError;
                             // The partition left this broker (deleted): nothing to mark.
-                            if code == ResponseError::NotLeaderOrFollower && ctx.owner_of(topic, *partition).is_none() {
+                            if code == ResponseError::NotLeaderOrFollower
+                                && ctx.owner_of(topic, *partition).is_none()
+                            {
                                 continue;
                             }
-                            tracing::warn!(transactional_id, topic, partition, ?code, ?msg, "marker not written");
+                            tracing::warn!(
+                                transactional_id,
+                                topic,
+                                partition,
+                                ?code,
+                                ?msg,
+                                "marker not written"
+                            );
                             ok = false;
                         }
                     }
@@ -287,7 +316,9 @@ async fn write_markers(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: &
             }
         }
         if ok {
-            let Some(t) = s.coordinator.borrow_mut().complete(transactional_id, now_ms()) else { return };
+            let Some(t) = s.coordinator.borrow_mut().complete(transactional_id, now_ms()) else {
+                return;
+            };
             match persist(ctx, transactional_id, Some(&t.next)).await {
                 Ok(()) => {
                     s.coordinator.borrow_mut().apply(&t);
@@ -305,7 +336,10 @@ async fn write_markers(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: &
 }
 
 /// The owned `__transaction_state` partition of an id, or why it cannot be served here.
-fn owned_partition(ctx: &ShardCtx, transactional_id: &str) -> Result<(i32, Rc<OwnedPartition>), TxnError> {
+fn owned_partition(
+    ctx: &ShardCtx,
+    transactional_id: &str,
+) -> Result<(i32, Rc<OwnedPartition>), TxnError> {
     let p = txn_partition_for(ctx, transactional_id).ok_or(TxnError::CoordinatorNotAvailable)?;
     if let Some(owned) = ctx.partitions.get(TXN_TOPIC, p) {
         return Ok((p, owned));
@@ -317,7 +351,11 @@ fn owned_partition(ctx: &ShardCtx, transactional_id: &str) -> Result<(i32, Rc<Ow
 }
 
 /// Appends an id's record (`None`: a tombstone) and waits until it is durable.
-async fn persist(ctx: &Rc<ShardCtx>, transactional_id: &str, meta: Option<&crate::txn::TxnMeta>) -> Result<(), String> {
+async fn persist(
+    ctx: &Rc<ShardCtx>,
+    transactional_id: &str,
+    meta: Option<&crate::txn::TxnMeta>,
+) -> Result<(), String> {
     let (_, owned) = owned_partition(ctx, transactional_id).map_err(|e| e.to_string())?;
     let now = now_ms();
     let record = KafkaRecord {
@@ -337,7 +375,8 @@ async fn persist(ctx: &Rc<ShardCtx>, transactional_id: &str, meta: Option<&crate
     };
     let mut buf = BytesMut::new();
     let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, std::iter::once(&record), &options).map_err(|e| e.to_string())?;
+    RecordBatchEncoder::encode(&mut buf, std::iter::once(&record), &options)
+        .map_err(|e| e.to_string())?;
     let epoch = owned.leader_epoch.get();
     let info = owned.log.append(buf.freeze(), epoch, now).await.map_err(|e| e.to_string())?;
     owned.log.wait_committed(info.last_offset).await.map_err(|e| e.to_string())?;
@@ -347,15 +386,26 @@ async fn persist(ctx: &Rc<ShardCtx>, transactional_id: &str, meta: Option<&crate
 
 async fn load_lock(s: &TxnShard) -> Result<futures::lock::MutexGuard<'_, ()>, TxnError> {
     let wait = Duration::from_millis(crate::constants::GROUP_LOAD_WAIT_MS_MAX);
-    crate::shard::with_timeout(wait, s.load_lock.lock()).await.ok_or(TxnError::CoordinatorLoadInProgress)
+    crate::shard::with_timeout(wait, s.load_lock.lock())
+        .await
+        .ok_or(TxnError::CoordinatorLoadInProgress)
 }
 
-async fn ensure_loaded(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: &str) -> Result<(), TxnError> {
+async fn ensure_loaded(
+    ctx: &Rc<ShardCtx>,
+    s: &Rc<TxnShard>,
+    transactional_id: &str,
+) -> Result<(), TxnError> {
     let (p, owned) = owned_partition(ctx, transactional_id)?;
     load_partition(ctx, s, p, &owned).await
 }
 
-async fn load_partition(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, p: i32, owned: &OwnedPartition) -> Result<(), TxnError> {
+async fn load_partition(
+    ctx: &Rc<ShardCtx>,
+    s: &Rc<TxnShard>,
+    p: i32,
+    owned: &OwnedPartition,
+) -> Result<(), TxnError> {
     if s.loaded.borrow().contains(&p) {
         return Ok(());
     }
@@ -397,7 +447,8 @@ async fn replay(s: &TxnShard, owned: &OwnedPartition) -> Result<(), String> {
     let mut offset = log.log_start_offset();
     let mut count = 0usize;
     while offset < end {
-        let mut bytes = log.read(offset, REPLAY_READ_BYTES, end).await.map_err(|e| e.to_string())?;
+        let mut bytes =
+            log.read(offset, REPLAY_READ_BYTES, end).await.map_err(|e| e.to_string())?;
         if bytes.is_empty() {
             break;
         }
@@ -410,7 +461,8 @@ async fn replay(s: &TxnShard, owned: &OwnedPartition) -> Result<(), String> {
                 break;
             }
             let mut batch = bytes.split_to(size);
-            let last_delta = i32::from_be_bytes(batch[23..27].try_into().map_err(|_| "short batch")?);
+            let last_delta =
+                i32::from_be_bytes(batch[23..27].try_into().map_err(|_| "short batch")?);
             next = Offset(base + i64::from(last_delta) + 1);
             let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| e.to_string())?;
             for r in set.records {
@@ -440,7 +492,9 @@ fn publish_open(s: &TxnShard) {
         .borrow()
         .all()
         .iter()
-        .filter(|(_, m)| matches!(m.state, TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort))
+        .filter(|(_, m)| {
+            matches!(m.state, TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort)
+        })
         .count() as i64;
     crate::metrics::open_transactions(open - s.open_published.replace(open));
 }

@@ -36,8 +36,8 @@ pub async fn start(
         decode_request::<InitProducerIdRequest>(frame, ApiKey::InitProducerId, version)
             .map_err(|e| e.to_string())?;
     let transactional_id = req.transactional_id.map(|t| t.0.to_string()).unwrap_or_default();
-    let expected = (version >= 3 && req.producer_id.0 >= 0)
-        .then_some((req.producer_id.0, req.producer_epoch));
+    let expected =
+        (version >= 3 && req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
     let ctx = ctx.clone();
     Ok(Box::pin(async move {
         let result = match super::ensure_txn_topic(&ctx).await {
@@ -56,9 +56,9 @@ pub async fn start(
             Err(e) => Err(e),
         };
         let response = match result {
-            Ok((pid, epoch)) => {
-                InitProducerIdResponse::default().with_producer_id(ProducerId(pid)).with_producer_epoch(epoch)
-            }
+            Ok((pid, epoch)) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch),
             Err(e) => InitProducerIdResponse::default()
                 .with_error_code(error_code(Some(e), FENCED_FROM, version))
                 .with_producer_id(ProducerId(-1))

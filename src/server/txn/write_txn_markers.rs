@@ -48,7 +48,9 @@ pub async fn start(
                     coordinator_epoch: marker.coordinator_epoch,
                 });
             }
-            result.topics.push(WritableTxnMarkerTopicResult::default().with_name(topic.name.clone()));
+            result
+                .topics
+                .push(WritableTxnMarkerTopicResult::default().with_name(topic.name.clone()));
         }
         response.markers.push(result);
     }

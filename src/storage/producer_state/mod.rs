@@ -357,7 +357,8 @@ impl ProducerStateMap {
                 body.extend_from_slice(&b.timestamp_ms.to_be_bytes());
             }
         }
-        let aborted: Vec<&AbortedTxn> = self.aborted.iter().filter(|a| a.last_offset < offset).collect();
+        let aborted: Vec<&AbortedTxn> =
+            self.aborted.iter().filter(|a| a.last_offset < offset).collect();
         body.extend_from_slice(&(aborted.len() as u32).to_be_bytes());
         for a in aborted {
             body.extend_from_slice(&a.producer_id.to_be_bytes());

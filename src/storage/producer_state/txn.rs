@@ -72,7 +72,12 @@ impl ProducerStateMap {
         }
         e.txn_first_offset = -1;
         self.completing.insert(offset, first);
-        let done = CompletedTxn { producer_id, first_offset: first, last_offset: offset, aborted: !commit };
+        let done = CompletedTxn {
+            producer_id,
+            first_offset: first,
+            last_offset: offset,
+            aborted: !commit,
+        };
         if !commit {
             let lso = self.ongoing.keys().next().copied().unwrap_or(offset + 1);
             if self.aborted.last().is_none_or(|a| a.last_offset < offset) {
@@ -243,7 +248,10 @@ mod tests {
         assert_eq!(m.first_unstable_offset(0), Some(10));
         assert_eq!(m.ongoing_txns(), vec![(1, 10), (2, 12)]);
         let done = m.apply_marker(1, 0, false, 14);
-        assert_eq!(done, CompletedTxn { producer_id: 1, first_offset: 10, last_offset: 14, aborted: true });
+        assert_eq!(
+            done,
+            CompletedTxn { producer_id: 1, first_offset: 10, last_offset: 14, aborted: true }
+        );
         // The marker is not below the high watermark yet: the aborted data stays unstable.
         assert_eq!(m.first_unstable_offset(14), Some(10));
         assert_eq!(m.first_unstable_offset(15), Some(12));

@@ -48,7 +48,10 @@ fn a_commit_goes_through_every_state() {
     assert_eq!(c.incomplete(), vec![("tx".to_string(), true)]);
     // A retry while markers are written.
     assert_eq!(c.end_txn("tx", pid, epoch, true, 5), Err(TxnError::ConcurrentTransactions));
-    assert_eq!(c.add_partitions("tx", pid, epoch, &[p("a", 0)], 5), Err(TxnError::ConcurrentTransactions));
+    assert_eq!(
+        c.add_partitions("tx", pid, epoch, &[p("a", 0)], 5),
+        Err(TxnError::ConcurrentTransactions)
+    );
     let t = c.complete("tx", 6);
     assert_eq!(persist(&mut c, t), Some(Then::Reply));
     let m = c.get("tx").unwrap();
@@ -60,7 +63,10 @@ fn a_commit_goes_through_every_state() {
     let t = c.add_partitions("tx", pid, epoch, &[p("c", 0)], 8).unwrap();
     persist(&mut c, t);
     let m = c.get("tx").unwrap();
-    assert_eq!((m.start_ms, m.partitions.iter().cloned().collect::<Vec<_>>()), (8, vec![p("c", 0)]));
+    assert_eq!(
+        (m.start_ms, m.partitions.iter().cloned().collect::<Vec<_>>()),
+        (8, vec![p("c", 0)])
+    );
 }
 
 #[test]
@@ -70,17 +76,32 @@ fn errors_of_each_request() {
         c.init_producer_id("tx", MAX_TIMEOUT + 1, Some(1), None, 0),
         Err(TxnError::InvalidTransactionTimeout)
     );
-    assert_eq!(c.init_producer_id("tx", 0, Some(1), None, 0), Err(TxnError::InvalidTransactionTimeout));
-    assert_eq!(c.add_partitions("tx", 1, 0, &[p("a", 0)], 0), Err(TxnError::InvalidProducerIdMapping));
+    assert_eq!(
+        c.init_producer_id("tx", 0, Some(1), None, 0),
+        Err(TxnError::InvalidTransactionTimeout)
+    );
+    assert_eq!(
+        c.add_partitions("tx", 1, 0, &[p("a", 0)], 0),
+        Err(TxnError::InvalidProducerIdMapping)
+    );
     let (pid, epoch) = init(&mut c, "tx", 1, 0);
-    assert_eq!(c.add_partitions("tx", pid + 1, epoch, &[p("a", 0)], 0), Err(TxnError::InvalidProducerIdMapping));
-    assert_eq!(c.add_partitions("tx", pid, epoch + 1, &[p("a", 0)], 0), Err(TxnError::ProducerFenced));
+    assert_eq!(
+        c.add_partitions("tx", pid + 1, epoch, &[p("a", 0)], 0),
+        Err(TxnError::InvalidProducerIdMapping)
+    );
+    assert_eq!(
+        c.add_partitions("tx", pid, epoch + 1, &[p("a", 0)], 0),
+        Err(TxnError::ProducerFenced)
+    );
     assert_eq!(c.end_txn("tx", pid, epoch, true, 0), Err(TxnError::InvalidTxnState));
     assert_eq!(c.end_txn("tx", pid, epoch, false, 0), Err(TxnError::InvalidTxnState));
     // A transition in flight blocks the next request.
     let t = c.add_partitions("tx", pid, epoch, &[p("a", 0)], 0).unwrap().unwrap();
     assert_eq!(c.end_txn("tx", pid, epoch, true, 0), Err(TxnError::ConcurrentTransactions));
-    assert_eq!(c.init_producer_id("tx", 1000, None, None, 0), Err(TxnError::ConcurrentTransactions));
+    assert_eq!(
+        c.init_producer_id("tx", 1000, None, None, 0),
+        Err(TxnError::ConcurrentTransactions)
+    );
     c.abandon(&t);
     assert_eq!(c.get("tx").unwrap().state, TxnState::Empty);
     // A new id whose first record fails leaves nothing behind.
@@ -90,7 +111,10 @@ fn errors_of_each_request() {
     c.abandon(&t);
     assert!(c.get("new").is_none());
     // Without a fresh producer id a new id cannot start.
-    assert_eq!(c.init_producer_id("other", 1000, None, None, 0), Err(TxnError::CoordinatorNotAvailable));
+    assert_eq!(
+        c.init_producer_id("other", 1000, None, None, 0),
+        Err(TxnError::CoordinatorNotAvailable)
+    );
 }
 
 #[test]
@@ -107,14 +131,20 @@ fn a_new_instance_fences_the_old_and_aborts_its_transaction() {
     c.apply(&t);
     // The old instance is fenced; the new one retries until the abort completes.
     assert_eq!(c.end_txn("tx", pid, e0, true, 3), Err(TxnError::ProducerFenced));
-    assert_eq!(c.init_producer_id("tx", 1000, None, None, 3), Err(TxnError::ConcurrentTransactions));
+    assert_eq!(
+        c.init_producer_id("tx", 1000, None, None, 3),
+        Err(TxnError::ConcurrentTransactions)
+    );
     let t = c.complete("tx", 4);
     persist(&mut c, t);
     let (pid2, e2) = init(&mut c, "tx", 99, 5);
     assert_eq!((pid2, e2), (pid, e0 + 2));
     assert_eq!(c.add_partitions("tx", pid, e0 + 1, &[p("a", 0)], 6), Err(TxnError::ProducerFenced));
     // KIP-360: a stranger's epoch is fenced, the current one may bump.
-    assert_eq!(c.init_producer_id("tx", 1000, None, Some((pid, 0)), 7), Err(TxnError::ProducerFenced));
+    assert_eq!(
+        c.init_producer_id("tx", 1000, None, Some((pid, 0)), 7),
+        Err(TxnError::ProducerFenced)
+    );
     assert!(c.init_producer_id("tx", 1000, None, Some((pid, e2)), 7).is_ok());
 }
 
@@ -146,7 +176,10 @@ fn timeouts_abort_with_a_bumped_epoch_and_idle_ids_expire() {
     persist(&mut c, t);
     assert!(c.expired(20_000 + 999, 1000).is_empty());
     assert_eq!(c.expired(20_000 + 1000, 1000), vec!["tx".to_string()]);
-    assert_eq!(c.init_producer_id("tx", 1000, None, None, 0), Err(TxnError::ConcurrentTransactions));
+    assert_eq!(
+        c.init_producer_id("tx", 1000, None, None, 0),
+        Err(TxnError::ConcurrentTransactions)
+    );
     c.remove("tx");
     assert!(c.get("tx").is_none());
 }
