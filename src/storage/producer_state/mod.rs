@@ -190,6 +190,10 @@ pub enum SequenceError {
          (incoming seq. number), {last_seq} (current end sequence number, epoch {current})"
     )]
     OutOfOrder { producer_id: i64, epoch: i16, first_seq: i32, last_seq: i32, current: i16 },
+    /// INVALID_TXN_STATE (48): a non-transactional batch while the producer's transaction is
+    /// open on this partition (Kafka's "Expected transactional write from producer").
+    #[error("expected transactional write from producer {producer_id} (its transaction is open)")]
+    InvalidTxnState { producer_id: i64 },
 }
 
 /// The producer fields of a batch header.
@@ -231,6 +235,9 @@ impl ProducerStateMap {
         let Some(e) = self.producers.get(&b.producer_id) else { return Ok(Verdict::Append) };
         if let Some(dup) = e.find(b.epoch, b.first_seq, b.last_seq()) {
             return Ok(Verdict::Duplicate(dup));
+        }
+        if !b.transactional && e.txn_first_offset >= 0 && b.epoch >= e.epoch {
+            return Err(SequenceError::InvalidTxnState { producer_id: b.producer_id });
         }
         let out_of_order = || SequenceError::OutOfOrder {
             producer_id: b.producer_id,

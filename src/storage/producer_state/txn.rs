@@ -261,6 +261,14 @@ mod tests {
         assert_eq!(m.aborted_between(0, 100), vec![(1, 10)]);
         assert_eq!(m.aborted_between(15, 100), vec![]);
         assert_eq!(m.aborted_between(0, 10), vec![]);
+        // A plain batch of a producer whose transaction is open is refused.
+        let mut m2 = ProducerStateMap::default();
+        m2.apply(&txn_batch(3, 0, 1), 21, 0);
+        let plain3 = ProducerBatch { transactional: false, ..txn_batch(3, 1, 1) };
+        assert_eq!(
+            m2.check(&plain3),
+            Err(super::super::SequenceError::InvalidTxnState { producer_id: 3 })
+        );
         // A new transaction of producer 1 opens at its next batch.
         m.apply(&txn_batch(1, 3, 1), 16, 0);
         assert_eq!(m.first_unstable_offset(16), Some(16));
