@@ -300,3 +300,63 @@ fn add_partition_retry(w: &mut Wire, pid: i64, epoch: i16) -> i16 {
 fn add_partition_as(w: &mut Wire, id: &str, pid: i64, epoch: i16) -> i16 {
     add_partition(w, id, pid, epoch, 3)
 }
+
+/// A hanging transaction (data written without the coordinator knowing: possible while
+/// KIP-890's verification is not served) holds the LSO; DescribeProducers shows its start
+/// offset (what `kafka-transactions.sh find-hanging` reads) and WriteTxnMarkers aborts it
+/// (what `kafka-transactions.sh abort` sends).
+#[test]
+fn a_hanging_transaction_is_found_and_aborted_by_hand() {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    use kafka_protocol::messages::{
+        DescribeProducersRequest, DescribeProducersResponse, WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    let mut w = Wire::connect(&broker.addr);
+    w.create_topic(TOPIC, 1, &[]);
+    let pid = 4242;
+    assert_eq!(produce(&mut w, txn_batch(pid, 3, 0, 2)), (0, 0));
+    let r = fetch(&mut w, 0, true);
+    assert_eq!((r.high_watermark, r.last_stable_offset), (2, 0));
+    let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(TopicName(s(TOPIC)))
+        .with_partition_indexes(vec![0])]);
+    let described: DescribeProducersResponse = w.call(ApiKey::DescribeProducers, 0, &req);
+    let p = &described.topics[0].partitions[0].active_producers[0];
+    assert_eq!((p.producer_id.0, p.current_txn_start_offset), (pid, 0));
+    let marker = WritableTxnMarker::default()
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(3)
+        .with_transaction_result(false)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partition_indexes(vec![0])]);
+    let answer: WriteTxnMarkersResponse = w.call(
+        ApiKey::WriteTxnMarkers,
+        1,
+        &WriteTxnMarkersRequest::default().with_markers(vec![marker]),
+    );
+    assert_eq!(answer.markers[0].topics[0].partitions[0].error_code, 0);
+    let r = wait_stable(&mut w, Duration::from_secs(10));
+    assert_eq!((r.high_watermark, r.aborted), (3, Some(vec![(pid, 0)])));
+    // A marker of an older epoch is refused.
+    let stale = WritableTxnMarker::default()
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(2)
+        .with_transaction_result(true)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partition_indexes(vec![0])]);
+    let answer: WriteTxnMarkersResponse = w.call(
+        ApiKey::WriteTxnMarkers,
+        1,
+        &WriteTxnMarkersRequest::default().with_markers(vec![stale]),
+    );
+    assert_eq!(answer.markers[0].topics[0].partitions[0].error_code, INVALID_PRODUCER_EPOCH);
+}

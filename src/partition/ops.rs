@@ -119,6 +119,9 @@ pub struct ProducerInfo {
     pub epoch: i16,
     pub last_sequence: i32,
     pub last_timestamp_ms: i64,
+    /// First offset of its open transaction on the partition, -1 if none (what
+    /// `kafka-transactions.sh find-hanging` looks at).
+    pub current_txn_start_offset: i64,
 }
 
 pub struct ProduceOk {
@@ -422,6 +425,7 @@ fn describe_producers(
             epoch: e.epoch,
             last_sequence: e.last_seq(),
             last_timestamp_ms: e.last_timestamp_ms(),
+            current_txn_start_offset: e.txn_first_offset,
         })
         .collect())
 }

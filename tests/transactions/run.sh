@@ -39,7 +39,8 @@ timeout 120 java -cp "$CP" org.apache.kafka.tools.TransactionsCommand \
 # shardlog's own view: nothing open now, every id with --all.
 "$REPO/target/debug/shardlog" transactions -b "127.0.0.1:$PORT" | tee "$DATA/open.txt"
 test "$(wc -l <"$DATA/open.txt")" -eq 1
-"$REPO/target/debug/shardlog" transactions --all -b "127.0.0.1:$PORT" | grep -q CompleteAbort
+"$REPO/target/debug/shardlog" transactions --all -b "127.0.0.1:$PORT" >"$DATA/all.txt"
+grep -q CompleteAbort "$DATA/all.txt"
 kill "$BROKER_PID"; wait "$BROKER_PID" 2>/dev/null || true; BROKER_PID=""
 timeout 900 python3 "$HERE/eos.py" "$REPO/target/debug/shardlog" "$((PORT + 2))" \
   "${TXN_APP_KILLS:-4}" "${TXN_BROKER_KILLS:-3}" "$CP" python java
