@@ -9,7 +9,8 @@ committed offsets reach the input's end. Pass: a read_committed consumer of the 
 each input exactly once and no record of an aborted transaction; a read_uncommitted consumer
 sees at least as many (the aborted copies, counted and printed).
 
-Usage: eos.py BIN PORT APP_KILLS BROKER_KILLS CLASSPATH [python|java ...]  (uses PORT, PORT+1)"""
+Usage: eos.py BIN PORT APP_KILLS BROKER_KILLS CLASSPATH [python|java ...]  (uses PORT, PORT+1)
+BIN "kafka" runs the same against Apache Kafka (perf/kafka/kafka.sh), for comparison."""
 import os
 import random
 import shutil
@@ -30,6 +31,29 @@ from kill_loop import Broker  # noqa: E402
 N = 5000
 STALL_S = 20
 PARTITIONS = 3
+
+
+class KafkaBroker:
+    """Apache Kafka (perf/kafka/kafka.sh) in the same role, to compare: BIN = "kafka"."""
+
+    def __init__(self, port, data):
+        self.script = os.path.join(HERE, "..", "..", "perf", "kafka", "kafka.sh")
+        self.port, self.dir, self.pid = port, data, None
+
+    def start(self):
+        out = subprocess.run([self.script, "start", "--port", str(self.port), "--dir", self.dir,
+                              "--controller-port", str(self.port + 1)],
+                             capture_output=True, text=True, check=True)
+        self.pid = int(out.stdout.strip().splitlines()[-1])
+
+    def kill(self):
+        os.kill(self.pid, signal.SIGKILL)
+        while os.path.exists(f"/proc/{self.pid}"):
+            time.sleep(0.05)
+        os.remove(os.path.join(self.dir, "kafka.pid"))
+
+    def stop(self):
+        subprocess.run([self.script, "stop", "--dir", self.dir], capture_output=True)
 
 
 class App:
@@ -86,8 +110,11 @@ def run(kind, binary, port, app_kills, broker_kills, cp, work):
     bs = f"127.0.0.1:{port}"
     data = os.path.join(work, f"data-{kind}")
     os.makedirs(data)
-    broker = Broker(binary, port, data)
-    broker.cmd[-1] = os.environ.get("EOS_BROKER_LOG", "warn")
+    if binary == "kafka":
+        broker = KafkaBroker(port, data)
+    else:
+        broker = Broker(binary, port, data)
+        broker.cmd[-1] = os.environ.get("EOS_BROKER_LOG", "warn")
     broker.start()
     try:
         check(kind, broker, bs, app_kills, broker_kills, cp, work)
