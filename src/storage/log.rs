@@ -474,7 +474,8 @@ impl<F: FileSystem> PartitionLog<F> {
     }
 
     /// Appends a coordinator's batch (a transaction marker or transactional offset commits);
-    /// see [`LogInner::append_coordinator`]. Returns the transaction a marker closed.
+    /// no client validation or sequence check (Kafka's `AppendOrigin.COORDINATOR`). Returns
+    /// the transaction a marker closed.
     pub async fn append_coordinator(
         &self,
         batch: Bytes,
