@@ -101,6 +101,12 @@ impl ProducerStateMap {
         open.into_iter().chain(completing).min()
     }
 
+    /// The first offset of the oldest open transaction (markers not yet appended).
+    #[must_use]
+    pub fn first_open_offset(&self) -> Option<i64> {
+        self.ongoing.keys().next().copied()
+    }
+
     /// Open transactions: (producer id, first offset), oldest first.
     #[must_use]
     pub fn ongoing_txns(&self) -> Vec<(i64, i64)> {
