@@ -360,3 +360,93 @@ fn a_hanging_transaction_is_found_and_aborted_by_hand() {
     );
     assert_eq!(answer.markers[0].topics[0].partitions[0].error_code, INVALID_PRODUCER_EPOCH);
 }
+
+/// TxnOffsetCommit: offsets are pending (OffsetFetch with require_stable gets
+/// UNSTABLE_OFFSET_COMMIT) until the COMMIT marker applies them; an abort drops them; both
+/// survive a restart (replay of `__consumer_offsets` with its markers).
+#[test]
+fn transactional_offsets_apply_at_commit() {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{
+        AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, GroupId, OffsetFetchRequest,
+        OffsetFetchResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut broker = Broker::start(dir.path());
+    let mut w = Wire::connect(&broker.addr);
+    w.create_topic(TOPIC, 1, &[]);
+    let find = FindCoordinatorRequest::default().with_key(s("g")).with_key_type(0);
+    let _: FindCoordinatorResponse = w.call(ApiKey::FindCoordinator, 3, &find);
+    let (code, pid, epoch) = init(&mut w, "otx", 60_000);
+    assert_eq!(code, 0);
+    let fetch_offset = |w: &mut Wire, stable: bool| -> (i16, i64) {
+        let req = OffsetFetchRequest::default()
+            .with_group_id(GroupId(s("g")))
+            .with_require_stable(stable)
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(TopicName(s(TOPIC)))
+                .with_partition_indexes(vec![0])]));
+        let resp: OffsetFetchResponse = w.call(ApiKey::OffsetFetch, 7, &req);
+        let p = &resp.topics[0].partitions[0];
+        (p.error_code, p.committed_offset)
+    };
+    let commit_offset = |w: &mut Wire, offset: i64, epoch: i16| {
+        let add = AddOffsetsToTxnRequest::default()
+            .with_transactional_id(TransactionalId(s("otx")))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_group_id(GroupId(s("g")));
+        let added: AddOffsetsToTxnResponse = w.call(ApiKey::AddOffsetsToTxn, 3, &add);
+        assert_eq!(added.error_code, 0);
+        let req = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(s("otx")))
+            .with_group_id(GroupId(s("g")))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_generation_id(-1)
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(TOPIC)))
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)])]);
+        let resp: TxnOffsetCommitResponse = w.call(ApiKey::TxnOffsetCommit, 3, &req);
+        assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+    };
+    let wait_offset = |w: &mut Wire, want: i64| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while fetch_offset(w, true) != (0, want) {
+            assert!(Instant::now() < deadline, "offset {want} never became stable");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    commit_offset(&mut w, 5, epoch);
+    assert_eq!(fetch_offset(&mut w, true), (88, -1), "UNSTABLE_OFFSET_COMMIT while pending");
+    assert_eq!(fetch_offset(&mut w, false), (0, -1), "not yet committed");
+    assert_eq!(end(&mut w, "otx", pid, epoch, true), 0);
+    wait_offset(&mut w, 5);
+    assert_eq!(add_partition_retry_as(&mut w, "otx", pid, epoch), 0);
+    commit_offset(&mut w, 9, epoch);
+    assert_eq!(end(&mut w, "otx", pid, epoch, false), 0);
+    wait_offset(&mut w, 5);
+    drop(w);
+    broker.kill();
+    let broker = Broker::start(dir.path());
+    let mut w = Wire::connect(&broker.addr);
+    let _: FindCoordinatorResponse = w.call(ApiKey::FindCoordinator, 3, &find);
+    wait_offset(&mut w, 5);
+}
+
+fn add_partition_retry_as(w: &mut Wire, id: &str, pid: i64, epoch: i16) -> i16 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match add_partition(w, id, pid, epoch, 3) {
+            CONCURRENT_TRANSACTIONS if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            code => return code,
+        }
+    }
+}

@@ -159,17 +159,33 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
                 }
             }
         }
-        GroupCall::Fetch { group_id, partitions } => {
+        GroupCall::Fetch { group_id, partitions, require_stable } => {
             let c = s.coordinator.borrow();
-            let rows = match partitions {
-                Some(list) => {
-                    let found = c.fetch(&group_id, &list);
-                    list.into_iter().zip(found).map(|((t, p), v)| (t, p, v)).collect()
+            let pending = if require_stable { s.pending_partitions(&group_id) } else { Vec::new() };
+            let mut rows: Vec<(String, i32, Option<crate::group::types::Committed>)> =
+                match partitions {
+                    Some(list) => {
+                        let found = c.fetch(&group_id, &list);
+                        list.into_iter().zip(found).map(|((t, p), v)| (t, p, v)).collect()
+                    }
+                    None => c
+                        .fetch_all(&group_id)
+                        .into_iter()
+                        .map(|(t, p, v)| (t, p, Some(v)))
+                        .collect(),
+                };
+            for (topic, partition, committed) in &mut rows {
+                if pending.iter().any(|(t, p)| t == topic && p == partition) {
+                    let mut c = committed.take().unwrap_or(crate::group::types::Committed {
+                        offset: -1,
+                        leader_epoch: -1,
+                        metadata: String::new(),
+                        unstable: false,
+                    });
+                    c.unstable = true;
+                    *committed = Some(c);
                 }
-                None => {
-                    c.fetch_all(&group_id).into_iter().map(|(t, p, v)| (t, p, Some(v))).collect()
-                }
-            };
+            }
             GroupAnswer::Fetch(Ok(rows))
         }
         GroupCall::List => GroupAnswer::List(s.coordinator.borrow().list()),
@@ -360,6 +376,21 @@ pub fn complete_txn_offsets(ctx: &ShardCtx, partition: i32, producer_id: i64, co
 }
 
 impl GroupShard {
+    /// Partitions of `group_id` with offsets pending in an open transaction.
+    fn pending_partitions(&self, group_id: &str) -> Vec<(String, i32)> {
+        self.pending_txn
+            .borrow()
+            .values()
+            .flatten()
+            .filter_map(|(_, r)| match r {
+                Record::Offset { group, topic, partition, .. } if group == group_id => {
+                    Some((topic.clone(), *partition))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     fn complete_txn(&self, partition: i32, producer_id: i64, commit: bool, now: i64) {
         let mut pending = self.pending_txn.borrow_mut();
         let Some(list) = pending.get_mut(&producer_id) else { return };

@@ -50,10 +50,12 @@ pub enum GroupCall {
         producer_id: i64,
         producer_epoch: i16,
     },
-    /// `None`: every committed offset of the group.
+    /// `None`: every committed offset of the group. `require_stable` (OffsetFetch v7+):
+    /// partitions with offsets pending in an open transaction are marked unstable.
     Fetch {
         group_id: String,
         partitions: Option<Vec<(String, i32)>>,
+        require_stable: bool,
     },
     /// ListGroups on one shard: every group it coordinates.
     List,
