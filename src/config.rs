@@ -216,6 +216,8 @@ pub struct ServeConfig {
     /// Partitions `__consumer_offsets` is created with (not changed afterwards).
     pub offsets_topic_num_partitions: i32,
     pub offsets_topic_segment_bytes: i32,
+    /// `transaction.*` settings of the transaction coordinator (issue 17).
+    pub txn: crate::txn::TxnConfig,
     /// `connections.max.idle.ms`; `None` (a negative setting): never closed for idleness.
     pub connections_max_idle_ms: Option<u64>,
     /// `max.connections*`, `queued.max.request.bytes`, `request.receive.timeout.ms`.
@@ -380,6 +382,18 @@ impl ServeConfig {
                 .unsigned_abs(),
             offsets_topic_num_partitions: s.int("offsets.topic.num.partitions"),
             offsets_topic_segment_bytes: s.int("offsets.topic.segment.bytes"),
+            txn: crate::txn::TxnConfig {
+                state_log_num_partitions: s.int("transaction.state.log.num.partitions"),
+                state_log_segment_bytes: s.int("transaction.state.log.segment.bytes"),
+                max_timeout_ms: s.int("transaction.max.timeout.ms"),
+                id_expiration_ms: i64::from(s.int("transactional.id.expiration.ms")),
+                abort_check_interval_ms: i64::from(
+                    s.int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+                ),
+                expiry_check_interval_ms: i64::from(
+                    s.int("transaction.remove.expired.transaction.cleanup.interval.ms"),
+                ),
+            },
             connections_max_idle_ms: u64::try_from(s.long("connections.max.idle.ms")).ok(),
             connection_limits: connection_limits(&s)?,
             log_dir_reserved_bytes: s.long("log.dir.reserved.bytes").unsigned_abs(),

@@ -302,3 +302,10 @@ const _: () = assert!(GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT <= GROUP_MAX_SESSION_
 const _: () = assert!(GROUP_MEMBER_METADATA_BYTES_MAX <= GROUP_METADATA_RECORD_BYTES_MAX);
 const _: () = assert!(BENCH_REQUEST_BYTES_MAX <= BENCH_RESPONSE_BYTES_MAX);
 const _: () = assert!(METRICS_LATENCY_US_MAX >= FETCH_MAX_WAIT_MS_CAP as u64 * 1000);
+
+/// Transaction coordinator: the timer loop's tick (timeouts are checked every
+/// `transaction.abort.timed.out.transaction.cleanup.interval.ms`, on a tick).
+pub const TXN_TIMER_TICK_MS: u64 = 100;
+/// Transaction coordinator: pause between rounds of markers that failed (a partition
+/// loading, a full disk), retried until they succeed.
+pub const TXN_MARKER_RETRY_MS: u64 = 200;

@@ -24,6 +24,7 @@
 //! - [`sim`]: the deterministic simulator of the quorum (seeded RNG, virtual ticks, faulty
 //!   network, crashes and power loss on the in-memory file system).
 //! - [`group`]: consumer group coordinator, committed offsets, `__consumer_offsets` codec.
+//! - [`txn`]: transaction coordinator state machine, `__transaction_state` codec, partition hooks.
 //! - [`bench`](mod@bench): the `shardlog bench` load generator.
 //! - [`cli`]: what the subcommands share on the command line: address flags, duration and
 //!   size units, one-line errors and exit statuses.
@@ -57,4 +58,5 @@ pub mod sim;
 pub mod storage;
 pub mod sync;
 pub mod top;
+pub mod txn;
 pub mod types;

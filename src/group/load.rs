@@ -21,6 +21,11 @@ use crate::storage::StorageError;
 pub struct StoredRecord {
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
+    /// The batch is a control batch (a transaction marker).
+    pub control: bool,
+    /// The batch belongs to a transaction (its offsets apply at the COMMIT marker).
+    pub transactional: bool,
+    pub producer_id: i64,
 }
 
 fn bad(reason: &str) -> StorageError {
@@ -83,7 +88,13 @@ pub fn decode_stored_batch(batch: &Bytes) -> Result<Vec<StoredRecord>, StorageEr
         if at > end {
             return Err(bad("record fields past the record end"));
         }
-        out.push(StoredRecord { key, value });
+        out.push(StoredRecord {
+            key,
+            value,
+            control: h.is_control(),
+            transactional: h.is_transactional(),
+            producer_id: h.producer_id,
+        });
         at = end;
     }
     if at != set.len() {

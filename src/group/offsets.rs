@@ -246,7 +246,12 @@ impl Coordinator {
 }
 
 fn committed(v: &OffsetValue) -> Committed {
-    Committed { offset: v.offset, leader_epoch: v.leader_epoch, metadata: v.metadata.clone() }
+    Committed {
+        offset: v.offset,
+        leader_epoch: v.leader_epoch,
+        metadata: v.metadata.clone(),
+        unstable: false,
+    }
 }
 
 /// Kafka's classic validateOffsetCommit.

@@ -296,7 +296,7 @@ fn leave_group_batched_and_last_member_empties_group() {
     assert_eq!(commit_now(&mut c, &commit, 5_100).errors, vec![None]);
     assert_eq!(
         c.fetch(G, &[("t".into(), 1)]),
-        vec![Some(Committed { offset: 9, leader_epoch: 3, metadata: "m".into() })]
+        vec![Some(Committed { offset: 9, leader_epoch: 3, metadata: "m".into(), unstable: false })]
     );
 }
 
@@ -437,7 +437,11 @@ fn commits_persist_records_and_replay_restores_everything() {
     }
     assert_eq!(
         fresh.fetch_all(G),
-        vec![("t".into(), 0, Committed { offset: 10, leader_epoch: 2, metadata: "x".into() })]
+        vec![(
+            "t".into(),
+            0,
+            Committed { offset: 10, leader_epoch: 2, metadata: "x".into(), unstable: false }
+        )]
     );
     let d = fresh.describe(G);
     assert_eq!((d.state, d.members.len()), (GroupState::Stable, 1));

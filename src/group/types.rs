@@ -205,6 +205,10 @@ pub struct Committed {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: String,
+    /// An open transaction holds offsets for this partition (TxnOffsetCommit not yet
+    /// committed or aborted): OffsetFetch with `require_stable` answers
+    /// UNSTABLE_OFFSET_COMMIT, and the client retries.
+    pub unstable: bool,
 }
 
 /// Group state names as Kafka prints them (DescribeGroups, ListGroups).

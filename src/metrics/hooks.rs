@@ -51,6 +51,19 @@ pub fn log_offline() {
     with(|r| r.adjust(Level::LogsOffline, 1));
 }
 
+/// A transaction marker was written on this shard (`commit`: COMMIT, else ABORT).
+pub fn txn_marker_written(commit: bool) {
+    let kind = if commit { super::Count::TxnCommitMarkers } else { super::Count::TxnAbortMarkers };
+    with(|r| r.count(kind, 1));
+}
+
+/// The open transactions this shard coordinates changed by `delta`.
+pub fn open_transactions(delta: i64) {
+    if delta != 0 {
+        with(|r| r.adjust(Level::OpenTransactions, delta));
+    }
+}
+
 /// The producer ids tracked by this shard's partitions changed by `delta`.
 pub fn producers_tracked(delta: i64) {
     if delta != 0 {

@@ -37,6 +37,7 @@ pub use hooks::{
     duplicate_batch_dropped, fetched, log_offline, log_out_of_space, owned_partitions, produced,
     producers_tracked,
 };
+pub use hooks::{open_transactions, txn_marker_written};
 pub use recorder::{LatencyHist, ShardRecorder};
 pub use timer::{hop, RequestTimer};
 
@@ -116,10 +117,14 @@ pub enum Count {
     CleanerIoBytes = 14,
     /// Idempotent producers' retried batches answered from the producer state, not written.
     DuplicateBatchesDropped = 15,
+    /// Transaction markers written: ABORT (issue 17).
+    TxnAbortMarkers = 16,
+    /// Transaction markers written: COMMIT.
+    TxnCommitMarkers = 17,
 }
 
 impl Count {
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 18;
     pub const ALL: [Count; Count::COUNT] = [
         Count::Requests,
         Count::RequestBytes,
@@ -137,6 +142,8 @@ impl Count {
         Count::CleanerBytesReclaimed,
         Count::CleanerIoBytes,
         Count::DuplicateBatchesDropped,
+        Count::TxnAbortMarkers,
+        Count::TxnCommitMarkers,
     ];
 }
 
@@ -161,10 +168,13 @@ pub enum Level {
     LogsOutOfSpace = 7,
     /// Logs offline (read-only until reopened) after an I/O error on one of their files.
     LogsOffline = 8,
+    /// Open transactions (Ongoing, PrepareCommit, PrepareAbort) of the transactional ids
+    /// this shard coordinates.
+    OpenTransactions = 9,
 }
 
 impl Level {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
     pub const ALL: [Level; Level::COUNT] = [
         Level::ConnectionsActive,
         Level::RequestsInFlight,
@@ -175,6 +185,7 @@ impl Level {
         Level::ProducerIds,
         Level::LogsOutOfSpace,
         Level::LogsOffline,
+        Level::OpenTransactions,
     ];
 }
 

@@ -166,6 +166,16 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "Idempotent producers' retried batches answered with their original offsets",
             c(Count::DuplicateBatchesDropped),
         ),
+        (
+            "shardlog_txn_abort_markers",
+            "Transaction ABORT markers written to partitions",
+            c(Count::TxnAbortMarkers),
+        ),
+        (
+            "shardlog_txn_commit_markers",
+            "Transaction COMMIT markers written to partitions",
+            c(Count::TxnCommitMarkers),
+        ),
     ];
     for (name, help, value) in counters {
         enc.encode_descriptor(name, help, None, MetricType::Counter)?
@@ -213,6 +223,11 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "shardlog_logs_offline",
             "Logs offline (appends refused until reopened) after an I/O error on their files",
             l(Level::LogsOffline),
+        ),
+        (
+            "shardlog_open_transactions",
+            "Open transactions of the transactional ids this broker coordinates",
+            l(Level::OpenTransactions),
         ),
         (
             "shardlog_cleaner_max_dirty_percent",

@@ -36,12 +36,17 @@ pub enum PartitionOp {
         fetch_offset: i64,
         max_bytes: usize,
         current_leader_epoch: i32,
+        /// isolation_level=read_committed: read up to the last stable offset and report
+        /// the aborted transactions in range.
+        read_committed: bool,
     },
     ListOffsets {
         topic: String,
         partition: i32,
         timestamp: i64,
         current_leader_epoch: i32,
+        /// read_committed: "latest" is the last stable offset.
+        read_committed: bool,
     },
     EpochEnd {
         topic: String,
@@ -60,6 +65,15 @@ pub enum PartitionOp {
     },
     /// A follower's Fetch (`partition::replica_fetch`).
     ReplicaFetch(super::replica_fetch::ReplicaFetchOp),
+    /// A transaction marker from the transaction coordinator (WriteTxnMarkers).
+    WriteMarker {
+        topic: String,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    },
 }
 
 /// A partition-level error with the message Kafka clients log.
@@ -101,6 +115,8 @@ pub enum PartitionResult {
     /// The low watermark after a DeleteRecords.
     DeleteRecords(Result<i64, OpError>),
     DescribeProducers(Result<Vec<ProducerInfo>, OpError>),
+    /// The transaction the marker closed (None: the producer had none open here).
+    WriteMarker(Result<Option<crate::storage::producer_state::CompletedTxn>, OpError>),
 }
 
 /// One idempotent producer of a partition, as DescribeProducers reports it.
@@ -109,6 +125,9 @@ pub struct ProducerInfo {
     pub epoch: i16,
     pub last_sequence: i32,
     pub last_timestamp_ms: i64,
+    /// First offset of its open transaction on the partition, -1 if none (what
+    /// `kafka-transactions.sh find-hanging` looks at).
+    pub current_txn_start_offset: i64,
 }
 
 pub struct ProduceOk {
@@ -125,6 +144,9 @@ pub struct FetchPart {
     pub records: Bytes,
     /// Fetch v12+ for a follower whose log may diverge: (epoch, end offset).
     pub diverging_epoch: Option<(i32, i64)>,
+    /// read_committed: the aborted transactions in the returned range (producer id, first
+    /// offset); `None` for read_uncommitted.
+    pub aborted: Option<Vec<(i64, i64)>>,
 }
 
 pub struct OffsetAnswer {
@@ -139,6 +161,8 @@ pub struct WaitSpec {
     pub max_wait_ms: u64,
     /// A follower's fetch: wait for the log end (woken by appends), not the high watermark.
     pub replica: bool,
+    /// Wait for the last stable offset rather than the high watermark.
+    pub read_committed: bool,
 }
 
 /// Runs the operations of one request on this (their owner) shard.
@@ -154,15 +178,50 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
             let wait = AckWait { acks, timeout_ms };
             PartitionResult::Produce(produce(ctx, &topic, partition, records, wait).await)
         }
-        PartitionOp::Fetch { topic, partition, fetch_offset, max_bytes, current_leader_epoch } => {
-            PartitionResult::Fetch(
-                fetch(ctx, &topic, partition, fetch_offset, max_bytes, current_leader_epoch).await,
+        PartitionOp::Fetch {
+            topic,
+            partition,
+            fetch_offset,
+            max_bytes,
+            current_leader_epoch,
+            read_committed,
+        } => PartitionResult::Fetch(
+            fetch(
+                ctx,
+                &topic,
+                partition,
+                (fetch_offset, max_bytes),
+                current_leader_epoch,
+                read_committed,
             )
-        }
-        PartitionOp::ListOffsets { topic, partition, timestamp, current_leader_epoch } => {
-            PartitionResult::ListOffsets(
-                list_offsets(ctx, &topic, partition, timestamp, current_leader_epoch).await,
-            )
+            .await,
+        ),
+        PartitionOp::ListOffsets {
+            topic,
+            partition,
+            timestamp,
+            current_leader_epoch,
+            read_committed,
+        } => PartitionResult::ListOffsets(
+            list_offsets(ctx, &topic, partition, timestamp, current_leader_epoch, read_committed)
+                .await,
+        ),
+        PartitionOp::WriteMarker {
+            topic,
+            partition,
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+        } => {
+            let marker = crate::storage::producer_state::encode_marker(
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch,
+                now_ms(),
+            );
+            PartitionResult::WriteMarker(write_marker(ctx, &topic, partition, marker).await)
         }
         PartitionOp::EpochEnd { topic, partition, leader_epoch, current_leader_epoch } => {
             PartitionResult::EpochEnd(epoch_end(
@@ -269,9 +328,9 @@ async fn fetch(
     ctx: &ShardCtx,
     topic: &str,
     partition: i32,
-    fetch_offset: i64,
-    max_bytes: usize,
+    (fetch_offset, max_bytes): (i64, usize),
     current_leader_epoch: i32,
+    read_committed: bool,
 ) -> FetchPart {
     let fail = |error: ResponseError| FetchPart {
         error: Some(error),
@@ -280,6 +339,7 @@ async fn fetch(
         log_start_offset: -1,
         records: Bytes::new(),
         diverging_epoch: None,
+        aborted: None,
     };
     let p = match owned(ctx, topic, partition) {
         Ok(p) => p,
@@ -289,19 +349,26 @@ async fn fetch(
         return fail(err);
     }
     let hw = p.high_watermark();
-    let read = p.log.read(Offset(fetch_offset), max_bytes, hw).await;
+    let lso = p.last_stable_offset();
+    let upper = if read_committed { lso } else { hw };
+    let read = p.log.read(Offset(fetch_offset), max_bytes, upper).await;
     let (error, records) = match read {
         Ok(records) => (None, records),
         Err(err) => (Some(storage_error_code(&err)), Bytes::new()),
     };
     crate::metrics::fetched(topic, &records);
+    let aborted = read_committed.then(|| {
+        let end = crate::txn::partition::records_end(&records).unwrap_or(upper);
+        p.log.aborted_between(Offset(fetch_offset), end)
+    });
     FetchPart {
         error,
         high_watermark: hw.0,
-        last_stable_offset: p.last_stable_offset().0,
+        last_stable_offset: lso.0,
         log_start_offset: p.log.log_start_offset().0,
         records,
         diverging_epoch: None,
+        aborted,
     }
 }
 
@@ -311,16 +378,18 @@ async fn list_offsets(
     partition: i32,
     timestamp: i64,
     current_leader_epoch: i32,
+    read_committed: bool,
 ) -> Result<OffsetAnswer, OpError> {
     let p = owned(ctx, topic, partition)?;
     check_epoch(&p, current_leader_epoch)?;
+    let latest = if read_committed { p.last_stable_offset() } else { p.high_watermark() };
     let epoch = p.leader_epoch.get().0;
     let answer = |timestamp, offset| OffsetAnswer { timestamp, offset, leader_epoch: epoch };
     let none = OffsetAnswer { timestamp: -1, offset: -1, leader_epoch: -1 };
     Ok(match timestamp {
         // -2 earliest, -4 earliest local (no tiering: the same).
         -2 | -4 => answer(-1, p.log.log_start_offset().0),
-        -1 => answer(-1, p.high_watermark().0),
+        -1 => answer(-1, latest.0),
         // -5 latest tiered: without remote storage Kafka answers offset -1, epoch -1.
         -5 => none,
         -3 => match p.log.max_timestamp() {
@@ -328,7 +397,7 @@ async fn list_offsets(
             None => none,
         },
         ts => match p.log.offset_for_timestamp(ts).await {
-            Ok(Some((offset, ts))) if offset < p.high_watermark() => answer(ts, offset.0),
+            Ok(Some((offset, ts))) if offset < latest => answer(ts, offset.0),
             Ok(_) => none,
             Err(err) => return Err((storage_error_code(&err), Some(err.to_string()))),
         },
@@ -358,7 +427,13 @@ pub async fn wait_for_data(ctx: &ShardCtx, spec: WaitSpec) {
     let mut parts = Vec::with_capacity(spec.partitions.len());
     for (topic, partition, offset) in &spec.partitions {
         let Some(p) = ctx.partitions.get(topic, *partition) else { return };
-        let end = if spec.replica { p.log.log_end_offset() } else { p.high_watermark() };
+        let end = if spec.replica {
+            p.log.log_end_offset()
+        } else if spec.read_committed {
+            p.last_stable_offset()
+        } else {
+            p.high_watermark()
+        };
         if end.0 > *offset {
             return;
         }
@@ -403,8 +478,30 @@ fn describe_producers(
             epoch: e.epoch,
             last_sequence: e.last_seq(),
             last_timestamp_ms: e.last_timestamp_ms(),
+            current_txn_start_offset: e.txn_first_offset,
         })
         .collect())
+}
+
+/// Appends a transaction marker and waits until it is durable (the coordinator completes
+/// the transaction only then), then wakes the partition's long-polls: the last stable
+/// offset may have moved.
+async fn write_marker(
+    ctx: &ShardCtx,
+    topic: &str,
+    partition: i32,
+    marker: Bytes,
+) -> Result<Option<crate::storage::producer_state::CompletedTxn>, OpError> {
+    let p = owned(ctx, topic, partition)?;
+    let storage = |err: StorageError| (storage_error_code(&err), Some(err.to_string()));
+    let (info, done) =
+        p.log.append_coordinator(marker, p.leader_epoch.get(), now_ms()).await.map_err(storage)?;
+    p.log.wait_committed(info.last_offset).await.map_err(storage)?;
+    p.hw_changed.notify_all();
+    if let Some(txn) = &done {
+        crate::txn::partition::marker_written(ctx, topic, partition, txn);
+    }
+    Ok(done)
 }
 
 /// Kafka's "delete up to the high watermark" sentinel.

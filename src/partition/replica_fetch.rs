@@ -157,6 +157,7 @@ pub async fn run(ctx: &ShardCtx, op: ReplicaFetchOp) -> FetchPart {
         log_start_offset: -1,
         records: Bytes::new(),
         diverging_epoch: None,
+        aborted: None,
     };
     let p = match owned(ctx, &op.topic, op.partition) {
         Ok(p) => p,
@@ -178,6 +179,7 @@ pub async fn run(ctx: &ShardCtx, op: ReplicaFetchOp) -> FetchPart {
                 log_start_offset: answer.log_start_offset.0,
                 records: answer.records,
                 diverging_epoch: answer.diverging_epoch,
+                aborted: None,
             }
         }
         Err(ReplicaFetchError::Replica(err)) => fail(replica_error(err).code),

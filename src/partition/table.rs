@@ -49,11 +49,12 @@ impl OwnedPartition {
         self.replication.high_watermark(&self.log, crate::shard::now_ms())
     }
 
-    /// The last stable offset: the high watermark until transactions can leave records
-    /// undecided below it (read_committed consumers stop here).
+    /// The last stable offset: the high watermark, or the first offset of the oldest open
+    /// transaction if lower (read_committed consumers stop here).
     #[must_use]
     pub fn last_stable_offset(&self) -> Offset {
-        self.high_watermark()
+        let hw = self.high_watermark();
+        self.log.first_unstable_offset(hw).map_or(hw, |first| first.min(hw))
     }
 }
 

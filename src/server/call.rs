@@ -32,6 +32,8 @@ pub enum ShardRequest {
     ApplyImage(Arc<MetadataImage>),
     /// A consumer-group operation for the group's coordinator shard.
     Group(GroupCall),
+    /// A transaction-coordinator operation for the transactional id's coordinator shard.
+    Txn(super::txn::TxnCall),
 }
 
 pub enum ShardReply {
@@ -41,6 +43,7 @@ pub enum ShardReply {
     ImageApplied,
     Failed(String),
     Group(GroupAnswer),
+    Txn(super::txn::TxnAnswer),
 }
 
 /// A typed reply on its way from a shard.
@@ -88,6 +91,7 @@ pub async fn execute(ctx: &Rc<ShardCtx>, req: ShardRequest) -> ShardReply {
         }
         ShardRequest::ApplyImage(image) => super::control::apply_image(ctx, image).await,
         ShardRequest::Group(call) => ShardReply::Group(super::group::execute(ctx, call).await),
+        ShardRequest::Txn(call) => ShardReply::Txn(super::txn::execute(ctx, call).await),
     }
 }
 
@@ -97,6 +101,7 @@ const LIST_OFFSETS: i16 = 2;
 const DELETE_RECORDS: i16 = 21;
 const DESCRIBE_PRODUCERS: i16 = 61;
 const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
+const WRITE_TXN_MARKERS: i16 = 27;
 
 /// The Kafka API a cross-shard request serves, when it serves one (its hop is recorded
 /// under that API); long-poll waits and metadata traffic have none.
@@ -109,6 +114,7 @@ fn api_of(req: &ShardRequest) -> Option<i16> {
             PartitionOp::EpochEnd { .. } => OFFSET_FOR_LEADER_EPOCH,
             PartitionOp::DeleteRecords { .. } => DELETE_RECORDS,
             PartitionOp::DescribeProducers { .. } => DESCRIBE_PRODUCERS,
+            PartitionOp::WriteMarker { .. } => WRITE_TXN_MARKERS,
         }),
         _ => None,
     }

@@ -72,5 +72,5 @@ fn producer_state(p: ProducerInfo) -> ProducerState {
         .with_last_sequence(p.last_sequence)
         .with_last_timestamp(p.last_timestamp_ms)
         .with_coordinator_epoch(-1)
-        .with_current_txn_start_offset(-1)
+        .with_current_txn_start_offset(p.current_txn_start_offset)
 }

@@ -16,7 +16,7 @@ use kafka_protocol::messages::ApiKey;
 use super::admin_wiring::CONTROLLER_APIS;
 use super::{
     admin, api_versions, delete_records, describe_producers, fetch, group, list_offsets, metadata,
-    offset_for_leader_epoch, produce,
+    offset_for_leader_epoch, produce, txn,
 };
 use crate::protocol::versions::{find, ApiRange};
 use crate::protocol::{encode_response, peek_api};
@@ -69,6 +69,13 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::DescribeGroups, group::describe_groups::VERSIONS),
     ApiRange::new(ApiKey::DeleteGroups, group::delete_groups::VERSIONS),
     ApiRange::new(ApiKey::OffsetDelete, group::offset_delete::VERSIONS),
+    ApiRange::new(ApiKey::AddPartitionsToTxn, txn::add_partitions_to_txn::VERSIONS),
+    ApiRange::new(ApiKey::AddOffsetsToTxn, txn::add_offsets_to_txn::VERSIONS),
+    ApiRange::new(ApiKey::EndTxn, txn::end_txn::VERSIONS),
+    ApiRange::new(ApiKey::TxnOffsetCommit, txn::txn_offset_commit::VERSIONS),
+    ApiRange::new(ApiKey::WriteTxnMarkers, txn::write_txn_markers::VERSIONS),
+    ApiRange::new(ApiKey::DescribeTransactions, txn::describe_transactions::VERSIONS),
+    ApiRange::new(ApiKey::ListTransactions, txn::list_transactions::VERSIONS),
 ];
 
 /// Starts processing one request frame from a client at `peer`, or says why the
@@ -104,6 +111,10 @@ pub async fn dispatch(
         ApiKey::DescribeConfigs | ApiKey::DescribeCluster | ApiKey::DescribeClientQuotas => {
             metadata::start_read_only(ctx, api, frame, version)
         }
+        // A transactional id's InitProducerId goes to its transaction coordinator.
+        ApiKey::InitProducerId if txn::init_producer_id::is_transactional(&frame, version) => {
+            txn::init_producer_id::start(ctx, frame, version).await
+        }
         api if CONTROLLER_APIS.contains(&api) || api == ApiKey::DescribeQuorum => {
             Ok(controller_api(ctx, api, version, frame))
         }
@@ -118,6 +129,15 @@ pub async fn dispatch(
         ApiKey::DescribeGroups => group::describe_groups::start(ctx, frame, version).await,
         ApiKey::DeleteGroups => group::delete_groups::start(ctx, frame, version).await,
         ApiKey::OffsetDelete => group::offset_delete::start(ctx, frame, version).await,
+        ApiKey::AddPartitionsToTxn => txn::add_partitions_to_txn::start(ctx, frame, version).await,
+        ApiKey::AddOffsetsToTxn => txn::add_offsets_to_txn::start(ctx, frame, version).await,
+        ApiKey::EndTxn => txn::end_txn::start(ctx, frame, version).await,
+        ApiKey::TxnOffsetCommit => txn::txn_offset_commit::start(ctx, frame, version).await,
+        ApiKey::WriteTxnMarkers => txn::write_txn_markers::start(ctx, frame, version).await,
+        ApiKey::DescribeTransactions => {
+            txn::describe_transactions::start(ctx, frame, version).await
+        }
+        ApiKey::ListTransactions => txn::list_transactions::start(ctx, frame, version).await,
         other => Err(format!("no handler for {other:?}")),
     }
 }

@@ -89,6 +89,8 @@ struct Plan {
     max_wait: Duration,
     session_error: Option<ResponseError>,
     client_id: Option<String>,
+    /// isolation_level = 1 (transactions: stop at the last stable offset).
+    read_committed: bool,
     /// A follower's fetch: its broker id and broker epoch (-1 before v15).
     replica: Option<(NodeId, i64)>,
 }
@@ -164,6 +166,7 @@ pub async fn start(
         session_error: (req.session_id != 0).then_some(ResponseError::FetchSessionIdNotFound),
         client_id,
         replica,
+        read_committed: req.isolation_level == 1,
     };
     let ctx = ctx.clone();
     Ok(Box::pin(async move { run(&ctx, plan).await }))
@@ -243,6 +246,7 @@ async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
                 log_start_offset: -1,
                 records: Bytes::new(),
                 diverging_epoch: None,
+                aborted: None,
             },
         })
         .collect()
@@ -257,6 +261,7 @@ fn fetch_op(plan: &Plan, w: &Wanted) -> PartitionOp {
             fetch_offset: w.fetch_offset,
             max_bytes: w.max_bytes,
             current_leader_epoch: w.current_leader_epoch,
+            read_committed: plan.read_committed,
         };
     };
     PartitionOp::ReplicaFetch(ReplicaFetchOp {
@@ -286,7 +291,12 @@ async fn wait_for_data(ctx: &Rc<ShardCtx>, plan: &Plan, wait: Duration) {
     let max_wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
     let mut pending = Vec::with_capacity(by_shard.len());
     for (shard, partitions) in by_shard {
-        let spec = WaitSpec { partitions, max_wait_ms, replica: plan.replica.is_some() };
+        let spec = WaitSpec {
+            partitions,
+            max_wait_ms,
+            replica: plan.replica.is_some(),
+            read_committed: plan.read_committed,
+        };
         pending.push(ctx.call(shard, ShardRequest::WaitForData(spec)).await);
     }
     if pending.is_empty() {
@@ -377,6 +387,7 @@ fn build_response(plan: Plan, parts: Vec<FetchPart>, leaders: &Leaders) -> Fetch
             .with_last_stable_offset(part.last_stable_offset)
             .with_log_start_offset(if plan.version >= 5 { part.log_start_offset } else { -1 })
             .with_preferred_read_replica(BrokerId(-1))
+            .with_aborted_transactions(crate::txn::partition::aborted_field(part.aborted))
             .with_records(Some(part.records));
         if let (Some((epoch, end)), true) =
             (part.diverging_epoch, plan.version >= DIVERGING_EPOCH_VERSION)
@@ -453,6 +464,7 @@ mod tests {
             log_start_offset: 0,
             records: Bytes::from(vec![0u8; len]),
             diverging_epoch: None,
+            aborted: None,
         }
     }
 
@@ -488,6 +500,7 @@ mod tests {
             session_error: None,
             client_id: None,
             replica: None,
+            read_committed: false,
         }
     }
 

@@ -40,6 +40,7 @@ pub async fn start(
                 partition: p.partition_index,
                 timestamp: p.timestamp,
                 current_leader_epoch: p.current_leader_epoch,
+                read_committed: req.isolation_level == 1,
             });
         }
         response.topics.push(ListOffsetsTopicResponse::default().with_name(topic.name));

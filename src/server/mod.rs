@@ -24,6 +24,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod route;
 pub mod throttle;
+pub mod txn;
 
 use crate::config::ServeConfig;
 use crate::shard::runtime::App;

@@ -77,6 +77,7 @@ impl StorageError {
             StorageError::OffsetOutOfRange { .. } => 1,
             StorageError::Sequence(SequenceError::OutOfOrder { .. }) => 45,
             StorageError::Sequence(SequenceError::InvalidEpoch { .. }) => 47,
+            StorageError::Sequence(SequenceError::InvalidTxnState { .. }) => 48,
             StorageError::ReadOnly { .. }
             | StorageError::OutOfSpace { .. }
             | StorageError::Io { .. }

@@ -31,6 +31,11 @@ use crate::io::{DataFile, FileSystem};
 use crate::sync::{Notify, TicketLock};
 use crate::types::{Epoch, Offset};
 
+/// A coordinator append's marker type (`Some(commit)` for a marker) and where the closed
+/// transaction is reported.
+type CoordinatorAppend<'a> =
+    (Option<bool>, &'a std::cell::Cell<Option<super::producer_state::CompletedTxn>>);
+
 /// A partition log. See the module docs of [`crate::storage`].
 pub struct PartitionLog<F: FileSystem> {
     pub(super) inner: Rc<LogInner<F>>,
@@ -212,8 +217,42 @@ impl<F: FileSystem> LogInner<F> {
         leader_epoch: Epoch,
         now_ms: i64,
     ) -> Result<AppendInfo, StorageError> {
+        let v = validate(&batch, &self.cfg(), now_ms)?;
+        self.append_validated(batch, v, leader_epoch, now_ms, None).await
+    }
+
+    /// Appends a batch a coordinator wrote (a transaction marker, or transactional offset
+    /// commits): no client validation, no sequence check (Kafka's `AppendOrigin.COORDINATOR`).
+    /// A marker closes its producer's open transaction; the returned transaction says which.
+    pub async fn append_coordinator(
+        self: &Rc<Self>,
+        batch: Bytes,
+        leader_epoch: Epoch,
+        now_ms: i64,
+    ) -> Result<(AppendInfo, Option<super::producer_state::CompletedTxn>), StorageError> {
+        let v = super::validate::validate_coordinator(&batch)?;
+        let marker = if v.header.is_control() {
+            let commit = super::producer_state::control_batch_commit(&batch)
+                .ok_or_else(|| StorageError::invalid_record("a control batch that is no marker"))?;
+            Some(commit)
+        } else {
+            None
+        };
+        let done = std::cell::Cell::new(None);
+        let info =
+            self.append_validated(batch, v, leader_epoch, now_ms, Some((marker, &done))).await?;
+        Ok((info, done.get()))
+    }
+
+    async fn append_validated(
+        self: &Rc<Self>,
+        batch: Bytes,
+        v: super::validate::Validated,
+        leader_epoch: Epoch,
+        now_ms: i64,
+        coordinator: Option<CoordinatorAppend<'_>>,
+    ) -> Result<AppendInfo, StorageError> {
         let config = self.cfg();
-        let v = validate(&batch, &config, now_ms)?;
         let producer = producer_batch(&v.header);
         let _turn = self.append_lock.acquire().await;
         self.wait_for_space(batch.len()).await?;
@@ -226,10 +265,22 @@ impl<F: FileSystem> LogInner<F> {
         self.check_writable()?;
         // Checked under the append lock, and applied below before it is released: two
         // in-flight copies of one batch cannot both pass.
-        if let Some(p) = &producer {
+        if let Some(p) = producer.as_ref().filter(|_| coordinator.is_none()) {
             if let Verdict::Duplicate(d) = self.st.borrow().producers.check(p)? {
                 return Ok(self.duplicate_info(&d, &config));
             }
+        }
+        if let Some((Some(_), _)) = coordinator {
+            let h = &v.header;
+            self.st.borrow().producers.check_marker(h.producer_id, h.producer_epoch).map_err(
+                |super::producer_state::MarkerError::StaleEpoch { producer_id, epoch, current }| {
+                    super::producer_state::SequenceError::InvalidEpoch {
+                        producer_id,
+                        epoch,
+                        current,
+                    }
+                },
+            )?;
         }
         let base = self.st.borrow().log_end;
         if self.st.borrow_mut().epochs.assign(leader_epoch, base) {
@@ -255,6 +306,11 @@ impl<F: FileSystem> LogInner<F> {
             if st.producers.apply(p, last.0, ts) {
                 crate::metrics::producers_tracked(1);
             }
+        }
+        if let Some((Some(commit), done)) = coordinator {
+            let completed =
+                st.producers.apply_marker(h.producer_id, h.producer_epoch, commit, last.0);
+            done.set(Some(completed));
         }
         if st.max_timestamp.is_none_or(|(t, _)| max_ts.0 > t) {
             st.max_timestamp = Some(max_ts);
@@ -433,6 +489,41 @@ impl<F: FileSystem> PartitionLog<F> {
         now_ms: i64,
     ) -> Result<AppendInfo, StorageError> {
         self.inner.append(batch, leader_epoch, now_ms).await
+    }
+
+    /// Appends a coordinator's batch (a transaction marker or transactional offset commits);
+    /// no client validation or sequence check (Kafka's `AppendOrigin.COORDINATOR`). Returns
+    /// the transaction a marker closed.
+    pub async fn append_coordinator(
+        &self,
+        batch: Bytes,
+        leader_epoch: Epoch,
+        now_ms: i64,
+    ) -> Result<(AppendInfo, Option<super::producer_state::CompletedTxn>), StorageError> {
+        self.inner.append_coordinator(batch, leader_epoch, now_ms).await
+    }
+
+    /// First offset of the oldest transaction that is open, or completed by a marker not yet
+    /// below `hw` (the last stable offset is at most it).
+    #[must_use]
+    pub fn first_unstable_offset(&self, hw: Offset) -> Option<Offset> {
+        self.inner.st.borrow_mut().producers.first_unstable_offset(hw.0).map(Offset)
+    }
+
+    /// Open transactions: (producer id, first offset), oldest first.
+    #[must_use]
+    pub fn ongoing_txns(&self) -> Vec<(i64, i64)> {
+        self.inner.st.borrow().producers.ongoing_txns()
+    }
+
+    /// Aborted transactions overlapping `[from, upto)`: (producer id, first offset), what a
+    /// read_committed fetch of that range returns as `aborted_transactions`.
+    #[must_use]
+    pub fn aborted_between(&self, from: Offset, upto: Offset) -> Vec<(i64, i64)> {
+        let mut st = self.inner.st.borrow_mut();
+        let start = st.log_start.0;
+        st.producers.prune_aborted(start);
+        st.producers.aborted_between(from.0, upto.0)
     }
 
     /// Resolves once everything up to and including `offset` is as durable as the flush

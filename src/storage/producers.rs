@@ -19,7 +19,7 @@ use super::log::LogInner;
 use super::producer_state::{BatchMeta, ProducerBatch, ProducerStateMap, NO_PRODUCER_ID};
 use super::segment::{scan_file, segment_path, SNAPSHOT_SUFFIX};
 use super::{AppendInfo, LogConfig, TimestampType};
-use crate::io::FileSystem;
+use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
 
 /// The producer fields of a data batch, `None` for a batch without producer id (or a
@@ -31,6 +31,7 @@ pub fn producer_batch(h: &BatchHeader) -> Option<ProducerBatch> {
         epoch: h.producer_epoch,
         first_seq: h.base_sequence,
         offset_delta: h.last_offset_delta,
+        transactional: h.is_transactional(),
     })
 }
 
@@ -210,8 +211,26 @@ impl<F: FileSystem> LogInner<F> {
         let mut applied = 0;
         for (start, size, path, file) in segments {
             let scan = scan_file(&*file, &path, start, size, i64::MIN).await?;
-            for (_, h) in &scan.batches {
+            for (pos, h) in &scan.batches {
                 if h.last_offset() < from.0 || h.last_offset() >= upto.0 {
+                    continue;
+                }
+                if h.is_control() && h.producer_id != NO_PRODUCER_ID {
+                    // A transaction marker: its type is in the record (control batches are
+                    // rare and small, so each is read on its own).
+                    let bytes = file
+                        .read_at(*pos, h.total_size())
+                        .await
+                        .map_err(StorageError::io("read", &path, *pos))?;
+                    if let Some(commit) = super::producer_state::control_batch_commit(&bytes) {
+                        state.apply_marker(
+                            h.producer_id,
+                            h.producer_epoch,
+                            commit,
+                            h.last_offset(),
+                        );
+                        applied += 1;
+                    }
                     continue;
                 }
                 if let Some(p) = producer_batch(h) {
@@ -287,6 +306,11 @@ impl ProducerFold {
             return;
         }
         for h in headers.filter(|h| h.last_offset() >= self.next) {
+            if h.is_control() && h.producer_id != NO_PRODUCER_ID {
+                // A marker's type is in its record, which the fold does not have: replay.
+                self.broken = true;
+                return;
+            }
             if let Some(p) = producer_batch(h) {
                 self.state.apply(&p, h.last_offset(), h.max_timestamp);
                 self.applied += 1;

@@ -71,6 +71,17 @@ pub fn validate(batch: &[u8], config: &LogConfig, now_ms: i64) -> Result<Validat
     Ok(Validated { header: h, max_timestamp_ms: max_ts, max_timestamp_delta: max_delta })
 }
 
+/// The checks of a batch a coordinator built itself (markers, transactional offset
+/// commits): one whole v2 batch with a valid CRC. Control batches are allowed here.
+pub fn validate_coordinator(batch: &[u8]) -> Result<Validated, StorageError> {
+    let h = BatchHeader::parse(batch)?;
+    if h.total_size() != batch.len() || h.records_count <= 0 {
+        return Err(StorageError::invalid_record("a coordinator batch must be one whole batch"));
+    }
+    batch::check_crc(&h, batch)?;
+    Ok(Validated { header: h, max_timestamp_ms: h.max_timestamp, max_timestamp_delta: 0 })
+}
+
 fn check_records(
     h: &BatchHeader,
     batch: &[u8],

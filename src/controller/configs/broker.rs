@@ -429,6 +429,60 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         READ_ONLY,
         "The maximum number of bytes in a socket request",
     ),
+    only(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        I,
+        Some("10000"),
+        AtLeast(1),
+        READ_ONLY,
+        "The interval at which to rollback transactions that have timed out",
+    ),
+    only(
+        "transaction.max.timeout.ms",
+        I,
+        Some("900000"),
+        AtLeast(1),
+        READ_ONLY,
+        "The maximum allowed timeout for transactions. If a client's requested transaction \
+         time exceed this, then the broker will return an error in InitProducerIdRequest.",
+    ),
+    only(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        I,
+        Some("3600000"),
+        AtLeast(1),
+        READ_ONLY,
+        "The interval at which to remove transactions that have expired due to \
+         transactional.id.expiration.ms passing",
+    ),
+    only(
+        "transaction.state.log.num.partitions",
+        I,
+        Some("50"),
+        AtLeast(1),
+        READ_ONLY,
+        "The number of partitions for the transaction topic (should not change after \
+         deployment: it only applies when __transaction_state is created).",
+    ),
+    only(
+        "transaction.state.log.segment.bytes",
+        I,
+        Some("104857600"),
+        AtLeast(1024 * 1024),
+        READ_ONLY,
+        "The transaction topic segment bytes should be kept relatively small in order to \
+         facilitate faster log compaction and cache loads",
+    ),
+    only(
+        "transactional.id.expiration.ms",
+        I,
+        Some("604800000"),
+        AtLeast(1),
+        READ_ONLY,
+        "The time in ms that the transaction coordinator will wait without receiving any \
+         transaction status updates for the current transaction before expiring its \
+         transactional id.",
+    ),
 ];
 
 /// Every broker setting name Shardlog knows (broker-only configs and the broker synonyms of

@@ -1,5 +1,8 @@
 //! InitProducerId (API key 22), v0–5, for idempotent producers: a producer id unique across
-//! restarts (allocated in persisted blocks by the controller) with epoch 0.
+//! restarts (allocated in persisted blocks by the controller) with epoch 0. A request with a
+//! transactional id never reaches this handler from a client: dispatch sends it to the
+//! transaction coordinator (`server::txn::init_producer_id`); the branch below refusing one
+//! stays for direct callers.
 //!
 //! Runs on the controller shard. Like Kafka, a request without a transactional id always gets
 //! a fresh producer id, even when it names its current one (KIP-360 epoch bumps). A

@@ -39,8 +39,14 @@ const REPLAY_READ_BYTES: usize = 1024 * 1024;
 /// A parked request: the member id of a join (`None` for a sync) and its answer channel.
 type Parked = (Option<String>, oneshot::Sender<Reply>);
 
+/// Offsets of an open transaction (TxnOffsetCommit): written to `__consumer_offsets` as a
+/// transactional batch, applied when the COMMIT marker lands on that partition.
+type PendingTxnOffsets = HashMap<i64, Vec<(i32, Record)>>;
+
 struct GroupShard {
     coordinator: RefCell<Coordinator>,
+    /// Producer id → (offsets partition, record) of its open transaction's offset commits.
+    pending_txn: RefCell<PendingTxnOffsets>,
     /// Parked joins (with the member id they carried) and syncs.
     waiters: RefCell<HashMap<Token, Parked>>,
     next_token: Cell<Token>,
@@ -58,6 +64,7 @@ fn state(ctx: &Rc<ShardCtx>) -> Rc<GroupShard> {
     }
     let s = Rc::new(GroupShard {
         coordinator: RefCell::new(Coordinator::new(ctx.config.group.clone())),
+        pending_txn: RefCell::new(HashMap::new()),
         waiters: RefCell::new(HashMap::new()),
         next_token: Cell::new(1),
         loaded: RefCell::new(HashSet::new()),
@@ -132,17 +139,53 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
                 }
             }
         }
-        GroupCall::Fetch { group_id, partitions } => {
+        GroupCall::TxnCommit { req, producer_id, producer_epoch } => {
+            let outcome = s.coordinator.borrow_mut().commit(&req, now);
+            if outcome.records.is_empty() {
+                return GroupAnswer::Commit(outcome.errors);
+            }
+            match persist_txn(ctx, &outcome.records, producer_id, producer_epoch).await {
+                Ok(partition) => {
+                    let mut pending = s.pending_txn.borrow_mut();
+                    let list = pending.entry(producer_id).or_default();
+                    list.extend(outcome.records.into_iter().map(|r| (partition, r)));
+                    GroupAnswer::Commit(outcome.errors)
+                }
+                Err(reason) => {
+                    tracing::warn!(group = %req.group_id, "txn offset commit not persisted: {reason}");
+                    let failed =
+                        outcome.errors.iter().map(|_| Some(GroupError::CoordinatorNotAvailable));
+                    GroupAnswer::Commit(failed.collect())
+                }
+            }
+        }
+        GroupCall::Fetch { group_id, partitions, require_stable } => {
             let c = s.coordinator.borrow();
-            let rows = match partitions {
-                Some(list) => {
-                    let found = c.fetch(&group_id, &list);
-                    list.into_iter().zip(found).map(|((t, p), v)| (t, p, v)).collect()
+            let pending = if require_stable { s.pending_partitions(&group_id) } else { Vec::new() };
+            let mut rows: Vec<(String, i32, Option<crate::group::types::Committed>)> =
+                match partitions {
+                    Some(list) => {
+                        let found = c.fetch(&group_id, &list);
+                        list.into_iter().zip(found).map(|((t, p), v)| (t, p, v)).collect()
+                    }
+                    None => c
+                        .fetch_all(&group_id)
+                        .into_iter()
+                        .map(|(t, p, v)| (t, p, Some(v)))
+                        .collect(),
+                };
+            for (topic, partition, committed) in &mut rows {
+                if pending.iter().any(|(t, p)| t == topic && p == partition) {
+                    let mut c = committed.take().unwrap_or(crate::group::types::Committed {
+                        offset: -1,
+                        leader_epoch: -1,
+                        metadata: String::new(),
+                        unstable: false,
+                    });
+                    c.unstable = true;
+                    *committed = Some(c);
                 }
-                None => {
-                    c.fetch_all(&group_id).into_iter().map(|(t, p, v)| (t, p, Some(v))).collect()
-                }
-            };
+            }
             GroupAnswer::Fetch(Ok(rows))
         }
         GroupCall::List => GroupAnswer::List(s.coordinator.borrow().list()),
@@ -323,6 +366,68 @@ async fn load_all_owned(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>) -> Result<(), Gr
     Ok(())
 }
 
+/// A transaction marker closed `producer_id`'s transaction on offsets partition
+/// `partition` of this shard (durably): its pending offsets are applied (COMMIT) or
+/// dropped (ABORT). Called by `txn::partition::marker_written` on the owner shard.
+pub fn complete_txn_offsets(ctx: &ShardCtx, partition: i32, producer_id: i64, commit: bool) {
+    let _ = ctx;
+    let Some(s) = SHARD_STATE.with(|s| s.borrow().clone()) else { return };
+    s.complete_txn(partition, producer_id, commit, now_ms());
+}
+
+impl GroupShard {
+    /// Partitions of `group_id` with offsets pending in an open transaction.
+    fn pending_partitions(&self, group_id: &str) -> Vec<(String, i32)> {
+        self.pending_txn
+            .borrow()
+            .values()
+            .flatten()
+            .filter_map(|(_, r)| match r {
+                Record::Offset { group, topic, partition, .. } if group == group_id => {
+                    Some((topic.clone(), *partition))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn complete_txn(&self, partition: i32, producer_id: i64, commit: bool, now: i64) {
+        let mut pending = self.pending_txn.borrow_mut();
+        let Some(list) = pending.get_mut(&producer_id) else { return };
+        let (mine, rest): (Vec<_>, Vec<_>) = list.drain(..).partition(|(p, _)| *p == partition);
+        *list = rest;
+        if list.is_empty() {
+            pending.remove(&producer_id);
+        }
+        drop(pending);
+        if commit {
+            let records = mine.into_iter().map(|(_, r)| r).collect();
+            self.coordinator.borrow_mut().apply_durable(records, now);
+        }
+    }
+}
+
+/// Appends transactional offset commits (one offsets partition: the group's) as a
+/// transactional batch of the producer and waits until it is durable. Returns the partition.
+async fn persist_txn(
+    ctx: &Rc<ShardCtx>,
+    records: &[Record],
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Result<i32, String> {
+    let Some(Record::Offset { group, .. } | Record::Group { group, .. }) = records.first() else {
+        return Err("nothing to persist".into());
+    };
+    let (p, owned) = offsets_partition(ctx, group).map_err(|e| e.to_string())?;
+    let batch = encode_batch_as(records, now_ms(), Some((producer_id, producer_epoch)))?;
+    let epoch = owned.leader_epoch.get();
+    let (info, _) =
+        owned.log.append_coordinator(batch, epoch, now_ms()).await.map_err(|e| e.to_string())?;
+    owned.log.wait_committed(info.last_offset).await.map_err(|e| e.to_string())?;
+    owned.hw_changed.notify_all();
+    Ok(p)
+}
+
 /// Rebuilds groups and offsets from one `__consumer_offsets` partition.
 async fn replay(s: &GroupShard, owned: &OwnedPartition) -> Result<(), String> {
     let log = &owned.log;
@@ -335,7 +440,7 @@ async fn replay(s: &GroupShard, owned: &OwnedPartition) -> Result<(), String> {
         if bytes.is_empty() {
             break;
         }
-        let next = replay_batches(s, bytes, now, &mut count)?;
+        let next = replay_batches(s, bytes, now, &mut count, owned.tp.partition)?;
         if next <= offset {
             break;
         }
@@ -351,6 +456,7 @@ fn replay_batches(
     mut bytes: Bytes,
     now: i64,
     count: &mut usize,
+    partition: i32,
 ) -> Result<Offset, String> {
     let mut next = Offset(-1);
     while bytes.len() >= 12 {
@@ -367,7 +473,20 @@ fn replay_batches(
         let records = decode_stored_batch(&batch).map_err(|e| e.to_string())?;
         for r in records {
             let Some(key) = r.key else { continue };
+            if r.control {
+                // A transaction marker: COMMIT (type 1) applies the producer's pending
+                // offsets, ABORT drops them.
+                if key.len() >= 4 {
+                    let commit = i16::from_be_bytes([key[2], key[3]]) == 1;
+                    s.complete_txn(partition, r.producer_id, commit, now);
+                }
+                continue;
+            }
             match Record::decode(&key, r.value.as_deref()) {
+                Ok(record) if r.transactional => {
+                    let mut pending = s.pending_txn.borrow_mut();
+                    pending.entry(r.producer_id).or_default().push((partition, record));
+                }
                 Ok(record) => {
                     s.coordinator.borrow_mut().replay(record, now);
                     *count += 1;
@@ -410,18 +529,29 @@ async fn persist(ctx: &Rc<ShardCtx>, records: Vec<Record>) -> Result<(), String>
 }
 
 fn encode_batch(records: &[Record], now: i64) -> Result<Bytes, String> {
+    encode_batch_as(records, now, None)
+}
+
+/// The batch of `records`, transactional for `producer` (id, epoch) when given (base
+/// sequence -1, as Kafka's coordinator writes transactional offset commits).
+fn encode_batch_as(
+    records: &[Record],
+    now: i64,
+    producer: Option<(i64, i16)>,
+) -> Result<Bytes, String> {
+    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
     let kafka_records: Vec<KafkaRecord> = records
         .iter()
         .enumerate()
         .map(|(i, r)| {
             let (key, value) = r.encode();
             KafkaRecord {
-                transactional: false,
+                transactional: producer.is_some(),
                 control: false,
                 delete_horizon: false,
                 partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
+                producer_id,
+                producer_epoch,
                 timestamp_type: TimestampType::Creation,
                 offset: i64::try_from(i).unwrap_or(0),
                 // The encoder starts a new batch whenever offset - sequence changes; this
@@ -505,6 +635,7 @@ async fn publish_lag(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
                 partition: *p,
                 timestamp: -1,
                 current_leader_epoch: -1,
+                read_committed: false,
             })
             .collect();
         let Ok(ShardReply::Partitions(results)) =
@@ -553,13 +684,14 @@ mod tests {
         assert_eq!(&batch[53..57], &(-1i32).to_be_bytes(), "base sequence");
         let state = GroupShard {
             coordinator: RefCell::new(Coordinator::new(GroupConfig::default())),
+            pending_txn: RefCell::new(HashMap::new()),
             waiters: RefCell::new(HashMap::new()),
             next_token: Cell::new(1),
             loaded: RefCell::new(HashSet::new()),
             load_lock: futures::lock::Mutex::new(()),
         };
         let mut count = 0;
-        let next = replay_batches(&state, batch, 2000, &mut count).expect("replay");
+        let next = replay_batches(&state, batch, 2000, &mut count, 0).expect("replay");
         assert_eq!((next, count), (Offset(6), 6));
         assert_eq!(state.coordinator.borrow().fetch_all("g1").len(), 6);
     }

@@ -1,6 +1,7 @@
-//! FindCoordinator: this broker coordinates every group (single node); the first request
-//! creates `__consumer_offsets`. Batched keys from v4. Only group keys (type 0) are
-//! served: transactions (type 1) and share groups (type 2) are not implemented yet.
+//! FindCoordinator: this broker coordinates every group and transactional id (single node);
+//! the first request of each key type creates `__consumer_offsets` or `__transaction_state`.
+//! Batched keys from v4. Group keys (type 0) and transactional ids (type 1) are served; share
+//! groups (type 2) are not implemented yet.
 
 use std::rc::Rc;
 
@@ -19,6 +20,7 @@ use crate::shard::ShardCtx;
 pub const VERSIONS: (i16, i16) = (0, 6);
 
 const GROUP_KEY_TYPE: i8 = 0;
+const TRANSACTION_KEY_TYPE: i8 = 1;
 
 pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
     let (header, req) =
@@ -28,10 +30,13 @@ pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseF
     Ok(Box::pin(async move {
         let keys: Vec<StrBytes> =
             if version >= 4 { req.coordinator_keys.clone() } else { vec![req.key.clone()] };
-        let error = if req.key_type != GROUP_KEY_TYPE {
-            Some(GroupError::CoordinatorNotAvailable)
-        } else {
-            ensure_offsets_topic(&ctx).await.err()
+        let error = match req.key_type {
+            GROUP_KEY_TYPE => ensure_offsets_topic(&ctx).await.err(),
+            TRANSACTION_KEY_TYPE => crate::server::txn::ensure_txn_topic(&ctx)
+                .await
+                .err()
+                .map(|_| GroupError::CoordinatorNotAvailable),
+            _ => Some(GroupError::CoordinatorNotAvailable),
         };
         let node_id = BrokerId(ctx.config.node_id.0);
         let host = StrBytes::from_string(ctx.config.advertised_host.clone());

@@ -8,7 +8,7 @@
 
 pub mod delete_groups;
 pub mod describe_groups;
-mod driver;
+pub(crate) mod driver;
 pub mod find_coordinator;
 pub mod heartbeat;
 pub mod join_group;
@@ -24,7 +24,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 
 pub use driver::execute;
-pub use route::{call_group, coordinator_shard, ensure_offsets_topic};
+pub use route::{
+    call_group, coordinator_shard, create_internal_topic, ensure_offsets_topic, offsets_partitions,
+};
 
 use crate::group::types::{
     CommitRequest, Committed, GroupError, GroupState, GroupSummary, HeartbeatRequest, JoinRequest,
@@ -41,10 +43,19 @@ pub enum GroupCall {
         members: Vec<LeavingMember>,
     },
     Commit(CommitRequest),
-    /// `None`: every committed offset of the group.
+    /// TxnOffsetCommit: offsets written with the producer's transaction, applied at its
+    /// COMMIT marker.
+    TxnCommit {
+        req: CommitRequest,
+        producer_id: i64,
+        producer_epoch: i16,
+    },
+    /// `None`: every committed offset of the group. `require_stable` (OffsetFetch v7+):
+    /// partitions with offsets pending in an open transaction are marked unstable.
     Fetch {
         group_id: String,
         partitions: Option<Vec<(String, i32)>>,
+        require_stable: bool,
     },
     /// ListGroups on one shard: every group it coordinates.
     List,
@@ -64,7 +75,7 @@ impl GroupCall {
             GroupCall::Join(r) => Some(&r.group_id),
             GroupCall::Sync(r) => Some(&r.group_id),
             GroupCall::Heartbeat(r) => Some(&r.group_id),
-            GroupCall::Commit(r) => Some(&r.group_id),
+            GroupCall::Commit(r) | GroupCall::TxnCommit { req: r, .. } => Some(&r.group_id),
             GroupCall::Leave { group_id, .. }
             | GroupCall::Fetch { group_id, .. }
             | GroupCall::OffsetDelete { group_id, .. }

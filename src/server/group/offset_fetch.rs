@@ -59,7 +59,11 @@ pub async fn start(
     };
     let mut pending = Vec::with_capacity(wanted.len());
     for (group_id, partitions) in &wanted {
-        let call = GroupCall::Fetch { group_id: group_id.clone(), partitions: partitions.clone() };
+        let call = GroupCall::Fetch {
+            group_id: group_id.clone(),
+            partitions: partitions.clone(),
+            require_stable: version >= 7 && req.require_stable,
+        };
         pending.push(call_group(ctx, call).await);
     }
     let correlation_id = header.correlation_id;
@@ -83,7 +87,21 @@ pub async fn start(
 }
 
 fn values(c: Option<&Committed>) -> (i64, i32, String) {
-    c.map_or((-1, -1, String::new()), |c| (c.offset, c.leader_epoch, c.metadata.clone()))
+    match c {
+        // Kafka answers an unstable partition with offset -1 and the error.
+        Some(c) if c.unstable => (-1, -1, String::new()),
+        Some(c) => (c.offset, c.leader_epoch, c.metadata.clone()),
+        None => (-1, -1, String::new()),
+    }
+}
+
+/// UNSTABLE_OFFSET_COMMIT (88) for a partition an open transaction holds offsets for.
+fn unstable_code(c: Option<&Committed>) -> i16 {
+    if c.is_some_and(|c| c.unstable) {
+        kafka_protocol::error::ResponseError::UnstableOffsetCommit.code()
+    } else {
+        0
+    }
 }
 
 fn group_entry(group_id: String, rows: Rows) -> OffsetFetchResponseGroup {
@@ -98,7 +116,8 @@ fn group_entry(group_id: String, rows: Rows) -> OffsetFetchResponseGroup {
                     .with_partition_index(partition)
                     .with_committed_offset(offset)
                     .with_committed_leader_epoch(epoch)
-                    .with_metadata(Some(str_bytes(&metadata)));
+                    .with_metadata(Some(str_bytes(&metadata)))
+                    .with_error_code(unstable_code(committed.as_ref()));
                 match group.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
                     Some(t) => t.partitions.push(part),
                     None => group.topics.push(
@@ -125,7 +144,8 @@ fn single_group(response: &mut OffsetFetchResponse, rows: Rows, version: i16) {
                     .with_partition_index(partition)
                     .with_committed_offset(offset)
                     .with_committed_leader_epoch(if version >= 5 { epoch } else { -1 })
-                    .with_metadata(Some(str_bytes(&metadata)));
+                    .with_metadata(Some(str_bytes(&metadata)))
+                    .with_error_code(unstable_code(committed.as_ref()));
                 match response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
                     Some(t) => t.partitions.push(part),
                     None => response.topics.push(

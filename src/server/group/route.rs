@@ -119,9 +119,21 @@ pub async fn ensure_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> 
 /// success (another shard or an earlier run created it).
 async fn create_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> {
     let config = &ctx.config;
-    let frame =
-        create_request(config.offsets_topic_num_partitions, config.offsets_topic_segment_bytes)
-            .map_err(|_| GroupError::CoordinatorNotAvailable)?;
+    let (partitions, segment_bytes) =
+        (config.offsets_topic_num_partitions, config.offsets_topic_segment_bytes);
+    create_internal_topic(ctx, OFFSETS_TOPIC, partitions, segment_bytes).await
+}
+
+/// CreateTopics for an internal compacted topic (`__consumer_offsets`,
+/// `__transaction_state`) through the controller; TOPIC_ALREADY_EXISTS is success.
+pub async fn create_internal_topic(
+    ctx: &Rc<ShardCtx>,
+    name: &'static str,
+    partitions: i32,
+    segment_bytes: i32,
+) -> Result<(), GroupError> {
+    let frame = create_request(name, partitions, segment_bytes)
+        .map_err(|_| GroupError::CoordinatorNotAvailable)?;
     let req = ControllerRequest::Admin {
         api: ApiKey::CreateTopics,
         version: CREATE_TOPICS_VERSION,
@@ -131,20 +143,24 @@ async fn create_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> {
         ControllerReply::Encoded(frame) => check_created(frame),
         ControllerReply::Done => Ok(()),
         ControllerReply::Rejected(reason) => {
-            tracing::warn!("creating {OFFSETS_TOPIC} failed: {reason}");
+            tracing::warn!("creating {name} failed: {reason}");
             Err(GroupError::CoordinatorNotAvailable)
         }
     }
 }
 
-fn create_request(partitions: i32, segment_bytes: i32) -> anyhow::Result<Bytes> {
+fn create_request(
+    name: &'static str,
+    partitions: i32,
+    segment_bytes: i32,
+) -> anyhow::Result<Bytes> {
     let config = |name: &str, value: &str| {
         CreatableTopicConfig::default()
             .with_name(StrBytes::from_string(name.into()))
             .with_value(Some(StrBytes::from_string(value.into())))
     };
     let topic = CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str(OFFSETS_TOPIC)))
+        .with_name(TopicName(StrBytes::from_static_str(name)))
         .with_num_partitions(partitions)
         .with_replication_factor(-1)
         .with_configs(vec![

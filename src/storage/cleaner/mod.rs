@@ -44,6 +44,7 @@ use super::batch::{scan_batch, BatchHeader, ScanStep};
 use super::checkpoint::{self, CLEANER_CHECKPOINT_FILE};
 use super::error::StorageError;
 use super::log::LogInner;
+use super::producer_state::AbortedTxn;
 use super::segment::{Segment, LOG_SUFFIX};
 use crate::constants::{CLEANER_READ_CHUNK_BYTES, THROTTLE_ABORT_CHECK_MS};
 use crate::io::{DataFile, FileSystem};
@@ -209,6 +210,14 @@ impl<F: FileSystem> LogInner<F> {
             return Ok(out);
         }
         let mut map = OffsetMap::with_memory(opts.key_map_bytes);
+        // Transactions: aborted data maps no key, and nothing at or past the first offset of
+        // an open transaction is cleaned (its outcome is unknown: Kafka's first uncleanable
+        // offset is at most the first unstable one).
+        let (aborted_txns, open_from) = {
+            let st = self.st.borrow();
+            (st.producers.aborted_txns().to_vec(), st.producers.first_open_offset())
+        };
+        let mut unstable = false;
         let mut end =
             spans.iter().take_while(|s| s.end <= checkpoint.0).last().map_or(0, |s| s.end);
         for s in spans.iter().filter(|s| s.end > checkpoint.0) {
@@ -223,7 +232,14 @@ impl<F: FileSystem> LogInner<F> {
                 let h = BatchHeader::parse(&batch)?;
                 // Control batches hold no keys; a batch below the checkpoint was mapped by
                 // the pass that stopped mid-segment.
-                if h.is_control() || h.last_offset() < checkpoint.0 {
+                if open_from.is_some_and(|o| h.last_offset() >= o) {
+                    unstable = true;
+                    break;
+                }
+                if h.is_control()
+                    || h.last_offset() < checkpoint.0
+                    || in_aborted_txn(&aborted_txns, &h)
+                {
                     continue;
                 }
                 let records = records_of(&h, &batch)?.1;
@@ -243,6 +259,9 @@ impl<F: FileSystem> LogInner<F> {
             }
             if full {
                 out.map_full = true;
+                break;
+            }
+            if unstable {
                 break;
             }
             end = s.end;
@@ -368,6 +387,7 @@ impl<F: FileSystem> LogInner<F> {
     ) -> Result<Option<CleanedSegment>, StorageError> {
         let mut cleaned = CleanedSegment {
             producer_last_offsets: self.st.borrow().producers.last_offsets(),
+            aborted: self.st.borrow().producers.aborted_txns().to_vec(),
             ..CleanedSegment::default()
         };
         let retention_ms = self.cfg().delete_retention_ms;
@@ -551,6 +571,20 @@ struct CleanedSegment {
     /// (header only), as Kafka's cleaner keeps each live producer's last batch, so replaying
     /// the log finds the producer's sequence.
     producer_last_offsets: std::collections::HashMap<i64, i64>,
+    /// The log's aborted transactions: their data batches lose every record (Kafka's
+    /// cleaner removes aborted data; the markers stay).
+    aborted: Vec<AbortedTxn>,
+}
+
+/// Whether data batch `h` belongs to one of the `aborted` transactions.
+fn in_aborted_txn(aborted: &[AbortedTxn], h: &BatchHeader) -> bool {
+    h.is_transactional()
+        && !h.is_control()
+        && aborted.iter().any(|a| {
+            a.producer_id == h.producer_id
+                && a.first_offset <= h.base_offset
+                && h.last_offset() < a.last_offset
+        })
 }
 
 impl CleanedSegment {
@@ -571,8 +605,10 @@ impl CleanedSegment {
         }
         let horizon = h.delete_horizon_ms();
         let (set, records) = records_of(&h, b)?;
+        let aborted = in_aborted_txn(&self.aborted, &h);
         let keep: Vec<&CleanRecord> = records
             .iter()
+            .filter(|_| !aborted)
             .filter(|r| match &r.key {
                 None => true,
                 Some(k) => {

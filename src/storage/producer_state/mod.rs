@@ -19,12 +19,23 @@
 //!
 //! Replaying the log (recovery, truncation) calls `apply` without `check`, as Kafka's
 //! replication origin does: a batch of another epoch resets the producer's window.
-//! Invariants: every entry holds 1..=`PRODUCER_BATCHES_RETAINED` batches, oldest first, with
-//! increasing offsets; the snapshot encoding (`docs/format.md`) round-trips exactly.
+//! Transactions (issue 17, Kafka's `currentTxnFirstOffset`, `ongoingTxns` and the aborted
+//! index): a transactional data batch opens a transaction for its producer at its first
+//! offset unless one is open; a marker (control batch, written by the transaction
+//! coordinator) closes it, and an ABORT marker records an [`AbortedTxn`]. The first offset of
+//! the oldest open transaction bounds the last stable offset (`txn` submodule).
+//!
+//! Invariants: every entry holds 0..=`PRODUCER_BATCHES_RETAINED` batches (0 only for a
+//! producer known from a marker or a coordinator batch alone), oldest first, with increasing
+//! offsets; `ongoing` holds exactly the producers whose `txn_first_offset` is set; the
+//! snapshot encoding (`docs/format.md`) round-trips exactly.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::constants::PRODUCER_BATCHES_RETAINED;
+
+mod txn;
+pub use txn::{control_batch_commit, encode_marker, AbortedTxn, CompletedTxn, MarkerError};
 
 /// A batch without a producer id (not idempotent).
 pub const NO_PRODUCER_ID: i64 = -1;
@@ -85,6 +96,8 @@ fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProducerEntry {
     pub epoch: i16,
+    /// First offset of this producer's open transaction on the partition, -1 if none.
+    pub txn_first_offset: i64,
     len: u8,
     batches: [BatchMeta; PRODUCER_BATCHES_RETAINED],
 }
@@ -93,6 +106,7 @@ impl ProducerEntry {
     fn empty() -> Self {
         ProducerEntry {
             epoch: NO_PRODUCER_EPOCH,
+            txn_first_offset: -1,
             len: 0,
             batches: [BatchMeta::default(); PRODUCER_BATCHES_RETAINED],
         }
@@ -120,17 +134,25 @@ impl ProducerEntry {
     }
 
     fn push(&mut self, epoch: i16, batch: BatchMeta) {
-        if self.epoch != epoch {
-            // Unused slots stay zeroed, so equal states compare equal.
-            *self = ProducerEntry::empty();
-            self.epoch = epoch;
-        }
+        self.set_epoch(epoch);
         if usize::from(self.len) == PRODUCER_BATCHES_RETAINED {
             self.batches.copy_within(1.., 0);
             self.len -= 1;
         }
         self.batches[usize::from(self.len)] = batch;
         self.len += 1;
+    }
+
+    /// A new epoch starts the window afresh (an open transaction stays open: only a marker
+    /// closes it).
+    fn set_epoch(&mut self, epoch: i16) {
+        if self.epoch != epoch {
+            let txn = self.txn_first_offset;
+            // Unused slots stay zeroed, so equal states compare equal.
+            *self = ProducerEntry::empty();
+            self.epoch = epoch;
+            self.txn_first_offset = txn;
+        }
     }
 
     fn find(&self, epoch: i16, first_seq: i32, last_seq: i32) -> Option<BatchMeta> {
@@ -168,6 +190,10 @@ pub enum SequenceError {
          (incoming seq. number), {last_seq} (current end sequence number, epoch {current})"
     )]
     OutOfOrder { producer_id: i64, epoch: i16, first_seq: i32, last_seq: i32, current: i16 },
+    /// INVALID_TXN_STATE (48): a non-transactional batch while the producer's transaction is
+    /// open on this partition (Kafka's "Expected transactional write from producer").
+    #[error("expected transactional write from producer {producer_id} (its transaction is open)")]
+    InvalidTxnState { producer_id: i64 },
 }
 
 /// The producer fields of a batch header.
@@ -178,6 +204,8 @@ pub struct ProducerBatch {
     pub first_seq: i32,
     /// lastOffsetDelta of the batch.
     pub offset_delta: i32,
+    /// The batch belongs to a transaction (attributes bit 4).
+    pub transactional: bool,
 }
 
 impl ProducerBatch {
@@ -191,6 +219,14 @@ impl ProducerBatch {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProducerStateMap {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions: first offset → producer id.
+    ongoing: BTreeMap<i64, i64>,
+    /// Aborted transactions, by the offset of their ABORT marker (ascending).
+    aborted: Vec<AbortedTxn>,
+    /// Transactions whose marker is appended but maybe not yet below the high watermark:
+    /// marker offset → first offset. They still bound the last stable offset (Kafka's
+    /// `unreplicatedTxns`). In memory only: a reopened log's high watermark is its end.
+    completing: BTreeMap<i64, i64>,
 }
 
 impl ProducerStateMap {
@@ -199,6 +235,9 @@ impl ProducerStateMap {
         let Some(e) = self.producers.get(&b.producer_id) else { return Ok(Verdict::Append) };
         if let Some(dup) = e.find(b.epoch, b.first_seq, b.last_seq()) {
             return Ok(Verdict::Duplicate(dup));
+        }
+        if !b.transactional && e.txn_first_offset >= 0 && b.epoch >= e.epoch {
+            return Err(SequenceError::InvalidTxnState { producer_id: b.producer_id });
         }
         let out_of_order = || SequenceError::OutOfOrder {
             producer_id: b.producer_id,
@@ -240,10 +279,18 @@ impl ProducerStateMap {
             last_offset,
             timestamp_ms,
         };
-        self.producers
-            .entry(b.producer_id)
-            .or_insert_with(ProducerEntry::empty)
-            .push(b.epoch, meta);
+        let e = self.producers.entry(b.producer_id).or_insert_with(ProducerEntry::empty);
+        if b.first_seq == NO_SEQUENCE {
+            // A coordinator's batch (transactional offset commits): no sequence to keep.
+            e.set_epoch(b.epoch);
+        } else {
+            e.push(b.epoch, meta);
+        }
+        if b.transactional && e.txn_first_offset < 0 {
+            let first = meta.first_offset();
+            e.txn_first_offset = first;
+            self.ongoing.insert(first, b.producer_id);
+        }
         new
     }
 
@@ -251,13 +298,19 @@ impl ProducerStateMap {
     /// (Kafka's `removeExpiredProducers`). Returns how many went.
     pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers.retain(|_, e| now_ms.saturating_sub(e.last_timestamp_ms()) < expiration_ms);
+        // A producer with an open transaction stays (Kafka: expiry skips ongoing txns).
+        self.producers.retain(|_, e| {
+            e.txn_first_offset >= 0 || now_ms.saturating_sub(e.last_timestamp_ms()) < expiration_ms
+        });
         before - self.producers.len()
     }
 
     /// Forgets every producer (the log was truncated fully).
     pub fn clear(&mut self) {
         self.producers.clear();
+        self.ongoing.clear();
+        self.aborted.clear();
+        self.completing.clear();
     }
 
     #[must_use]
@@ -302,6 +355,7 @@ impl ProducerStateMap {
         for (id, e) in &entries {
             body.extend_from_slice(&id.to_be_bytes());
             body.extend_from_slice(&e.epoch.to_be_bytes());
+            body.extend_from_slice(&e.txn_first_offset.to_be_bytes());
             body.push(e.len);
             for b in e.batches() {
                 body.extend_from_slice(&b.last_seq.to_be_bytes());
@@ -309,6 +363,15 @@ impl ProducerStateMap {
                 body.extend_from_slice(&b.last_offset.to_be_bytes());
                 body.extend_from_slice(&b.timestamp_ms.to_be_bytes());
             }
+        }
+        let aborted: Vec<&AbortedTxn> =
+            self.aborted.iter().filter(|a| a.last_offset < offset).collect();
+        body.extend_from_slice(&(aborted.len() as u32).to_be_bytes());
+        for a in aborted {
+            body.extend_from_slice(&a.producer_id.to_be_bytes());
+            body.extend_from_slice(&a.first_offset.to_be_bytes());
+            body.extend_from_slice(&a.last_offset.to_be_bytes());
+            body.extend_from_slice(&a.last_stable_offset.to_be_bytes());
         }
         let mut out = Vec::with_capacity(body.len() + 10);
         out.extend_from_slice(SNAPSHOT_MAGIC);
@@ -326,7 +389,7 @@ impl ProducerStateMap {
             return Err("not a producer snapshot (magic)".into());
         }
         let version = r.u16()?;
-        if version != SNAPSHOT_VERSION {
+        if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_V1 {
             return Err(format!("unknown snapshot version {version}"));
         }
         let crc = r.u32()?;
@@ -340,8 +403,12 @@ impl ProducerStateMap {
             let id = r.i64()?;
             let mut e = ProducerEntry::empty();
             e.epoch = r.u16()? as i16;
+            if version >= 2 {
+                e.txn_first_offset = r.i64()?;
+            }
             let n = usize::from(r.take(1)?[0]);
-            if n == 0 || n > PRODUCER_BATCHES_RETAINED || id < 0 {
+            let empty = n == 0 && (version < 2 || (e.txn_first_offset < 0 && e.epoch < 0));
+            if empty || n > PRODUCER_BATCHES_RETAINED || id < 0 {
                 return Err(format!("producer {id} with {n} batches"));
             }
             for i in 0..n {
@@ -357,8 +424,26 @@ impl ProducerStateMap {
                 e.batches[i] = b;
             }
             e.len = n as u8;
+            if e.txn_first_offset >= 0 && map.ongoing.insert(e.txn_first_offset, id).is_some() {
+                return Err(format!("two open transactions start at {}", e.txn_first_offset));
+            }
             if map.producers.insert(id, e).is_some() {
                 return Err(format!("producer {id} appears twice"));
+            }
+        }
+        if version >= 2 {
+            let n = r.u32()?;
+            for _ in 0..n {
+                let a = AbortedTxn {
+                    producer_id: r.i64()?,
+                    first_offset: r.i64()?,
+                    last_offset: r.i64()?,
+                    last_stable_offset: r.i64()?,
+                };
+                if map.aborted.last().is_some_and(|l| l.last_offset >= a.last_offset) {
+                    return Err("aborted transactions out of order".into());
+                }
+                map.aborted.push(a);
             }
         }
         if r.at != data.len() {
@@ -370,7 +455,10 @@ impl ProducerStateMap {
 
 /// `.snapshot` files start with these bytes ("ShardLog Producer Snapshot").
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"SLPS";
-pub const SNAPSHOT_VERSION: u16 = 1;
+/// Version 2 adds each producer's open transaction and the aborted transactions (issue 17).
+pub const SNAPSHOT_VERSION: u16 = 2;
+/// Issue 14's layout, still read.
+pub const SNAPSHOT_VERSION_V1: u16 = 1;
 
 struct Reader<'a> {
     buf: &'a [u8],

@@ -1,0 +1,89 @@
+//! AddPartitionsToTxn v0–3 (the client path): adds partitions to the producer's open
+//! transaction on its coordinator. Unknown partitions fail the request as Kafka answers it:
+//! UNKNOWN_TOPIC_OR_PARTITION for them and OPERATION_NOT_ATTEMPTED for the others. v4+
+//! (brokers batching several ids, KIP-890) is not served.
+//!
+//! Runs on the connection's shard; the answer comes from the coordinator shard.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey};
+
+use super::{call_txn, done, error_code, TxnCall};
+use crate::protocol::decode_request;
+use crate::server::dispatch::{respond, ResponseFuture};
+use crate::shard::ShardCtx;
+
+/// v0–3: the client versions (v4+ is broker-to-broker verification).
+pub const VERSIONS: (i16, i16) = (0, 3);
+const FENCED_FROM: i16 = 2;
+
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
+    let (header, req) =
+        decode_request::<AddPartitionsToTxnRequest>(frame, ApiKey::AddPartitionsToTxn, version)
+            .map_err(|e| e.to_string())?;
+    let image = ctx.image();
+    let mut partitions = Vec::new();
+    let mut unknown = Vec::new();
+    for topic in &req.v3_and_below_topics {
+        let name = topic.name.0.to_string();
+        let count = image.topics.get(name.as_str()).map(|t| t.partitions.len());
+        for p in &topic.partitions {
+            let known = count.is_some_and(|n| usize::try_from(*p).is_ok_and(|i| i < n));
+            if known {
+                partitions.push((name.clone(), *p));
+            } else {
+                unknown.push((name.clone(), *p));
+            }
+        }
+    }
+    let answer = if unknown.is_empty() {
+        let call = TxnCall::AddPartitions {
+            transactional_id: req.v3_and_below_transactional_id.0.to_string(),
+            producer_id: req.v3_and_below_producer_id.0,
+            producer_epoch: req.v3_and_below_producer_epoch,
+            partitions,
+        };
+        Some(call_txn(ctx, call).await)
+    } else {
+        None
+    };
+    let correlation_id = header.correlation_id;
+    Ok(Box::pin(async move {
+        let error = match answer {
+            Some(answer) => error_code(done(answer.await), FENCED_FROM, version),
+            None => ResponseError::OperationNotAttempted.code(),
+        };
+        let mut response = AddPartitionsToTxnResponse::default();
+        for topic in &req.v3_and_below_topics {
+            let results = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let bad =
+                        unknown.iter().any(|(t, q)| t.as_str() == topic.name.0.as_str() && q == p);
+                    let code =
+                        if bad { ResponseError::UnknownTopicOrPartition.code() } else { error };
+                    AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(*p)
+                        .with_partition_error_code(code)
+                })
+                .collect();
+            response.results_by_topic_v3_and_below.push(
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(topic.name.clone())
+                    .with_results_by_partition(results),
+            );
+        }
+        respond(ApiKey::AddPartitionsToTxn, version, correlation_id, &response)
+    }))
+}

@@ -1,0 +1,544 @@
+//! The transaction coordinator driver on a transactional id's coordinator shard: keeps the
+//! shard's [`Coordinator`], persists each transition in `__transaction_state` before it takes
+//! effect, writes the markers of completing transactions to every partition's owner shard,
+//! aborts timed-out transactions, removes idle ids, and replays a `__transaction_state`
+//! partition the first time the shard serves it (completing PrepareCommit/PrepareAbort left by
+//! a crash).
+//!
+//! One instance per shard (thread-local). Invariants: an id is served only by the shard
+//! owning its partition; a transition is answered only once durable; a transaction's
+//! markers are written by one task at a time (`writing`), and it completes only after every
+//! marker is durable.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashSet};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse};
+use kafka_protocol::records::{
+    Compression, Record as KafkaRecord, RecordBatchDecoder, RecordBatchEncoder,
+    RecordEncodeOptions, TimestampType,
+};
+
+use super::{txn_partition_for, txn_partitions, TxnAnswer, TxnCall};
+use crate::constants::{TXN_MARKER_RETRY_MS, TXN_TIMER_TICK_MS};
+use crate::group::placement::partition_for;
+use crate::partition::ops::{PartitionOp, PartitionResult};
+use crate::server::call::{ShardReply, ShardRequest};
+use crate::shard::{now_ms, OwnedPartition, ShardCtx};
+use crate::txn::coordinator::{InitOutcome, Then, Transition};
+use crate::txn::records::{decode, encode_key, encode_value};
+use crate::txn::{Coordinator, TxnError, TxnState, TXN_TOPIC};
+use crate::types::{Offset, ShardId};
+
+/// Bytes read per step while replaying a `__transaction_state` partition.
+const REPLAY_READ_BYTES: usize = 1024 * 1024;
+
+struct TxnShard {
+    coordinator: RefCell<Coordinator>,
+    loaded: RefCell<HashSet<i32>>,
+    load_lock: futures::lock::Mutex<()>,
+    /// Ids whose markers a task is writing.
+    writing: RefCell<HashSet<String>>,
+    /// Open transactions last published to the metrics gauge.
+    open_published: std::cell::Cell<i64>,
+}
+
+thread_local! {
+    static SHARD_STATE: RefCell<Option<Rc<TxnShard>>> = const { RefCell::new(None) };
+}
+
+fn state(ctx: &Rc<ShardCtx>) -> Rc<TxnShard> {
+    if let Some(s) = SHARD_STATE.with(|s| s.borrow().clone()) {
+        return s;
+    }
+    let s = Rc::new(TxnShard {
+        coordinator: RefCell::new(Coordinator::new(ctx.config.txn.max_timeout_ms)),
+        loaded: RefCell::new(HashSet::new()),
+        load_lock: futures::lock::Mutex::new(()),
+        writing: RefCell::new(HashSet::new()),
+        open_published: std::cell::Cell::new(0),
+    });
+    SHARD_STATE.with(|cell| *cell.borrow_mut() = Some(s.clone()));
+    drop(ctx.spawn(timer_loop(ctx.clone(), s.clone())));
+    s
+}
+
+/// Runs a transaction call on this shard (the receiving side of the mesh).
+pub async fn execute(ctx: &Rc<ShardCtx>, call: TxnCall) -> TxnAnswer {
+    let s = state(ctx);
+    let loaded = match call.transactional_id() {
+        Some(id) if !matches!(call, TxnCall::Describe(_)) => ensure_loaded(ctx, &s, id).await,
+        _ => load_all_owned(ctx, &s).await,
+    };
+    if let Err(e) = loaded {
+        return TxnAnswer::Failed(e);
+    }
+    let now = now_ms();
+    match call {
+        TxnCall::InitProducerId { transactional_id, timeout_ms, expected } => TxnAnswer::Init(
+            init_producer_id(ctx, &s, &transactional_id, timeout_ms, expected).await,
+        ),
+        TxnCall::AddPartitions { transactional_id, producer_id, producer_epoch, partitions } => {
+            let r = s.coordinator.borrow_mut().add_partitions(
+                &transactional_id,
+                producer_id,
+                producer_epoch,
+                &partitions,
+                now,
+            );
+            TxnAnswer::Done(match r {
+                Ok(Some(t)) => run_transition(ctx, &s, t).await,
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            })
+        }
+        TxnCall::EndTxn { transactional_id, producer_id, producer_epoch, commit } => {
+            let r = s.coordinator.borrow_mut().end_txn(
+                &transactional_id,
+                producer_id,
+                producer_epoch,
+                commit,
+                now,
+            );
+            TxnAnswer::Done(match r {
+                Ok(Some(t)) => run_transition(ctx, &s, t).await,
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            })
+        }
+        TxnCall::Describe(ids) => {
+            let c = s.coordinator.borrow();
+            let rows = ids
+                .into_iter()
+                .map(|id| {
+                    let owned = owned_partition(ctx, &id).is_ok();
+                    let meta = match c.get(&id) {
+                        _ if !owned => Err(TxnError::NotCoordinator),
+                        Some(m) if m.state != TxnState::Dead => Ok(m.clone()),
+                        _ => Err(TxnError::InvalidProducerIdMapping),
+                    };
+                    (id, meta)
+                })
+                .collect();
+            TxnAnswer::Described(rows)
+        }
+        TxnCall::List => TxnAnswer::Listed(
+            s.coordinator
+                .borrow()
+                .all()
+                .into_iter()
+                .filter(|(_, m)| m.state != TxnState::Dead)
+                .map(|(id, m)| (id.clone(), m.clone()))
+                .collect(),
+        ),
+    }
+}
+
+async fn init_producer_id(
+    ctx: &Rc<ShardCtx>,
+    s: &Rc<TxnShard>,
+    transactional_id: &str,
+    timeout_ms: i32,
+    expected: Option<(i64, i16)>,
+) -> Result<(i64, i16), TxnError> {
+    let fresh = if s.coordinator.borrow().needs_producer_id(transactional_id) {
+        Some(allocate_producer_id(ctx).await?)
+    } else {
+        None
+    };
+    let outcome = s.coordinator.borrow_mut().init_producer_id(
+        transactional_id,
+        timeout_ms,
+        fresh,
+        expected,
+        now_ms(),
+    )?;
+    match outcome {
+        InitOutcome::Ready(t) => {
+            let answer = (t.next.producer_id, t.next.producer_epoch);
+            run_transition(ctx, s, t).await?;
+            Ok(answer)
+        }
+        InitOutcome::AbortFirst(t) => {
+            tracing::info!(
+                transactional_id,
+                "fencing the previous producer: aborting its open transaction"
+            );
+            run_transition(ctx, s, t).await?;
+            Err(TxnError::ConcurrentTransactions)
+        }
+    }
+}
+
+/// A producer id from the controller's allocator (an InitProducerId without transactional id
+/// answered on the controller shard).
+async fn allocate_producer_id(ctx: &Rc<ShardCtx>) -> Result<i64, TxnError> {
+    use crate::server::control::{call_controller, ControllerReply, ControllerRequest};
+    use kafka_protocol::messages::RequestHeader;
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    const VERSION: i16 = 4;
+    let unavailable = |_| TxnError::CoordinatorNotAvailable;
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::InitProducerId as i16)
+        .with_request_api_version(VERSION)
+        .with_client_id(Some(StrBytes::from_static_str("shardlog-txn-coordinator")));
+    let body = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(-1);
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, ApiKey::InitProducerId.request_header_version(VERSION))
+        .map_err(unavailable)?;
+    body.encode(&mut buf, VERSION).map_err(unavailable)?;
+    let req = ControllerRequest::Admin {
+        api: ApiKey::InitProducerId,
+        version: VERSION,
+        frame: buf.freeze(),
+    };
+    let ControllerReply::Encoded(frame) = call_controller(ctx, req).await else {
+        return Err(TxnError::CoordinatorNotAvailable);
+    };
+    let mut body = frame.slice(4.min(frame.len())..);
+    kafka_protocol::messages::ResponseHeader::decode(
+        &mut body,
+        ApiKey::InitProducerId.response_header_version(VERSION),
+    )
+    .map_err(unavailable)?;
+    let resp = InitProducerIdResponse::decode(&mut body, VERSION).map_err(unavailable)?;
+    if resp.error_code != 0 || resp.producer_id.0 < 0 {
+        return Err(TxnError::CoordinatorNotAvailable);
+    }
+    Ok(resp.producer_id.0)
+}
+
+/// Persists a transition, makes it the id's state, and starts what follows it.
+async fn run_transition(
+    ctx: &Rc<ShardCtx>,
+    s: &Rc<TxnShard>,
+    t: Transition,
+) -> Result<(), TxnError> {
+    if let Err(reason) = persist(ctx, &t.transactional_id, Some(&t.next)).await {
+        tracing::warn!(transactional_id = %t.transactional_id, "transaction state not persisted: {reason}");
+        s.coordinator.borrow_mut().abandon(&t);
+        return Err(TxnError::CoordinatorNotAvailable);
+    }
+    s.coordinator.borrow_mut().apply(&t);
+    publish_open(s);
+    if let Then::WriteMarkers { commit } = t.then {
+        start_markers(ctx, s, t.transactional_id, commit);
+    }
+    Ok(())
+}
+
+/// Starts the task writing an id's markers (unless one runs).
+fn start_markers(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: String, commit: bool) {
+    if !s.writing.borrow_mut().insert(transactional_id.clone()) {
+        return;
+    }
+    let (ctx2, s2) = (ctx.clone(), s.clone());
+    drop(ctx.spawn(async move {
+        write_markers(&ctx2, &s2, &transactional_id, commit).await;
+        s2.writing.borrow_mut().remove(&transactional_id);
+    }));
+}
+
+/// Writes the COMMIT/ABORT marker to every partition of the transaction (grouped by owner
+/// shard), retrying until each is durable (a partition that no longer exists is skipped),
+/// then completes the transaction.
+async fn write_markers(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: &str, commit: bool) {
+    loop {
+        if ctx.is_shutting_down() {
+            return;
+        }
+        let Some(meta) = s.coordinator.borrow().get(transactional_id).cloned() else { return };
+        let expected = if commit { TxnState::PrepareCommit } else { TxnState::PrepareAbort };
+        if meta.state != expected {
+            return;
+        }
+        let mut by_shard: BTreeMap<ShardId, Vec<(String, i32)>> = BTreeMap::new();
+        for (topic, partition) in &meta.partitions {
+            match ctx.owner_of(topic, *partition) {
+                Some((shard, _)) => {
+                    by_shard.entry(shard).or_default().push((topic.clone(), *partition))
+                }
+                None => tracing::info!(
+                    transactional_id,
+                    topic,
+                    partition,
+                    "no marker for a partition that is gone"
+                ),
+            }
+        }
+        let mut pending = Vec::new();
+        for (shard, partitions) in by_shard {
+            let ops = partitions
+                .iter()
+                .map(|(topic, partition)| PartitionOp::WriteMarker {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    producer_id: meta.producer_id,
+                    producer_epoch: meta.producer_epoch,
+                    commit,
+                    coordinator_epoch: 0,
+                })
+                .collect();
+            pending.push((partitions, ctx.call(shard, ShardRequest::Partitions(ops)).await));
+        }
+        let mut ok = true;
+        for (partitions, reply) in pending {
+            match reply.await {
+                Ok(ShardReply::Partitions(results)) => {
+                    for ((topic, partition), r) in partitions.iter().zip(results) {
+                        if let PartitionResult::WriteMarker(Err((code, msg))) = r {
+                            use kafka_protocol::error::ResponseError;
+                            // The partition left this broker (deleted): nothing to mark.
+                            if code == ResponseError::NotLeaderOrFollower
+                                && ctx.owner_of(topic, *partition).is_none()
+                            {
+                                continue;
+                            }
+                            tracing::warn!(
+                                transactional_id,
+                                topic,
+                                partition,
+                                ?code,
+                                ?msg,
+                                "marker not written"
+                            );
+                            ok = false;
+                        }
+                    }
+                }
+                _ => ok = false,
+            }
+        }
+        if ok {
+            let Some(t) = s.coordinator.borrow_mut().complete(transactional_id, now_ms()) else {
+                return;
+            };
+            match persist(ctx, transactional_id, Some(&t.next)).await {
+                Ok(()) => {
+                    s.coordinator.borrow_mut().apply(&t);
+                    publish_open(s);
+                    return;
+                }
+                Err(reason) => {
+                    tracing::warn!(transactional_id, "completion not persisted: {reason}");
+                    s.coordinator.borrow_mut().abandon(&t);
+                }
+            }
+        }
+        crate::shard::sleep(Duration::from_millis(TXN_MARKER_RETRY_MS)).await;
+    }
+}
+
+/// The owned `__transaction_state` partition of an id, or why it cannot be served here.
+fn owned_partition(
+    ctx: &ShardCtx,
+    transactional_id: &str,
+) -> Result<(i32, Rc<OwnedPartition>), TxnError> {
+    let p = txn_partition_for(ctx, transactional_id).ok_or(TxnError::CoordinatorNotAvailable)?;
+    if let Some(owned) = ctx.partitions.get(TXN_TOPIC, p) {
+        return Ok((p, owned));
+    }
+    match ctx.owner_of(TXN_TOPIC, p) {
+        Some((shard, _)) if shard == ctx.id => Err(TxnError::CoordinatorLoadInProgress),
+        _ => Err(TxnError::NotCoordinator),
+    }
+}
+
+/// Appends an id's record (`None`: a tombstone) and waits until it is durable.
+async fn persist(
+    ctx: &Rc<ShardCtx>,
+    transactional_id: &str,
+    meta: Option<&crate::txn::TxnMeta>,
+) -> Result<(), String> {
+    let (_, owned) = owned_partition(ctx, transactional_id).map_err(|e| e.to_string())?;
+    let now = now_ms();
+    let record = KafkaRecord {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: now,
+        key: Some(Bytes::from(encode_key(transactional_id))),
+        value: meta.map(|m| Bytes::from(encode_value(m))),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, std::iter::once(&record), &options)
+        .map_err(|e| e.to_string())?;
+    let epoch = owned.leader_epoch.get();
+    let info = owned.log.append(buf.freeze(), epoch, now).await.map_err(|e| e.to_string())?;
+    owned.log.wait_committed(info.last_offset).await.map_err(|e| e.to_string())?;
+    owned.hw_changed.notify_all();
+    Ok(())
+}
+
+async fn load_lock(s: &TxnShard) -> Result<futures::lock::MutexGuard<'_, ()>, TxnError> {
+    let wait = Duration::from_millis(crate::constants::GROUP_LOAD_WAIT_MS_MAX);
+    crate::shard::with_timeout(wait, s.load_lock.lock())
+        .await
+        .ok_or(TxnError::CoordinatorLoadInProgress)
+}
+
+async fn ensure_loaded(
+    ctx: &Rc<ShardCtx>,
+    s: &Rc<TxnShard>,
+    transactional_id: &str,
+) -> Result<(), TxnError> {
+    let (p, owned) = owned_partition(ctx, transactional_id)?;
+    load_partition(ctx, s, p, &owned).await
+}
+
+async fn load_partition(
+    ctx: &Rc<ShardCtx>,
+    s: &Rc<TxnShard>,
+    p: i32,
+    owned: &OwnedPartition,
+) -> Result<(), TxnError> {
+    if s.loaded.borrow().contains(&p) {
+        return Ok(());
+    }
+    let _guard = load_lock(s).await?;
+    if s.loaded.borrow().contains(&p) {
+        return Ok(());
+    }
+    replay(s, owned).await.map_err(|reason| {
+        tracing::error!(partition = p, "replay of {TXN_TOPIC} failed: {reason}");
+        TxnError::CoordinatorNotAvailable
+    })?;
+    s.loaded.borrow_mut().insert(p);
+    publish_open(s);
+    // Transactions a crash left between prepare and complete: finish them (Kafka's
+    // coordinator does the same when it loads a partition).
+    let n = txn_partitions(ctx).unwrap_or(1);
+    let incomplete = s.coordinator.borrow().incomplete();
+    for (id, commit) in incomplete.into_iter().filter(|(id, _)| partition_for(id, n) == p) {
+        tracing::info!(transactional_id = %id, commit, "completing a transaction found prepared at load");
+        start_markers(ctx, s, id, commit);
+    }
+    Ok(())
+}
+
+async fn load_all_owned(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>) -> Result<(), TxnError> {
+    let Some(n) = txn_partitions(ctx) else { return Ok(()) };
+    for p in 0..n {
+        if let Some(owned) = ctx.partitions.get(TXN_TOPIC, p) {
+            load_partition(ctx, s, p, &owned).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Rebuilds the ids of one `__transaction_state` partition (the latest record per id).
+async fn replay(s: &TxnShard, owned: &OwnedPartition) -> Result<(), String> {
+    let log = &owned.log;
+    let end = owned.high_watermark();
+    let mut offset = log.log_start_offset();
+    let mut count = 0usize;
+    while offset < end {
+        let mut bytes =
+            log.read(offset, REPLAY_READ_BYTES, end).await.map_err(|e| e.to_string())?;
+        if bytes.is_empty() {
+            break;
+        }
+        let mut next = offset;
+        while bytes.len() >= 27 {
+            let base = i64::from_be_bytes(bytes[0..8].try_into().map_err(|_| "short batch")?);
+            let len = i32::from_be_bytes(bytes[8..12].try_into().map_err(|_| "short batch")?);
+            let size = 12 + usize::try_from(len).map_err(|_| "negative batch length")?;
+            if size > bytes.len() {
+                break;
+            }
+            let mut batch = bytes.split_to(size);
+            let last_delta =
+                i32::from_be_bytes(batch[23..27].try_into().map_err(|_| "short batch")?);
+            next = Offset(base + i64::from(last_delta) + 1);
+            let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| e.to_string())?;
+            for r in set.records {
+                let Some(key) = r.key else { continue };
+                match decode(&key, r.value.as_deref()) {
+                    Ok(record) => {
+                        s.coordinator.borrow_mut().replay(record);
+                        count += 1;
+                    }
+                    Err(err) => tracing::warn!("skipping a {TXN_TOPIC} record: {err}"),
+                }
+            }
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    tracing::info!(partition = %owned.tp, records = count, "replayed transaction records");
+    Ok(())
+}
+
+/// Publishes the number of open transactions this shard coordinates.
+fn publish_open(s: &TxnShard) {
+    let open = s
+        .coordinator
+        .borrow()
+        .all()
+        .iter()
+        .filter(|(_, m)| {
+            matches!(m.state, TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort)
+        })
+        .count() as i64;
+    crate::metrics::open_transactions(open - s.open_published.replace(open));
+}
+
+/// Aborts timed-out transactions every `transaction.abort.timed.out.transaction.cleanup
+/// .interval.ms`, removes idle ids every `transaction.remove.expired.transaction.cleanup
+/// .interval.ms`, and retries completions that failed.
+async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<TxnShard>) {
+    if let Err(e) = load_all_owned(&ctx, &s).await {
+        tracing::warn!("loading transaction state failed: {e}");
+    }
+    let c = ctx.config.txn.clone();
+    let mut next_abort = now_ms() + c.abort_check_interval_ms;
+    let mut next_expiry = now_ms() + c.expiry_check_interval_ms;
+    while !ctx.is_shutting_down() {
+        crate::shard::sleep(Duration::from_millis(TXN_TIMER_TICK_MS)).await;
+        let now = now_ms();
+        if now >= next_abort {
+            next_abort = now + c.abort_check_interval_ms;
+            if let Err(e) = load_all_owned(&ctx, &s).await {
+                tracing::debug!("transaction state not loaded yet: {e}");
+            }
+            let due = s.coordinator.borrow_mut().timed_out(now);
+            for t in due {
+                tracing::info!(transactional_id = %t.transactional_id, "aborting a transaction past its timeout");
+                let (ctx2, s2) = (ctx.clone(), s.clone());
+                drop(ctx.spawn(async move {
+                    let _ = run_transition(&ctx2, &s2, t).await;
+                }));
+            }
+            let incomplete = s.coordinator.borrow().incomplete();
+            for (id, commit) in incomplete {
+                start_markers(&ctx, &s, id, commit);
+            }
+        }
+        if now >= next_expiry {
+            next_expiry = now + c.expiry_check_interval_ms;
+            let gone = s.coordinator.borrow_mut().expired(now, c.id_expiration_ms);
+            for id in gone {
+                match persist(&ctx, &id, None).await {
+                    Ok(()) => s.coordinator.borrow_mut().remove(&id),
+                    Err(_) => s.coordinator.borrow_mut().keep(&id),
+                }
+            }
+        }
+    }
+}

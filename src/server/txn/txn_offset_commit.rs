@@ -1,0 +1,102 @@
+//! TxnOffsetCommit: offsets committed inside a transaction. The group coordinator writes them
+//! to `__consumer_offsets` as a transactional batch of the producer and applies them only
+//! when the transaction's COMMIT marker lands there (an ABORT drops them); see
+//! `server::group::driver`.
+//!
+//! Runs on the connection's shard; the answer comes from the group's coordinator shard.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+
+use crate::group::types::{CommitPartition, CommitRequest, GroupError};
+use crate::protocol::decode_request;
+use crate::server::dispatch::{respond, ResponseFuture};
+use crate::server::group::{call_group, error_code, GroupAnswer, GroupCall};
+use crate::shard::ShardCtx;
+
+/// Kafka 4's range up to v4 (v5 is transaction.version 2).
+pub const VERSIONS: (i16, i16) = (0, 4);
+
+pub async fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+) -> Result<ResponseFuture, String> {
+    let (header, req) =
+        decode_request::<TxnOffsetCommitRequest>(frame, ApiKey::TxnOffsetCommit, version)
+            .map_err(|e| e.to_string())?;
+    let image = ctx.image();
+    let mut slots: Vec<(usize, i32, Option<GroupError>)> = Vec::new();
+    let mut partitions = Vec::new();
+    let mut response = TxnOffsetCommitResponse::default();
+    for (t, topic) in req.topics.iter().enumerate() {
+        let name = topic.name.0.to_string();
+        let count = image.topics.get(name.as_str()).map(|ti| ti.partitions.len());
+        for p in &topic.partitions {
+            let known =
+                count.is_some_and(|n| usize::try_from(p.partition_index).is_ok_and(|i| i < n));
+            if known {
+                partitions.push(CommitPartition {
+                    topic: name.clone(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: if version >= 2 { p.committed_leader_epoch } else { -1 },
+                    metadata: p.committed_metadata.as_ref().map(ToString::to_string),
+                });
+                slots.push((t, p.partition_index, None));
+            } else {
+                slots.push((t, p.partition_index, Some(GroupError::UnknownTopicOrPartition)));
+            }
+        }
+        response.topics.push(TxnOffsetCommitResponseTopic::default().with_name(topic.name.clone()));
+    }
+    let commit = CommitRequest {
+        group_id: req.group_id.0.to_string(),
+        generation_id: if version >= 3 { req.generation_id } else { -1 },
+        member_id: if version >= 3 { req.member_id.to_string() } else { String::new() },
+        group_instance_id: if version >= 3 {
+            req.group_instance_id.as_ref().map(ToString::to_string)
+        } else {
+            None
+        },
+        retention_time_ms: -1,
+        partitions,
+    };
+    let sent = !commit.partitions.is_empty();
+    let call = GroupCall::TxnCommit {
+        req: commit,
+        producer_id: req.producer_id.0,
+        producer_epoch: req.producer_epoch,
+    };
+    let answer = if sent { Some(call_group(ctx, call).await) } else { None };
+    let correlation_id = header.correlation_id;
+    Ok(Box::pin(async move {
+        let sent_count = slots.iter().filter(|s| s.2.is_none()).count();
+        let mut results = match answer {
+            Some(answer) => match answer.await {
+                GroupAnswer::Commit(errors) => errors,
+                GroupAnswer::Failed(e) => vec![Some(e); sent_count],
+                _ => vec![Some(GroupError::CoordinatorNotAvailable); sent_count],
+            },
+            None => Vec::new(),
+        }
+        .into_iter();
+        for (t, partition, decided) in slots {
+            let error = match decided {
+                Some(e) => Some(e),
+                None => results.next().flatten(),
+            };
+            response.topics[t].partitions.push(
+                TxnOffsetCommitResponsePartition::default()
+                    .with_partition_index(partition)
+                    .with_error_code(error_code(error)),
+            );
+        }
+        respond(ApiKey::TxnOffsetCommit, version, correlation_id, &response)
+    }))
+}
