@@ -23,6 +23,34 @@ pub const PROBE_FILE_NAME: &str = ".shardlog-iopoll-probe";
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DmaFileSystem;
 
+/// The real [`super::Runtime`]: the process's clocks, glommio's timer and spawner (on the
+/// current executor).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GlommioRuntime;
+
+impl super::Runtime for GlommioRuntime {
+    fn now_ms(&self) -> i64 {
+        super::real_now_ms()
+    }
+
+    fn monotonic(&self) -> Duration {
+        super::real_monotonic()
+    }
+
+    fn spawn(&self, task: LocalTask) {
+        glommio::spawn_local(task).detach();
+    }
+
+    fn sleep(
+        &self,
+        duration: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+        Box::pin(async move {
+            glommio::timer::sleep(duration).await;
+        })
+    }
+}
+
 /// An open DMA file. `close` takes the handle out, so later calls fail cleanly.
 pub struct DmaDataFile {
     file: RefCell<Option<std::rc::Rc<DmaFile>>>,

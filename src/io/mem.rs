@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{align_up, DataFile, FileSystem, LocalTask};
+use super::{align_up, DataFile, FileSystem, LocalTask, Runtime};
 
 /// Faults to inject; counts are 1-based and count only operations on files whose name ends
 /// with `path_suffix` (all files when `None`).
@@ -77,10 +77,19 @@ struct State {
     disk_full: bool,
 }
 
-/// The in-memory file system. Cloning shares the state.
-#[derive(Clone, Default)]
+/// The in-memory file system. Cloning shares the state. Its clocks, timer and spawner come
+/// from a [`Runtime`] (glommio's by default; a simulator passes a virtual one), so this file
+/// names no executor.
+#[derive(Clone)]
 pub struct MemFileSystem {
     state: Rc<RefCell<State>>,
+    runtime: Rc<dyn Runtime>,
+}
+
+impl Default for MemFileSystem {
+    fn default() -> Self {
+        Self { state: Rc::default(), runtime: Rc::new(super::dma::GlommioRuntime) }
+    }
 }
 
 /// A handle to an in-memory file (by inode, so renames keep it valid, as on Linux).
@@ -102,6 +111,12 @@ impl MemFileSystem {
     #[must_use]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty file system whose time and tasks come from `runtime` (a simulator's).
+    #[must_use]
+    pub fn with_runtime(runtime: Rc<dyn Runtime>) -> Self {
+        Self { state: Rc::default(), runtime }
     }
 
     /// Replaces the fault plan and restarts its counters.
@@ -130,7 +145,7 @@ impl MemFileSystem {
         }
         new.durable_names = new.names.clone();
         new.next_inode = st.next_inode;
-        MemFileSystem { state: Rc::new(RefCell::new(new)) }
+        MemFileSystem { state: Rc::new(RefCell::new(new)), runtime: self.runtime.clone() }
     }
 
     /// The file system a restarted process sees after SIGKILL: every completed write.
@@ -145,7 +160,7 @@ impl MemFileSystem {
         }
         new.durable_names = new.names.clone();
         new.next_inode = st.next_inode;
-        MemFileSystem { state: Rc::new(RefCell::new(new)) }
+        MemFileSystem { state: Rc::new(RefCell::new(new)), runtime: self.runtime.clone() }
     }
 
     /// Current content of a file (test inspection), `None` if missing.
@@ -346,11 +361,62 @@ impl FileSystem for MemFileSystem {
         Ok(())
     }
 
+    fn monotonic(&self) -> Duration {
+        self.runtime.monotonic()
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.runtime.now_ms()
+    }
+
     fn spawn(&self, task: LocalTask) {
-        glommio::spawn_local(task).detach();
+        self.runtime.spawn(task);
     }
 
     async fn sleep(&self, duration: Duration) {
-        glommio::timer::sleep(duration).await;
+        self.runtime.sleep(duration).await;
+    }
+}
+
+#[cfg(test)]
+mod runtime_tests {
+    use super::*;
+
+    /// A virtual runtime: time moves only when the test says so; sleeps end at once.
+    struct Virtual(Cell<u64>);
+
+    impl Runtime for Virtual {
+        fn now_ms(&self) -> i64 {
+            1_000_000 + i64::try_from(self.0.get()).unwrap_or(0)
+        }
+        fn monotonic(&self) -> Duration {
+            Duration::from_millis(self.0.get())
+        }
+        fn spawn(&self, task: LocalTask) {
+            futures::executor::block_on(task);
+        }
+        fn sleep(
+            &self,
+            duration: Duration,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+            self.0.set(self.0.get() + u64::try_from(duration.as_millis()).unwrap_or(0));
+            Box::pin(std::future::ready(()))
+        }
+    }
+
+    #[test]
+    fn clocks_timer_and_spawner_come_from_the_runtime() {
+        let rt = Rc::new(Virtual(Cell::new(5)));
+        let fs = MemFileSystem::with_runtime(rt.clone());
+        assert_eq!(fs.monotonic(), Duration::from_millis(5));
+        futures::executor::block_on(fs.sleep(Duration::from_secs(2)));
+        assert_eq!(fs.monotonic(), Duration::from_millis(2005));
+        assert_eq!(fs.now_ms(), 1_002_005);
+        let ran = Rc::new(Cell::new(false));
+        let flag = ran.clone();
+        fs.spawn(Box::pin(async move { flag.set(true) }));
+        assert!(ran.get());
+        // A crashed copy keeps the runtime.
+        assert_eq!(fs.crash().monotonic(), Duration::from_millis(2005));
     }
 }

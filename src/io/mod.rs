@@ -47,9 +47,49 @@ pub trait DataFile: 'static {
     async fn close(&self) -> io::Result<()>;
 }
 
-/// The directory-level operations plus the two runtime hooks the storage engine needs
-/// (spawning a background task on the current shard, sleeping).
+/// Time and tasks as code that must also run under a deterministic simulator sees them: a
+/// wall clock, a monotonic clock, a timer and a spawner. The real one is glommio's
+/// ([`dma::GlommioRuntime`]); a simulator supplies a virtual one (e.g. to
+/// [`mem::MemFileSystem::with_runtime`]), so storage logic never reads a clock or names an
+/// executor itself.
+pub trait Runtime {
+    /// Wall-clock milliseconds since the Unix epoch (record timestamps, retention).
+    fn now_ms(&self) -> i64;
+    /// Monotonic time since an arbitrary origin (intervals, deadlines).
+    fn monotonic(&self) -> Duration;
+    /// Runs `task` concurrently on the current shard.
+    fn spawn(&self, task: LocalTask);
+    /// Completes after `duration` of this runtime's time.
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn Future<Output = ()>>>;
+}
+
+/// The process's real clocks: wall time, and monotonic time since the first call.
+#[must_use]
+pub fn real_monotonic() -> Duration {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(std::time::Instant::now).elapsed()
+}
+
+/// Wall-clock milliseconds since the Unix epoch.
+#[must_use]
+pub fn real_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The directory-level operations plus the runtime hooks the storage engine needs
+/// (clocks, spawning a background task on the current shard, sleeping): storage takes its
+/// time from here, never from `Instant::now` directly.
 pub trait FileSystem: 'static {
+    /// Monotonic time since an arbitrary origin (the flush interval, write timings).
+    fn monotonic(&self) -> Duration {
+        real_monotonic()
+    }
+    /// Wall-clock milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64 {
+        real_now_ms()
+    }
     type File: DataFile;
     /// Opens `path` for read and write, creating it (empty) if `create` and missing.
     async fn open(&self, path: &Path, create: bool) -> io::Result<Self::File>;

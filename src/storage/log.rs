@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -69,7 +69,8 @@ pub(super) struct LogState<F: FileSystem> {
     pub sync_requested: bool,
     /// Number of callers waiting for an fsync regardless of policy (flush, close).
     pub force_sync: usize,
-    pub last_sync: Instant,
+    /// Monotonic time (the file system's clock) of the last fsync.
+    pub last_sync: Duration,
     pub failed: Option<String>,
     /// Set while the writer waits for disk space (`storage::writer`): appends and waits for
     /// commit get [`StorageError::OutOfSpace`] until it writes again.

@@ -13,7 +13,6 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::rc::Rc;
-use std::time::Instant;
 
 use super::cache::BatchCache;
 use super::checkpoint::{
@@ -142,7 +141,7 @@ pub(super) async fn open<F: FileSystem>(
             syncer_scheduled: false,
             sync_requested: false,
             force_sync: 0,
-            last_sync: Instant::now(),
+            last_sync: fs.monotonic(),
             failed: None,
             out_of_space: None,
             closed: false,

@@ -18,7 +18,7 @@
 //! failed (offline: appends refused until reopened; the error log line names the file).
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -172,10 +172,11 @@ impl<F: FileSystem> LogInner<F> {
         w: WriteJob<F>,
     ) -> impl std::future::Future<Output = (WriteJob<F>, Result<WriteDone, StorageError>)> {
         let path = self.seg_path(w.seg_base);
+        let fs = self.fs.clone();
         async move {
             let result = async {
                 let refs: Vec<&[u8]> = w.parts.iter().map(|p| &p[..]).collect();
-                let started = Instant::now();
+                let started = fs.monotonic();
                 w.file
                     .write_at(w.pos, &refs)
                     .await
@@ -183,7 +184,8 @@ impl<F: FileSystem> LogInner<F> {
                 if w.sync {
                     w.file.sync().await.map_err(StorageError::io("fsync", &path, w.pos))?;
                 }
-                crate::metrics::flush(started.elapsed(), w.parts.len().saturating_sub(1) as u64);
+                let took = fs.monotonic().saturating_sub(started);
+                crate::metrics::flush(took, w.parts.len().saturating_sub(1) as u64);
                 Ok(WriteDone {
                     seg_base: w.seg_base,
                     end_bytes: w.end_bytes,
@@ -271,10 +273,12 @@ impl<F: FileSystem> LogInner<F> {
         Ok(())
     }
 
-    fn sync_due(&self, last_sync: Instant) -> bool {
+    fn sync_due(&self, last_sync: Duration) -> bool {
         match self.cfg().flush {
             FlushPolicy::EveryBatch => true,
-            FlushPolicy::IntervalMs(ms) => last_sync.elapsed() >= Duration::from_millis(ms),
+            FlushPolicy::IntervalMs(ms) => {
+                self.fs.monotonic().saturating_sub(last_sync) >= Duration::from_millis(ms)
+            }
             FlushPolicy::Never => false,
         }
     }
@@ -365,7 +369,7 @@ impl<F: FileSystem> LogInner<F> {
                 file.sync().await.map_err(StorageError::io("fsync", &self.dir, 0))?;
                 let mut st = self.st.borrow_mut();
                 st.durable = st.durable.max(upto);
-                st.last_sync = Instant::now();
+                st.last_sync = self.fs.monotonic();
                 st.sync_requested = false;
                 drop(st);
                 self.progress.notify_all();
@@ -392,7 +396,7 @@ impl<F: FileSystem> LogInner<F> {
             }
         }
         if synced {
-            st.last_sync = Instant::now();
+            st.last_sync = self.fs.monotonic();
             st.sync_requested = false;
         }
         let schedule = !synced
