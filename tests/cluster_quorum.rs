@@ -274,3 +274,14 @@ fn without_a_quorum_controller_requests_fail_fast_and_reads_go_on() {
     assert_eq!(code, 41, "NOT_CONTROLLER");
     assert!(took < Duration::from_secs(25), "answered, not hung: {took:?}");
 }
+
+#[test]
+fn a_single_node_with_a_nonzero_id_names_itself_controller() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = common::Broker::start_with(dir.path(), &["--node-id", "1", "--shards", "1"]);
+    let mut w = Wire::connect(&b.addr);
+    let m = metadata(&mut w);
+    assert_eq!(m.controller_id.0, 1, "the controller is a listed broker");
+    assert_eq!(m.brokers.iter().map(|b| b.node_id.0).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(create(&mut w, "single-1", 1, 1), 0);
+}

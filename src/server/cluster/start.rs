@@ -102,7 +102,8 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
     let meta = MetaProperties::load_or_create(data_dir, config.node_id)
         .with_context(|| format!("cannot read the identity of {}", data_dir.display()))?;
     let single = cluster.is_single_node();
-    let ids = RaftIds { zero_is_one: single };
+    // Only a node whose id is 0 needs another Raft id (Raft reserves 0).
+    let ids = RaftIds { zero_is_one: single && config.node_id.0 == 0 };
     let state = ControllerState::new(
         meta.cluster_id.clone(),
         config.node_id,
