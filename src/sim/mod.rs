@@ -101,8 +101,11 @@ impl fmt::Display for SimFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "quorum simulation failed: seed {} at tick {}: {}",
-            self.seed, self.tick, self.reason
+            "{} simulation failed: seed {} at tick {}: {}",
+            if self.test == "cluster_sim" { "cluster" } else { "quorum" },
+            self.seed,
+            self.tick,
+            self.reason
         )?;
         writeln!(f, "replay: SHARDLOG_SIM_SEED={} cargo test --test {}", self.seed, self.test)?;
         writeln!(f, "last events:")?;
