@@ -21,7 +21,7 @@
 //! leader is -1 or an unfenced registered broker among its replicas and in its ISR; a
 //! node's broker epoch never goes backwards (in the log and as brokers are told).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -50,6 +50,8 @@ const RETRY_PAUSE_MS: u64 = 500;
 const CALL_LIMIT_MS: u64 = 5_000;
 const EXPIRY_CHECK_MS: u64 = 500;
 const CLUSTER_ID: &str = "sim-cluster";
+/// Requests queued behind the running operation (the server's `op_lock` waiters).
+const OP_QUEUE_MAX: usize = 64;
 /// The topic the calm phase creates (liveness).
 pub const CALM_TOPIC: &str = "calm";
 
@@ -89,8 +91,12 @@ struct Active {
     heartbeats: BrokerHeartbeats,
     /// Proposals of this working copy not yet applied here: index → (term, frame).
     proposed: BTreeMap<u64, (u64, Vec<u8>)>,
-    /// Answers held until the index is applied here.
-    waiting: Vec<(u64, Rpc)>,
+    /// The running operation's last proposal and its held answer (none for expiry): while
+    /// set, later requests queue, as they wait for `op_lock` in the server.
+    running: Option<(u64, Option<Rpc>)>,
+    /// Requests waiting for the running operation, with the registration epoch hint the
+    /// server computed on arrival (`commit_index + 1`, before taking `op_lock`).
+    queue: VecDeque<(Rpc, i64)>,
     next_expiry_ms: u64,
 }
 
@@ -226,7 +232,13 @@ impl Cluster {
     }
 
     /// The calm phase's client: creates [`CALM_TOPIC`] until it is answered.
-    pub fn calm_step(&mut self, nodes: &mut [SimNode], net: &mut Network, rng: &mut StdRng, now: u64) {
+    pub fn calm_step(
+        &mut self,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) {
         if !self.calm_created && now % 10 == 0 {
             let rf = i16::try_from(self.ids.len().min(3)).unwrap_or(1);
             let topic = NewTopic {
@@ -363,7 +375,8 @@ impl Cluster {
             working,
             heartbeats,
             proposed: BTreeMap::new(),
-            waiting: Vec::new(),
+            running: None,
+            queue: VecDeque::new(),
             next_expiry_ms: now_ms + EXPIRY_CHECK_MS,
         });
         true
@@ -379,7 +392,7 @@ impl Cluster {
     ) {
         let now_ms = now * TICK_MS;
         let Some(a) = self.active[i].as_mut() else { return };
-        if now_ms < a.next_expiry_ms {
+        if now_ms < a.next_expiry_ms || a.running.is_some() {
             return;
         }
         a.next_expiry_ms = now_ms + EXPIRY_CHECK_MS;
@@ -418,17 +431,20 @@ impl Cluster {
             a.proposed.insert(q.last_index(), (a.term, frame));
         }
         match (answer, last) {
-            (Some(r), Some(index)) => a.waiting.push((index, r)),
+            (answer, Some(index)) => a.running = Some((index, answer)),
             (Some(r), None) => send(net, rng, now, r),
-            (None, _) => {}
+            (None, None) => {}
         }
     }
 
     /// Drops node `i`'s active controller; held answers become NOT_LEADER.
     fn drop_active(&mut self, i: usize, net: &mut Network, rng: &mut StdRng, now: u64) {
         if let Some(a) = self.active[i].take() {
-            for (_, r) in a.waiting {
-                send(net, rng, now, Rpc { body: Body::NotLeader(None), ..r });
+            if let Some((_, Some(held))) = a.running {
+                send(net, rng, now, Rpc { body: Body::NotLeader(None), ..held });
+            }
+            for (req, _) in a.queue {
+                send(net, rng, now, reply(&req, Body::NotLeader(None)));
             }
         }
     }
@@ -437,19 +453,19 @@ impl Cluster {
     pub fn after_drain(
         &mut self,
         i: usize,
-        nodes: &[SimNode],
+        nodes: &mut [SimNode],
         check: &Checker,
         net: &mut Network,
         rng: &mut StdRng,
         now: u64,
-    ) {
+    ) -> Result<(), String> {
         self.notice_restarts(nodes);
-        let Some(a) = self.active[i].as_mut() else { return };
-        let Some(q) = nodes[i].quorum() else { return };
+        let Some(a) = self.active[i].as_mut() else { return Ok(()) };
+        let Some(q) = nodes[i].quorum() else { return Ok(()) };
         if q.role() != StateRole::Leader || q.term() != a.term {
             // The driver fails pending proposals with Superseded when the node steps down.
             self.drop_active(i, net, rng, now);
-            return;
+            return Ok(());
         }
         let applied = nodes[i].applied_index();
         let settled: Vec<u64> = a.proposed.range(..=applied).map(|(k, _)| *k).collect();
@@ -459,15 +475,15 @@ impl Cluster {
             if !ours {
                 self.stats.supersessions += 1;
                 self.drop_active(i, net, rng, now);
-                return;
+                return Ok(());
             }
         }
-        let (due, held): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut a.waiting).into_iter().partition(|(index, _)| *index <= applied);
-        a.waiting = held;
-        for (_, r) in due {
-            send(net, rng, now, r);
+        if a.running.as_ref().is_some_and(|(index, _)| *index <= applied) {
+            if let Some((_, Some(r))) = a.running.take() {
+                send(net, rng, now, r);
+            }
         }
+        self.run_queued(i, nodes, net, rng, now)
     }
 
     /// A cluster RPC arrives at its destination (`connected`: the partition let it through).
@@ -487,8 +503,7 @@ impl Cluster {
         self.notice_restarts(nodes);
         match rpc.body {
             Body::Register(_) | Body::Heartbeat(_) | Body::CreateTopic(_) => {
-                self.serve(i, rpc, nodes, net, rng, now);
-                Ok(())
+                self.serve(i, rpc, nodes, net, rng, now)
             }
             _ => self.answer(i, rpc, nodes, net, rng, now),
         }
@@ -503,19 +518,63 @@ impl Cluster {
         net: &mut Network,
         rng: &mut StdRng,
         now: u64,
-    ) {
+    ) -> Result<(), String> {
         let now_ms = now * TICK_MS;
         if !self.ensure_active(i, nodes, now_ms) {
             let me = self.ids[i];
             let leader = nodes[i].quorum().map(|q| q.leader_id()).filter(|l| *l != 0 && *l != me);
             send(net, rng, now, reply(&req, Body::NotLeader(leader)));
-            return;
+            return Ok(());
         }
-        let commit = nodes[i].quorum().map_or(0, |q| q.commit_index());
-        let Some(a) = self.active[i].as_mut() else { return };
+        let hint = Self::epoch_hint(&nodes[i]);
+        let Some(a) = self.active[i].as_mut() else { return Ok(()) };
+        if a.queue.len() < OP_QUEUE_MAX {
+            a.queue.push_back((req, hint));
+        }
+        self.run_queued(i, nodes, net, rng, now)
+    }
+
+    /// The registration epoch hint, as `server::cluster` computes it: `commit_index + 1`.
+    fn epoch_hint(node: &SimNode) -> i64 {
+        i64::try_from(node.quorum().map_or(0, |q| q.commit_index())).unwrap_or(0) + 1
+    }
+
+    /// Runs queued requests while no operation is running (`op_lock`).
+    fn run_queued(
+        &mut self,
+        i: usize,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) -> Result<(), String> {
+        loop {
+            let Some(a) = self.active[i].as_mut() else { return Ok(()) };
+            if a.running.is_some() {
+                return Ok(());
+            }
+            let Some((req, hint)) = a.queue.pop_front() else { return Ok(()) };
+            self.run_op(i, req, hint, nodes, net, rng, now)?;
+        }
+    }
+
+    /// One operation on the working copy (`run_op`), proposed; the answer is held until
+    /// its proposals are applied here.
+    #[allow(clippy::too_many_arguments)]
+    fn run_op(
+        &mut self,
+        i: usize,
+        req: Rpc,
+        hint: i64,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) -> Result<(), String> {
+        let now_ms = now * TICK_MS;
+        let Some(a) = self.active[i].as_mut() else { return Ok(()) };
         let (body, mut frames, extra) = match &req.body {
             Body::Register(r) => {
-                let hint = i64::try_from(commit).unwrap_or(0) + 1;
                 let body = match a.heartbeats.register(&mut a.working, r, hint, now_ms) {
                     Ok(epoch) => Body::Registered(epoch),
                     Err(e) => error_body(&e),
@@ -524,6 +583,11 @@ impl Cluster {
             }
             Body::Heartbeat(hb) => match a.heartbeats.heartbeat(&mut a.working, *hb, now_ms) {
                 Ok(o) => {
+                    if !o.is_fenced && o.records.iter().any(|f| !f.is_empty()) {
+                        // This heartbeat unfenced the broker: it must have applied its own
+                        // registration (KRaft's "caught up").
+                        self.check.unfenced(hb.node, hb.epoch, hb.metadata_offset)?;
+                    }
                     let body = Body::HeartbeatReply { is_fenced: o.is_fenced };
                     (body, a.working.take_proposals(), o.records)
                 }
@@ -538,10 +602,11 @@ impl Cluster {
                 };
                 (body, a.working.take_proposals(), Vec::new())
             }
-            _ => return,
+            _ => return Ok(()),
         };
         frames.extend(extra);
         self.propose(i, nodes, net, rng, now, frames, Some(reply(&req, body)));
+        Ok(())
     }
 
     /// An answer reaches the broker or client on node `i`.
@@ -570,7 +635,12 @@ impl Cluster {
                     let body = Body::CreateTopic(call.topic.clone());
                     self.clients.insert(rpc.id, ClientCall { hops: call.hops - 1, ..call });
                     let to = l;
-                    send(net, rng, now, Rpc { from: rpc.to, to, id: rpc.id, caller: rpc.caller, body });
+                    send(
+                        net,
+                        rng,
+                        now,
+                        Rpc { from: rpc.to, to, id: rpc.id, caller: rpc.caller, body },
+                    );
                 }
                 _ => {}
             }
@@ -651,6 +721,8 @@ pub struct ClusterCheck {
     snaps: Vec<(u64, Vec<u8>)>,
     /// Last (epoch, fenced) per node in the committed log.
     log_epochs: BTreeMap<NodeId, (i64, bool)>,
+    /// The committed entry that registered each (node, epoch).
+    registered_at: BTreeMap<(NodeId, i64), u64>,
     /// What brokers were told: node → (incarnation, epoch).
     told: BTreeMap<NodeId, (Uuid, i64)>,
     /// `changes` of each node when last compared.
@@ -669,6 +741,7 @@ impl ClusterCheck {
             snaps,
             log_epochs: BTreeMap::new(),
             told: BTreeMap::new(),
+            registered_at: BTreeMap::new(),
             compared: BTreeMap::new(),
             fences: 0,
         }
@@ -676,7 +749,12 @@ impl ClusterCheck {
 
     /// A broker was told `epoch` for `incarnation`: never below an epoch told before, and
     /// above it for a new incarnation.
-    fn broker_told(&mut self, node: NodeId, incarnation: Uuid, epoch: BrokerEpoch) -> Result<(), String> {
+    fn broker_told(
+        &mut self,
+        node: NodeId,
+        incarnation: Uuid,
+        epoch: BrokerEpoch,
+    ) -> Result<(), String> {
         if let Some((inc, e)) = self.told.get(&node) {
             if epoch.0 < *e || (*inc != incarnation && epoch.0 == *e) {
                 return Err(format!(
@@ -688,6 +766,19 @@ impl ClusterCheck {
         }
         self.told.insert(node, (incarnation, epoch.0));
         Ok(())
+    }
+
+    /// A heartbeat reporting `offset` unfenced `node` at `epoch`: its registration entry, if
+    /// committed, must be at or below `offset`.
+    fn unfenced(&self, node: NodeId, epoch: BrokerEpoch, offset: u64) -> Result<(), String> {
+        match self.registered_at.get(&(node, epoch.0)) {
+            Some(at) if *at > offset => Err(format!(
+                "broker {node} (epoch {}) was unfenced at metadata offset {offset}, before \
+                 applying its registration (entry {at})",
+                epoch.0
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Replays newly committed entries into the reference and checks each resulting state,
@@ -736,6 +827,9 @@ impl ClusterCheck {
                 self.log_epochs.insert(*node, (b.epoch, b.fenced)).unwrap_or((i64::MIN, true));
             if b.fenced && !was_fenced && b.epoch == last {
                 self.fences += 1;
+            }
+            if b.epoch != last {
+                self.registered_at.insert((*node, b.epoch), index);
             }
             if b.epoch < last {
                 return Err(format!(

@@ -354,7 +354,7 @@ impl Sim {
         }
         self.check_leader(i)?;
         if let Some(c) = self.cluster.as_mut() {
-            c.after_drain(i, &self.nodes, &self.check, &mut self.net, &mut self.rng, self.now);
+            c.after_drain(i, &mut self.nodes, &self.check, &mut self.net, &mut self.rng, self.now)?;
         }
         let now_voted = self.nodes[i].acked_term_vote();
         if chaos && now_voted != voted && now_voted.1 != 0 && self.rng.gen_range(0..100) < 10 {
