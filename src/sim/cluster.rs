@@ -35,7 +35,8 @@ use crate::controller::{
     BrokerDefaults, BrokerEpoch, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration,
     ControllerError, ControllerState, NewTopic, NO_LEADER,
 };
-use crate::quorum::StateRole;
+use crate::quorum::{QuorumRole, QuorumStatus, ReplicaStatus, StateRole};
+use crate::server::cluster::registration_epoch_hint;
 use crate::types::NodeId;
 
 /// Virtual milliseconds per tick (the driver's tick: 10-tick elections ≈ 1 s).
@@ -94,9 +95,8 @@ struct Active {
     /// The running operation's last proposal and its held answer (none for expiry): while
     /// set, later requests queue, as they wait for `op_lock` in the server.
     running: Option<(u64, Option<Rpc>)>,
-    /// Requests waiting for the running operation, with the registration epoch hint the
-    /// server computed on arrival (`commit_index + 1`, before taking `op_lock`).
-    queue: VecDeque<(Rpc, i64)>,
+    /// Requests waiting for the running operation.
+    queue: VecDeque<Rpc>,
     next_expiry_ms: u64,
 }
 
@@ -443,7 +443,7 @@ impl Cluster {
             if let Some((_, Some(held))) = a.running {
                 send(net, rng, now, Rpc { body: Body::NotLeader(None), ..held });
             }
-            for (req, _) in a.queue {
+            for req in a.queue {
                 send(net, rng, now, reply(&req, Body::NotLeader(None)));
             }
         }
@@ -526,17 +526,39 @@ impl Cluster {
             send(net, rng, now, reply(&req, Body::NotLeader(leader)));
             return Ok(());
         }
-        let hint = Self::epoch_hint(&nodes[i]);
         let Some(a) = self.active[i].as_mut() else { return Ok(()) };
         if a.queue.len() < OP_QUEUE_MAX {
-            a.queue.push_back((req, hint));
+            a.queue.push_back(req);
         }
         self.run_queued(i, nodes, net, rng, now)
     }
 
-    /// The registration epoch hint, as `server::cluster` computes it: `commit_index + 1`.
+    /// The registration epoch hint, by the server's own rule
+    /// ([`registration_epoch_hint`]) on this node's status, taken when the operation runs.
     fn epoch_hint(node: &SimNode) -> i64 {
-        i64::try_from(node.quorum().map_or(0, |q| q.commit_index())).unwrap_or(0) + 1
+        let Some(q) = node.quorum() else { return 0 };
+        let status = QuorumStatus {
+            node_id: q.id(),
+            role: if q.role() == StateRole::Leader {
+                QuorumRole::Leader
+            } else {
+                QuorumRole::Follower
+            },
+            term: q.term(),
+            leader_id: Some(q.leader_id()).filter(|l| *l != 0),
+            commit_index: q.commit_index(),
+            applied_index: q.applied_index(),
+            voters: Vec::new(),
+            learners: Vec::new(),
+            replicas: vec![ReplicaStatus {
+                id: q.id(),
+                log_end_offset: q.last_index(),
+                last_fetch_ms: 0,
+                last_caught_up_ms: 0,
+            }],
+            leader_ready: q.leader_ready(),
+        };
+        registration_epoch_hint(&status)
     }
 
     /// Runs queued requests while no operation is running (`op_lock`).
@@ -553,8 +575,8 @@ impl Cluster {
             if a.running.is_some() {
                 return Ok(());
             }
-            let Some((req, hint)) = a.queue.pop_front() else { return Ok(()) };
-            self.run_op(i, req, hint, nodes, net, rng, now)?;
+            let Some(req) = a.queue.pop_front() else { return Ok(()) };
+            self.run_op(i, req, nodes, net, rng, now)?;
         }
     }
 
@@ -565,13 +587,13 @@ impl Cluster {
         &mut self,
         i: usize,
         req: Rpc,
-        hint: i64,
         nodes: &mut [SimNode],
         net: &mut Network,
         rng: &mut StdRng,
         now: u64,
     ) -> Result<(), String> {
         let now_ms = now * TICK_MS;
+        let hint = Self::epoch_hint(&nodes[i]);
         let Some(a) = self.active[i].as_mut() else { return Ok(()) };
         let (body, mut frames, extra) = match &req.body {
             Body::Register(r) => {
