@@ -49,6 +49,7 @@ pub const HEARTBEAT_INTERVAL_MS: u64 = 1_000;
 const FENCED_HEARTBEAT_MS: u64 = 100;
 const RETRY_PAUSE_MS: u64 = 500;
 const CALL_LIMIT_MS: u64 = 5_000;
+const SHUTDOWN_HEARTBEAT_MS: u64 = 2_000;
 const EXPIRY_CHECK_MS: u64 = 500;
 const CLUSTER_ID: &str = "sim-cluster";
 /// Requests queued behind the running operation (the server's `op_lock` waiters).
@@ -79,7 +80,7 @@ pub enum Body {
     Heartbeat(BrokerHeartbeat),
     CreateTopic(NewTopic),
     Registered(BrokerEpoch),
-    HeartbeatReply { is_fenced: bool },
+    HeartbeatReply { is_fenced: bool, should_shutdown: bool },
     Created,
     Failed { stale_epoch: bool, exists: bool, reason: String },
     NotLeader(Option<u64>),
@@ -109,6 +110,8 @@ struct Broker {
     next_ms: u64,
     inflight: Option<(u64, u64)>,
     hint: Option<u64>,
+    /// Controlled shutdown under way: the process exits at this time at the latest.
+    exit_ms: Option<u64>,
 }
 
 /// A client request in flight: (host node, the topic, hops left).
@@ -124,6 +127,10 @@ pub struct ClusterStats {
     pub topics_created: u64,
     pub fences: u64,
     pub supersessions: u64,
+    /// Working copies dropped with an operation in flight (leadership lost meanwhile).
+    pub dropped_in_flight: u64,
+    /// Controlled shutdowns (shutdown heartbeat, then the process exits).
+    pub shutdowns: u64,
 }
 
 /// The cluster layer; see the module docs.
@@ -140,6 +147,8 @@ pub struct Cluster {
     pub calm_created: bool,
     pub stats: ClusterStats,
     pub check: ClusterCheck,
+    /// Lines for the failure trace, drained by the simulation every step.
+    pub events: Vec<String>,
 }
 
 /// The defaults every simulated node runs with.
@@ -192,6 +201,7 @@ impl Cluster {
             calm_created: false,
             stats: ClusterStats::default(),
             check: ClusterCheck::new(),
+            events: Vec::new(),
         }
     }
 
@@ -221,7 +231,7 @@ impl Cluster {
         self.notice_restarts(nodes);
         let now_ms = now * TICK_MS;
         for i in 0..nodes.len() {
-            self.broker_step(i, nodes, net, rng, now);
+            self.broker_step(i, nodes, net, rng, now, clients);
             if self.ensure_active(i, nodes, now_ms) {
                 self.expiry(i, nodes, net, rng, now);
             }
@@ -304,10 +314,11 @@ impl Cluster {
     fn broker_step(
         &mut self,
         i: usize,
-        nodes: &[SimNode],
+        nodes: &mut [SimNode],
         net: &mut Network,
         rng: &mut StdRng,
         now: u64,
+        chaos: bool,
     ) {
         if !nodes[i].is_up() {
             return;
@@ -321,7 +332,28 @@ impl Cluster {
                 ..Broker::default()
             };
         }
+        if chaos && self.brokers[i].exit_ms.is_none() && rng.gen_range(0..1000) < 3 {
+            // Controlled shutdown (`lifecycle::run` on exit): a shutdown heartbeat, bounded.
+            self.stats.shutdowns += 1;
+            self.events.push(format!("broker {id} starts a controlled shutdown"));
+            let b = &mut self.brokers[i];
+            b.exit_ms = Some(now_ms + SHUTDOWN_HEARTBEAT_MS);
+            b.inflight = None;
+            b.next_ms = now_ms;
+        }
+        if !chaos {
+            // Faults stopped: a shutdown under way is called off (the node stays up).
+            self.brokers[i].exit_ms = None;
+        }
         let b = &self.brokers[i];
+        if let Some(exit) = b.exit_ms {
+            if now_ms >= exit || b.epoch.is_none() {
+                // The process exits; its disk keeps every completed write.
+                nodes[i].crash();
+                self.notice_restarts(nodes);
+                return;
+            }
+        }
         if b.inflight.is_some_and(|(_, deadline)| now_ms < deadline) || now_ms < b.next_ms {
             return;
         }
@@ -343,7 +375,7 @@ impl Cluster {
                 epoch,
                 metadata_offset: nodes[i].applied_index(),
                 want_fence: false,
-                want_shutdown: false,
+                want_shutdown: b.exit_ms.is_some(),
             }),
         };
         let to = self.controller_guess(id, nodes, b.hint, rng);
@@ -370,6 +402,11 @@ impl Cluster {
         working.become_active();
         let mut heartbeats = BrokerHeartbeats::new(working.broker_session_timeout_ms());
         heartbeats.activate(&working, now_ms);
+        self.events.push(format!(
+            "node {} is the active controller of term {}",
+            self.ids[i],
+            q.term()
+        ));
         self.active[i] = Some(Active {
             term: q.term(),
             working,
@@ -440,6 +477,11 @@ impl Cluster {
     /// Drops node `i`'s active controller; held answers become NOT_LEADER.
     fn drop_active(&mut self, i: usize, net: &mut Network, rng: &mut StdRng, now: u64) {
         if let Some(a) = self.active[i].take() {
+            if a.running.is_some() || !a.proposed.is_empty() {
+                self.stats.dropped_in_flight += 1;
+            }
+            self.events
+                .push(format!("node {} drops its working copy (term {})", self.ids[i], a.term));
             if let Some((_, Some(held))) = a.running {
                 send(net, rng, now, Rpc { body: Body::NotLeader(None), ..held });
             }
@@ -610,7 +652,10 @@ impl Cluster {
                         // registration (KRaft's "caught up").
                         self.check.unfenced(hb.node, hb.epoch, hb.metadata_offset)?;
                     }
-                    let body = Body::HeartbeatReply { is_fenced: o.is_fenced };
+                    let body = Body::HeartbeatReply {
+                        is_fenced: o.is_fenced,
+                        should_shutdown: o.should_shutdown,
+                    };
                     (body, a.working.take_proposals(), o.records)
                 }
                 Err(e) => (error_body(&e), a.working.take_proposals(), Vec::new()),
@@ -677,12 +722,16 @@ impl Cluster {
         match rpc.body {
             Body::Registered(epoch) => {
                 self.stats.registrations += 1;
+                self.events.push(format!("broker {node} registered, epoch {}", epoch.0));
                 self.check.broker_told(node, b.incarnation.unwrap_or_default(), epoch)?;
                 b.epoch = Some(epoch);
                 b.fenced = true;
                 b.next_ms = now_ms;
             }
-            Body::HeartbeatReply { is_fenced } => {
+            Body::HeartbeatReply { is_fenced, should_shutdown } => {
+                if should_shutdown {
+                    b.exit_ms = Some(now_ms);
+                }
                 b.fenced = is_fenced;
                 b.next_ms =
                     now_ms + if is_fenced { FENCED_HEARTBEAT_MS } else { HEARTBEAT_INTERVAL_MS };
@@ -699,6 +748,33 @@ impl Cluster {
         }
         let _ = nodes;
         Ok(())
+    }
+
+    /// What each node's committed state holds of the brokers and the calm topic, and what
+    /// each broker believes (for a liveness failure report).
+    #[must_use]
+    pub fn describe(&self, nodes: &[SimNode]) -> String {
+        let mut out = Vec::new();
+        for (n, b) in nodes.iter().zip(&self.brokers) {
+            let state = n.machine().map(|m| {
+                let brokers: Vec<_> =
+                    m.brokers().iter().map(|(id, r)| (id.0, r.epoch, r.fenced)).collect();
+                let calm = m
+                    .image()
+                    .topics
+                    .get(CALM_TOPIC)
+                    .map(|t| t.partitions.iter().map(|p| p.leader.0).collect::<Vec<_>>());
+                format!("applied {} brokers {brokers:?} calm leaders {calm:?}", n.applied_index())
+            });
+            out.push(format!(
+                "node {}: {} | broker epoch {:?} fenced {}",
+                n.id,
+                state.unwrap_or_else(|| "down".to_string()),
+                b.epoch.map(|e| e.0),
+                b.fenced
+            ));
+        }
+        out.join("; ")
     }
 
     /// Calm-phase liveness: every node up and holding every broker registered (its current

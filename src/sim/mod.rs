@@ -243,8 +243,9 @@ impl Sim {
         let leaders: Vec<(u64, u64)> = (0..self.nodes.len())
             .filter_map(|i| self.nodes[i].node().map(|n| (n.id(), n.leader_id())))
             .collect();
+        let cluster = self.cluster.as_ref().map(|c| c.describe(&self.nodes)).unwrap_or_default();
         Err(format!(
-            "no progress {} ticks after faults stopped: (node, leader) {leaders:?}",
+            "no progress {} ticks after faults stopped: (node, leader) {leaders:?} {cluster}",
             self.cfg.calm_ticks
         ))
     }
@@ -278,6 +279,9 @@ impl Sim {
         }
         if let Some(c) = self.cluster.as_mut() {
             c.step(&mut self.nodes, &mut self.net, &mut self.rng, self.now, chaos);
+            for line in std::mem::take(&mut c.events) {
+                self.log(line);
+            }
         } else if chaos && self.rng.gen_range(0..100) < 30 {
             let i = self.rng.gen_range(0..self.nodes.len());
             self.next_value += 1;
@@ -293,7 +297,12 @@ impl Sim {
             self.drain(i, chaos)?;
         }
         if let Some(c) = self.cluster.as_mut() {
-            c.check.check(&self.check, &self.nodes)?;
+            let events = std::mem::take(&mut c.events);
+            let checked = c.check.check(&self.check, &self.nodes);
+            for line in events {
+                self.log(line);
+            }
+            checked?;
         }
         Ok(())
     }
