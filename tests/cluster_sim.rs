@@ -30,7 +30,7 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
     let started = Instant::now();
     let (mut count, mut committed, mut registrations, mut topics, mut fences, mut superseded) =
         (0, 0, 0, 0, 0, 0);
-    let (mut crashes, mut dropped, mut shutdowns) = (0, 0, 0);
+    let (mut crashes, mut dropped, mut shutdowns, mut deleted, mut timeouts) = (0, 0, 0, 0, 0);
     for seed in seeds {
         match run(&SimConfig::cluster_for_seed(seed)) {
             Ok(o) => {
@@ -42,6 +42,8 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
                 superseded += o.cluster.supersessions;
                 dropped += o.cluster.dropped_in_flight;
                 shutdowns += o.cluster.shutdowns;
+                deleted += o.cluster.topics_deleted;
+                timeouts += o.cluster.timeouts;
                 crashes += o.crashes + o.power_losses + o.disk_faults;
             }
             Err(failure) => panic!("{failure}"),
@@ -49,7 +51,7 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
     }
     eprintln!(
         "{count} cluster seeds in {:.1?}: {committed} entries committed, {registrations} \
-         registrations, {topics} topics created, {fences} brokers fenced, {shutdowns} controlled \
+         registrations, {topics} topics created, {deleted} deleted, {timeouts} operations timed out, {fences} brokers fenced, {shutdowns} controlled \
          shutdowns, {dropped} working copies dropped with an operation in flight, {superseded} \
          superseded, {crashes} crashes/power losses/disk faults",
         started.elapsed()

@@ -35,7 +35,9 @@ use crate::controller::{
     BrokerDefaults, BrokerEpoch, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration,
     ControllerError, ControllerState, NewTopic, NO_LEADER,
 };
-use crate::quorum::{QuorumRole, QuorumStatus, ReplicaStatus, StateRole};
+use crate::quorum::{
+    QuorumRole, QuorumStatus, ReplicaStatus, StateRole, PROPOSE_TIMEOUT_MS_DEFAULT,
+};
 use crate::server::cluster::registration_epoch_hint;
 use crate::types::NodeId;
 
@@ -79,9 +81,11 @@ pub enum Body {
     Register(BrokerRegistration),
     Heartbeat(BrokerHeartbeat),
     CreateTopic(NewTopic),
+    DeleteTopic(String),
     Registered(BrokerEpoch),
     HeartbeatReply { is_fenced: bool, should_shutdown: bool },
     Created,
+    Deleted,
     Failed { stale_epoch: bool, exists: bool, reason: String },
     NotLeader(Option<u64>),
 }
@@ -96,6 +100,8 @@ struct Active {
     /// The running operation's last proposal and its held answer (none for expiry): while
     /// set, later requests queue, as they wait for `op_lock` in the server.
     running: Option<(u64, Option<Rpc>)>,
+    /// When the running operation's caller gives up (`PROPOSE_TIMEOUT_MS_DEFAULT`).
+    running_deadline_ms: u64,
     /// Requests waiting for the running operation.
     queue: VecDeque<Rpc>,
     next_expiry_ms: u64,
@@ -114,9 +120,9 @@ struct Broker {
     exit_ms: Option<u64>,
 }
 
-/// A client request in flight: (host node, the topic, hops left).
+/// A client request in flight: the request (to send again after NOT_LEADER), hops left.
 struct ClientCall {
-    topic: NewTopic,
+    request: Body,
     hops: u32,
 }
 
@@ -125,6 +131,9 @@ struct ClientCall {
 pub struct ClusterStats {
     pub registrations: u64,
     pub topics_created: u64,
+    pub topics_deleted: u64,
+    /// Operations answered REQUEST_TIMED_OUT while their proposals stayed in the log.
+    pub timeouts: u64,
     pub fences: u64,
     pub supersessions: u64,
     /// Working copies dropped with an operation in flight (leadership lost meanwhile).
@@ -227,18 +236,20 @@ impl Cluster {
         rng: &mut StdRng,
         now: u64,
         clients: bool,
-    ) {
+    ) -> Result<(), String> {
         self.notice_restarts(nodes);
         let now_ms = now * TICK_MS;
         for i in 0..nodes.len() {
             self.broker_step(i, nodes, net, rng, now, clients);
             if self.ensure_active(i, nodes, now_ms) {
+                self.time_out(i, nodes, net, rng, now)?;
                 self.expiry(i, nodes, net, rng, now);
             }
         }
         if clients && rng.gen_range(0..100) < 8 {
             self.client_create(nodes, net, rng, now, None);
         }
+        Ok(())
     }
 
     /// The calm phase's client: creates [`CALM_TOPIC`] until it is answered.
@@ -270,6 +281,12 @@ impl Cluster {
         topic: Option<NewTopic>,
     ) {
         let host = self.ids[rng.gen_range(0..self.ids.len())];
+        if topic.is_none() && self.next_topic > 0 && rng.gen_range(0..100) < 25 {
+            // Deletions, so names come back: a recreated topic gets a new id.
+            let name = format!("t{}", rng.gen_range(1..=self.next_topic));
+            self.client_send(host, nodes, net, rng, now, Body::DeleteTopic(name));
+            return;
+        }
         let topic = topic.unwrap_or_else(|| {
             // Names are sometimes reused: a topic created twice must be refused, never
             // recorded twice (which would make every node fail to apply it).
@@ -284,11 +301,22 @@ impl Cluster {
                 ..NewTopic::default()
             }
         });
+        self.client_send(host, nodes, net, rng, now, Body::CreateTopic(topic));
+    }
+
+    fn client_send(
+        &mut self,
+        host: u64,
+        nodes: &[SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+        body: Body,
+    ) {
         let to = self.controller_guess(host, nodes, None, rng);
         self.next_rpc += 1;
         let id = self.next_rpc;
-        let body = Body::CreateTopic(topic.clone());
-        self.clients.insert(id, ClientCall { topic, hops: 3 });
+        self.clients.insert(id, ClientCall { request: body.clone(), hops: 3 });
         send(net, rng, now, Rpc { from: host, to, id, caller: Caller::Client, body });
     }
 
@@ -413,10 +441,34 @@ impl Cluster {
             heartbeats,
             proposed: BTreeMap::new(),
             running: None,
+            running_deadline_ms: 0,
             queue: VecDeque::new(),
             next_expiry_ms: now_ms + EXPIRY_CHECK_MS,
         });
         true
+    }
+
+    /// `run_op` on `ProposeError::Timeout`: the caller gets REQUEST_TIMED_OUT, the working
+    /// copy stays (its proposals are still in the log and may commit), `op_lock` is released.
+    fn time_out(
+        &mut self,
+        i: usize,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) -> Result<(), String> {
+        let Some(a) = self.active[i].as_mut() else { return Ok(()) };
+        if a.running.is_none() || now * TICK_MS < a.running_deadline_ms {
+            return Ok(());
+        }
+        self.stats.timeouts += 1;
+        if let Some((_, Some(held))) = a.running.take() {
+            let body =
+                Body::Failed { stale_epoch: false, exists: false, reason: "timed out".into() };
+            send(net, rng, now, Rpc { body, ..held });
+        }
+        self.run_queued(i, nodes, net, rng, now)
     }
 
     fn expiry(
@@ -468,7 +520,10 @@ impl Cluster {
             a.proposed.insert(q.last_index(), (a.term, frame));
         }
         match (answer, last) {
-            (answer, Some(index)) => a.running = Some((index, answer)),
+            (answer, Some(index)) => {
+                a.running = Some((index, answer));
+                a.running_deadline_ms = now * TICK_MS + PROPOSE_TIMEOUT_MS_DEFAULT;
+            }
             (Some(r), None) => send(net, rng, now, r),
             (None, None) => {}
         }
@@ -544,9 +599,10 @@ impl Cluster {
         }
         self.notice_restarts(nodes);
         match rpc.body {
-            Body::Register(_) | Body::Heartbeat(_) | Body::CreateTopic(_) => {
-                self.serve(i, rpc, nodes, net, rng, now)
-            }
+            Body::Register(_)
+            | Body::Heartbeat(_)
+            | Body::CreateTopic(_)
+            | Body::DeleteTopic(_) => self.serve(i, rpc, nodes, net, rng, now),
             _ => self.answer(i, rpc, nodes, net, rng, now),
         }
     }
@@ -669,6 +725,13 @@ impl Cluster {
                 };
                 (body, a.working.take_proposals(), Vec::new())
             }
+            Body::DeleteTopic(name) => {
+                let body = match a.working.delete_topic(name) {
+                    Ok(_) => Body::Deleted,
+                    Err(e) => error_body(&e),
+                };
+                (body, a.working.take_proposals(), Vec::new())
+            }
             _ => return Ok(()),
         };
         frames.extend(extra);
@@ -689,17 +752,17 @@ impl Cluster {
         let now_ms = now * TICK_MS;
         if rpc.caller == Caller::Client {
             let Some(call) = self.clients.remove(&rpc.id) else { return Ok(()) };
+            let calm = matches!(&call.request, Body::CreateTopic(t) if t.name == CALM_TOPIC);
             match rpc.body {
                 Body::Created => {
                     self.stats.topics_created += 1;
-                    self.calm_created |= call.topic.name == CALM_TOPIC;
+                    self.calm_created |= calm;
                 }
-                Body::Failed { exists: true, .. } => {
-                    self.calm_created |= call.topic.name == CALM_TOPIC;
-                }
+                Body::Deleted => self.stats.topics_deleted += 1,
+                Body::Failed { exists: true, .. } => self.calm_created |= calm,
                 Body::NotLeader(Some(l)) if call.hops > 0 => {
                     // Retried at once towards the named leader.
-                    let body = Body::CreateTopic(call.topic.clone());
+                    let body = call.request.clone();
                     self.clients.insert(rpc.id, ClientCall { hops: call.hops - 1, ..call });
                     let to = l;
                     send(

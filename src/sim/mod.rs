@@ -278,10 +278,11 @@ impl Sim {
             self.check_leader(i)?;
         }
         if let Some(c) = self.cluster.as_mut() {
-            c.step(&mut self.nodes, &mut self.net, &mut self.rng, self.now, chaos);
+            let stepped = c.step(&mut self.nodes, &mut self.net, &mut self.rng, self.now, chaos);
             for line in std::mem::take(&mut c.events) {
                 self.log(line);
             }
+            stepped?;
         } else if chaos && self.rng.gen_range(0..100) < 30 {
             let i = self.rng.gen_range(0..self.nodes.len());
             self.next_value += 1;
