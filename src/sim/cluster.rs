@@ -566,6 +566,7 @@ impl Cluster {
         }
         let applied = nodes[i].applied_index();
         let settled: Vec<u64> = a.proposed.range(..=applied).map(|(k, _)| *k).collect();
+        let any_settled = !settled.is_empty();
         for index in settled {
             let Some((term, frame)) = a.proposed.remove(&index) else { continue };
             let ours = check.entry(index).is_some_and(|(t, d)| *t == term && d[..] == frame[..]);
@@ -573,6 +574,19 @@ impl Cluster {
                 self.stats.supersessions += 1;
                 self.drop_active(i, net, rng, now);
                 return Ok(());
+            }
+        }
+        if any_settled && a.proposed.is_empty() {
+            // Everything the working copy proposed is applied: it must now equal the
+            // committed copy (operations applied at once = their frames replayed).
+            if let Some(committed) = nodes[i].machine() {
+                if masked_snapshot(&a.working) != masked_snapshot(committed) {
+                    return Err(format!(
+                        "node {}: the working copy of term {} differs from the committed state \
+                         once all its proposals are applied (index {applied})",
+                        self.ids[i], a.term
+                    ));
+                }
             }
         }
         if a.running.as_ref().is_some_and(|(index, _)| *index <= applied) {
