@@ -5,21 +5,24 @@
 //! - The ready leader keeps an [`Active`] controller as `server::cluster::ClusterNode::run_op`
 //!   does: a working copy (`committed.clone()` + `become_active()`) and [`BrokerHeartbeats`]
 //!   (`activate` at once), both replaced on a new term, when a proposal is superseded or
-//!   refused, or when the process restarts. Operations run on the working copy, its
-//!   `take_proposals()` frames (plus the heartbeat/expiry frames) are proposed, and the
-//!   caller is answered once they are applied here (or told NOT_LEADER if superseded).
-//!   Expiry runs every [`EXPIRY_CHECK_MS`].
-//! - One broker per node registers through the leader (a new incarnation per process start)
-//!   and heartbeats with its node's applied index, as `server::cluster::lifecycle` does;
-//!   clients create topics (replication factor 1..3, names sometimes reused) at random.
-//!   Requests and answers are [`Rpc`]s over the simulated network, so they are lost,
-//!   delayed, duplicated and cut by partitions like Raft messages.
+//!   refused, or when the process restarts. Operations run one at a time (`op_lock`) on the
+//!   working copy; its `take_proposals()` frames (plus the heartbeat/expiry frames) are
+//!   proposed, and the caller is answered once they are applied here (NOT_LEADER if the
+//!   leadership went meanwhile, REQUEST_TIMED_OUT after the propose timeout, the working copy
+//!   kept). Expiry runs every [`EXPIRY_CHECK_MS`].
+//! - One broker per node (the learner included) registers through the leader (a new
+//!   incarnation per process start), heartbeats with its node's applied index and sometimes
+//!   shuts down in a controlled way, as `server::cluster::lifecycle` does; clients create
+//!   topics (replication factor 1..3, names reused) and delete them. Requests and answers
+//!   are [`Rpc`]s over the simulated network: lost, delayed, duplicated, cut by partitions.
 //!
-//! Single-threaded, owned by [`super::Sim`]. Invariants checked here ([`ClusterCheck`]):
-//! every node's committed state equals a replay of the committed log up to its applied
-//! index; applying a committed entry never fails; in every committed state a partition's
-//! leader is -1 or an unfenced registered broker among its replicas and in its ISR; a
-//! node's broker epoch never goes backwards (in the log and as brokers are told).
+//! Single-threaded, owned by [`super::Sim`]. Invariants checked ([`ClusterCheck`] and
+//! [`Cluster::after_drain`]): every node's committed state equals a replay of the committed
+//! log up to its applied index; applying a committed entry never fails; in every committed
+//! state a partition's leader is -1 or an unfenced registered broker among its replicas and
+//! in its ISR; a node's broker epoch never goes backwards (in the log and as brokers are
+//! told); a heartbeat unfences a broker only once its offset covers its registration entry;
+//! a working copy whose proposals are all applied equals the committed state.
 
 use std::collections::{BTreeMap, VecDeque};
 
