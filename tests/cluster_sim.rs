@@ -11,7 +11,7 @@ use std::time::Instant;
 use shardlog::sim::{run, Outcome, SimConfig};
 
 /// Seeds per plain `cargo test` run (a debug build; see ARCHITECTURE.md for the timing).
-const SIM_SEEDS_DEFAULT: u64 = 400;
+const SIM_SEEDS_DEFAULT: u64 = 300;
 
 fn env_u64(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
