@@ -21,8 +21,9 @@
 //! - [`controller`]: metadata log, topic configs, placement.
 //! - [`quorum`]: the Raft quorum (raft-rs `RawNode` as a pure state machine) and its durable
 //!   store through [`io`]; not wired into the broker yet.
-//! - [`sim`]: the deterministic simulator of the quorum (seeded RNG, virtual ticks, faulty
-//!   network, crashes and power loss on the in-memory file system).
+//! - [`sim`]: the deterministic simulator of the quorum, and of the controller and broker
+//!   lifecycle on top of it (seeded RNG, virtual ticks, faulty network, crashes and power
+//!   loss on the in-memory file system).
 //! - [`group`]: consumer group coordinator, committed offsets, `__consumer_offsets` codec.
 //! - [`txn`]: transaction coordinator state machine, `__transaction_state` codec, partition hooks.
 //! - [`bench`](mod@bench): the `shardlog bench` load generator.

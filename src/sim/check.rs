@@ -66,6 +66,12 @@ impl Checker {
         Ok(())
     }
 
+    /// The committed entry at `index` (term, data), once some node applied it.
+    #[must_use]
+    pub fn entry(&self, index: u64) -> Option<&(u64, Bytes)> {
+        self.committed.get(&index)
+    }
+
     /// Entries applied by some node so far.
     #[must_use]
     pub fn committed_len(&self) -> usize {

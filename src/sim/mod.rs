@@ -12,8 +12,14 @@
 //! A run: `chaos_ticks` of faults, then a calm phase (partitions healed, every node up, no
 //! loss) in which a leader must emerge and a new proposal must reach every node within
 //! `calm_ticks` (liveness).
+//!
+//! A *cluster* run ([`SimConfig::cluster_for_seed`], [`cluster`]) puts the controller on
+//! top: every node's state machine is a real `ControllerState`, the leader runs the active
+//! controller as the server does, brokers register and heartbeat, clients create topics;
+//! its liveness is every broker registered and unfenced, and a new topic led, everywhere.
 
 pub mod check;
+pub mod cluster;
 pub mod net;
 pub mod node;
 
@@ -25,7 +31,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use self::check::Checker;
-use self::net::{NetFaults, Network};
+use self::cluster::{Cluster, ClusterStats};
+use self::net::{NetFaults, Network, Packet};
 use self::node::{NodeError, SimNode, MARKER_PREFIX};
 use crate::io::mem::FaultPlan;
 use crate::quorum::{ConfState, Message, StateRole};
@@ -42,6 +49,8 @@ pub struct SimConfig {
     pub learners: u64,
     pub chaos_ticks: u64,
     pub calm_ticks: u64,
+    /// Run the controller and broker lifecycle on top ([`cluster`]).
+    pub cluster: bool,
 }
 
 impl SimConfig {
@@ -49,7 +58,13 @@ impl SimConfig {
     #[must_use]
     pub fn for_seed(seed: u64) -> Self {
         let voters = if seed % 2 == 0 { 3 } else { 5 };
-        Self { seed, voters, learners: 1, chaos_ticks: 400, calm_ticks: 300 }
+        Self { seed, voters, learners: 1, chaos_ticks: 400, calm_ticks: 300, cluster: false }
+    }
+
+    /// A cluster run: as [`SimConfig::for_seed`], with the controller and brokers on top.
+    #[must_use]
+    pub fn cluster_for_seed(seed: u64) -> Self {
+        Self { cluster: true, ..Self::for_seed(seed) }
     }
 }
 
@@ -64,6 +79,9 @@ pub struct Outcome {
     pub disk_faults: u64,
     pub partitions: u64,
     pub snapshots_sent: u64,
+    /// Cluster runs: broker registrations answered, topics created, brokers fenced in the
+    /// committed log, working copies dropped because a proposal was superseded.
+    pub cluster: ClusterStats,
     /// Digest of the committed log and the leaders: equal for equal seeds.
     pub digest: u64,
 }
@@ -72,6 +90,8 @@ pub struct Outcome {
 #[derive(Debug)]
 pub struct SimFailure {
     pub seed: u64,
+    /// The integration test that replays it.
+    pub test: &'static str,
     pub tick: u64,
     pub reason: String,
     pub trace: Vec<String>,
@@ -81,10 +101,13 @@ impl fmt::Display for SimFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "quorum simulation failed: seed {} at tick {}: {}",
-            self.seed, self.tick, self.reason
+            "{} simulation failed: seed {} at tick {}: {}",
+            if self.test == "cluster_sim" { "cluster" } else { "quorum" },
+            self.seed,
+            self.tick,
+            self.reason
         )?;
-        writeln!(f, "replay: SHARDLOG_SIM_SEED={} cargo test --test quorum_sim", self.seed)?;
+        writeln!(f, "replay: SHARDLOG_SIM_SEED={} cargo test --test {}", self.seed, self.test)?;
         writeln!(f, "last events:")?;
         for line in &self.trace {
             writeln!(f, "  {line}")?;
@@ -109,7 +132,8 @@ pub fn run(cfg: &SimConfig) -> Result<Outcome, SimFailure> {
             format!("panic: {msg}")
         }
     };
-    Err(SimFailure { seed: cfg.seed, tick: sim.now, reason, trace: sim.trace.into() })
+    let test = if cfg.cluster { "cluster_sim" } else { "quorum_sim" };
+    Err(SimFailure { seed: cfg.seed, test, tick: sim.now, reason, trace: sim.trace.into() })
 }
 
 struct Sim {
@@ -123,6 +147,7 @@ struct Sim {
     next_value: u64,
     trace: VecDeque<String>,
     stats: Outcome,
+    cluster: Option<Cluster>,
 }
 
 impl Sim {
@@ -133,8 +158,16 @@ impl Sim {
             ids[..cfg.voters as usize].to_vec(),
             ids[cfg.voters as usize..].to_vec(),
         ));
-        let nodes = ids.iter().map(|id| SimNode::new(*id, rng.gen_range(4..40))).collect();
+        let nodes = ids
+            .iter()
+            .map(|id| {
+                let template = cfg.cluster.then(|| cluster::fresh_state(*id));
+                SimNode::new(*id, rng.gen_range(4..40), template)
+            })
+            .collect();
+        let cluster = cfg.cluster.then(|| Cluster::new(&ids, cfg.voters));
         Self {
+            cluster,
             cfg,
             rng,
             now: 0,
@@ -161,6 +194,10 @@ impl Sim {
             committed: self.check.committed_len(),
             leader_terms: self.check.terms_with_leader(),
             digest: self.check.digest(),
+            cluster: self.cluster.as_ref().map_or_else(ClusterStats::default, |c| ClusterStats {
+                fences: c.check.fences,
+                ..c.stats.clone()
+            }),
             ..self.stats.clone()
         }
     }
@@ -189,19 +226,26 @@ impl Sim {
         }
         let end = self.now + self.cfg.calm_ticks;
         while self.now < end {
-            if self.now % 5 == 0 {
+            if let Some(c) = self.cluster.as_mut() {
+                c.calm_step(&mut self.nodes, &mut self.net, &mut self.rng, self.now);
+            } else if self.now % 5 == 0 {
                 self.propose_marker();
             }
             self.step(false)?;
-            if self.nodes.iter().all(|n| n.markers > 0) {
+            let done = match &self.cluster {
+                Some(c) => c.settled(&self.nodes),
+                None => self.nodes.iter().all(|n| n.markers > 0),
+            };
+            if done {
                 return Ok(());
             }
         }
         let leaders: Vec<(u64, u64)> = (0..self.nodes.len())
             .filter_map(|i| self.nodes[i].node().map(|n| (n.id(), n.leader_id())))
             .collect();
+        let cluster = self.cluster.as_ref().map(|c| c.describe(&self.nodes)).unwrap_or_default();
         Err(format!(
-            "no progress {} ticks after faults stopped: (node, leader) {leaders:?}",
+            "no progress {} ticks after faults stopped: (node, leader) {leaders:?} {cluster}",
             self.cfg.calm_ticks
         ))
     }
@@ -233,7 +277,13 @@ impl Sim {
             }
             self.check_leader(i)?;
         }
-        if chaos && self.rng.gen_range(0..100) < 30 {
+        if let Some(c) = self.cluster.as_mut() {
+            let stepped = c.step(&mut self.nodes, &mut self.net, &mut self.rng, self.now, chaos);
+            for line in std::mem::take(&mut c.events) {
+                self.log(line);
+            }
+            stepped?;
+        } else if chaos && self.rng.gen_range(0..100) < 30 {
             let i = self.rng.gen_range(0..self.nodes.len());
             self.next_value += 1;
             let data = format!("v{}", self.next_value).into_bytes();
@@ -247,6 +297,14 @@ impl Sim {
         for i in 0..self.nodes.len() {
             self.drain(i, chaos)?;
         }
+        if let Some(c) = self.cluster.as_mut() {
+            let events = std::mem::take(&mut c.events);
+            let checked = c.check.check(&self.check, &self.nodes);
+            for line in events {
+                self.log(line);
+            }
+            checked?;
+        }
         Ok(())
     }
 
@@ -254,7 +312,21 @@ impl Sim {
         usize::try_from(id - 1).unwrap_or(usize::MAX)
     }
 
-    fn deliver(&mut self, msg: Message, connected: bool) -> Result<(), String> {
+    fn deliver(&mut self, packet: Packet, connected: bool) -> Result<(), String> {
+        let msg = match packet {
+            Packet::Raft(m) => m,
+            Packet::Rpc(rpc) => {
+                let Some(c) = self.cluster.as_mut() else { return Ok(()) };
+                return c.deliver(
+                    rpc,
+                    connected,
+                    &mut self.nodes,
+                    &mut self.net,
+                    &mut self.rng,
+                    self.now,
+                );
+            }
+        };
         let (from, to) = (msg.from, msg.to);
         let snapshot = msg.get_msg_type() == MessageType::MsgSnapshot;
         let i = Self::index(to);
@@ -291,6 +363,9 @@ impl Sim {
             Err(NodeError::Invariant(e)) => return Err(e),
         }
         self.check_leader(i)?;
+        if let Some(c) = self.cluster.as_mut() {
+            c.after_drain(i, &mut self.nodes, &self.check, &mut self.net, &mut self.rng, self.now)?;
+        }
         let now_voted = self.nodes[i].acked_term_vote();
         if chaos && now_voted != voted && now_voted.1 != 0 && self.rng.gen_range(0..100) < 10 {
             // The moment a forgotten vote would do harm: crash right after voting, come back
@@ -320,7 +395,7 @@ impl Sim {
         if snapshot {
             self.stats.snapshots_sent += 1;
         }
-        if !self.net.send(&mut self.rng, self.now, m) && snapshot {
+        if !self.net.send(&mut self.rng, self.now, Packet::Raft(m)) && snapshot {
             if let Some(sender) = self.nodes[Self::index(from)].node() {
                 sender.report_snapshot(to, false);
             }

@@ -9,7 +9,34 @@ use std::collections::BTreeMap;
 use rand::rngs::StdRng;
 use rand::Rng;
 
+use super::cluster::Rpc;
 use crate::quorum::Message;
+
+/// What travels between simulated nodes: Raft messages, and the cluster layer's RPCs
+/// (broker registration and heartbeats, client requests, their answers).
+#[derive(Clone, Debug)]
+pub enum Packet {
+    Raft(Message),
+    Rpc(Rpc),
+}
+
+impl Packet {
+    #[must_use]
+    pub fn from(&self) -> u64 {
+        match self {
+            Packet::Raft(m) => m.from,
+            Packet::Rpc(r) => r.from,
+        }
+    }
+
+    #[must_use]
+    pub fn to(&self) -> u64 {
+        match self {
+            Packet::Raft(m) => m.to,
+            Packet::Rpc(r) => r.to,
+        }
+    }
+}
 
 /// How hostile the network is.
 #[derive(Clone, Debug)]
@@ -54,7 +81,7 @@ impl NetFaults {
 /// Messages in flight and the current partition.
 pub struct Network {
     pub faults: NetFaults,
-    queue: BTreeMap<(u64, u64), Message>,
+    queue: BTreeMap<(u64, u64), Packet>,
     seq: u64,
     /// Partition group of each node id; nodes talk only within a group.
     groups: BTreeMap<u64, u32>,
@@ -67,9 +94,9 @@ impl Network {
     }
 
     /// Queues `msg` sent at tick `now`; `false` if the network lost it at once.
-    pub fn send(&mut self, rng: &mut StdRng, now: u64, msg: Message) -> bool {
+    pub fn send(&mut self, rng: &mut StdRng, now: u64, msg: Packet) -> bool {
         let f = &self.faults;
-        if rng.gen_range(0..100) < f.loss_pct || !self.connected(msg.from, msg.to) {
+        if rng.gen_range(0..100) < f.loss_pct || !self.connected(msg.from(), msg.to()) {
             return false;
         }
         let copies = if rng.gen_range(0..100) < f.duplicate_pct { 2 } else { 1 };
@@ -87,12 +114,12 @@ impl Network {
 
     /// Removes and returns the messages due at or before `now`, in delivery order; a message
     /// whose link the partition cut meanwhile is returned with `false`.
-    pub fn due(&mut self, now: u64) -> Vec<(Message, bool)> {
+    pub fn due(&mut self, now: u64) -> Vec<(Packet, bool)> {
         let later = self.queue.split_off(&(now + 1, 0));
         let due = std::mem::replace(&mut self.queue, later);
         due.into_values()
             .map(|m| {
-                let ok = self.connected(m.from, m.to);
+                let ok = self.connected(m.from(), m.to());
                 (m, ok)
             })
             .collect()

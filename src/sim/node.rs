@@ -1,6 +1,9 @@
 //! One simulated node: its in-memory disk (which outlives crashes), and while it is up its
-//! [`QuorumNode`], [`RaftStore`] and applied state (the list of applied entries, which is
-//! also what its snapshots hold).
+//! [`QuorumNode`], [`RaftStore`] and applied state: the list of applied entries and, in a
+//! cluster run ([`super::cluster`]), the committed [`ControllerState`] those entries built.
+//! A snapshot holds both: `[u32 list bytes][list][ControllerState::snapshot()]` (the last
+//! part empty outside cluster runs), restored with `ControllerState::restore_snapshot` as the
+//! server restores it.
 //!
 //! Also keeps the node's *acknowledged disk*: what the simulator saw [`RaftStore`] report
 //! durable. A node may apply only entries found there (or under its durable snapshot), and
@@ -14,6 +17,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::executor::block_on;
 
 use super::check::{Applied, Checker};
+use crate::controller::ControllerState;
 use crate::io::mem::{FaultPlan, MemFileSystem};
 use crate::quorum::store::{RaftStore, Recovered};
 use crate::quorum::{ConfState, Entry, Message, QuorumConfig, QuorumNode, Ready};
@@ -34,6 +38,8 @@ struct Live {
     node: QuorumNode,
     store: RaftStore<MemFileSystem>,
     state: Vec<Applied>,
+    /// The committed controller state (cluster runs only).
+    machine: Option<ControllerState>,
 }
 
 /// What the simulator saw acknowledged durable.
@@ -85,17 +91,49 @@ pub struct SimNode {
     compact_every: u64,
     /// Liveness markers in the applied state.
     pub markers: usize,
+    /// A fresh controller state for this node (cluster runs only).
+    template: Option<ControllerState>,
+    /// Bumped whenever the applied state changes (the cluster checks re-run then).
+    pub changes: u64,
+    /// Process starts (a change tells the cluster layer the process restarted).
+    pub starts: u64,
 }
 
-fn encode_state(state: &[Applied]) -> Bytes {
+fn encode_state(state: &[Applied], machine: Option<&ControllerState>) -> Bytes {
+    let mut list = BytesMut::new();
+    encode_list(&mut list, state);
     let mut b = BytesMut::new();
+    b.put_u32(u32::try_from(list.len()).unwrap_or(u32::MAX));
+    b.put_slice(&list);
+    if let Some(m) = machine {
+        b.put_slice(&m.snapshot());
+    }
+    b.freeze()
+}
+
+/// Splits snapshot data into the applied list and the controller snapshot (may be empty).
+fn split_snapshot(mut b: Bytes) -> Result<(Vec<Applied>, Bytes), String> {
+    if b.is_empty() {
+        return Ok((Vec::new(), Bytes::new()));
+    }
+    if b.remaining() < 4 {
+        return Err("snapshot data truncated".to_string());
+    }
+    let len = b.get_u32() as usize;
+    if b.remaining() < len {
+        return Err("snapshot data truncated".to_string());
+    }
+    let list = b.split_to(len);
+    Ok((decode_state(list)?, b))
+}
+
+fn encode_list(b: &mut BytesMut, state: &[Applied]) {
     for (index, term, data) in state {
         b.put_u64(*index);
         b.put_u64(*term);
         b.put_u32(u32::try_from(data.len()).unwrap_or(u32::MAX));
         b.put_slice(data);
     }
-    b.freeze()
 }
 
 fn decode_state(mut b: Bytes) -> Result<Vec<Applied>, String> {
@@ -119,8 +157,11 @@ fn count_markers(state: &[Applied]) -> usize {
 
 impl SimNode {
     #[must_use]
-    pub fn new(id: u64, compact_every: u64) -> Self {
+    pub fn new(id: u64, compact_every: u64, template: Option<ControllerState>) -> Self {
         Self {
+            template,
+            changes: 0,
+            starts: 0,
             id,
             fs: MemFileSystem::new(),
             live: None,
@@ -155,13 +196,52 @@ impl SimNode {
         }
         self.acked = found;
         self.unacked_write = false;
-        let state = decode_state(rec.snapshot.data.clone())?;
+        let (state, machine_data) = split_snapshot(rec.snapshot.data.clone())?;
         check.restored(id, &state)?;
+        let index = rec.snapshot.get_metadata().index;
+        let machine = self.restore_machine(None, index, &machine_data)?;
         self.markers = count_markers(&state);
+        self.changes += 1;
+        self.starts += 1;
         let node = QuorumNode::restart(&QuorumConfig::new(id), rec)
             .map_err(|e| format!("node {id} cannot restart: {e}"))?;
-        self.live = Some(Live { node, store, state });
+        self.live = Some(Live { node, store, state, machine });
         Ok(())
+    }
+
+    /// The controller state a snapshot holds, restored as the server restores it: into the
+    /// running state (`current`) if any, else into a fresh one.
+    fn restore_machine(
+        &self,
+        current: Option<ControllerState>,
+        index: u64,
+        data: &[u8],
+    ) -> Result<Option<ControllerState>, String> {
+        let Some(template) = &self.template else { return Ok(None) };
+        let mut m = current.unwrap_or_else(|| template.clone());
+        if !data.is_empty() {
+            m.restore_snapshot(index, data)
+                .map_err(|e| format!("node {}: restoring snapshot {index} failed: {e}", self.id))?;
+        }
+        Ok(Some(m))
+    }
+
+    /// The committed controller state (cluster runs, while up).
+    #[must_use]
+    pub fn machine(&self) -> Option<&ControllerState> {
+        self.live.as_ref().and_then(|l| l.machine.as_ref())
+    }
+
+    /// The last applied index (0 while down).
+    #[must_use]
+    pub fn applied_index(&self) -> u64 {
+        self.live.as_ref().and_then(|l| l.state.last()).map_or(0, |a| a.0)
+    }
+
+    /// The node's raft state, while up (no ready is out between drains).
+    #[must_use]
+    pub fn quorum(&self) -> Option<&QuorumNode> {
+        self.live.as_ref().map(|l| &l.node)
     }
 
     /// SIGKILL: the process goes, every completed write stays.
@@ -200,10 +280,20 @@ impl SimNode {
             self.acked.persisted(&rd);
             out.append(&mut rd.messages);
             if let Some(snap) = &rd.snapshot {
-                let state = decode_state(snap.data.clone()).map_err(NodeError::Invariant)?;
+                let (state, data) =
+                    split_snapshot(snap.data.clone()).map_err(NodeError::Invariant)?;
                 check.restored(self.id, &state).map_err(NodeError::Invariant)?;
                 self.markers = count_markers(&state);
+                let index = snap.get_metadata().index;
+                let current = live.machine.take();
+                let machine = {
+                    let this = &*self;
+                    this.restore_machine(current, index, &data).map_err(NodeError::Invariant)?
+                };
+                let Some(live) = self.live.as_mut() else { break };
                 live.state = state;
+                live.machine = machine;
+                self.changes += 1;
             }
             let committed = std::mem::take(&mut rd.committed);
             self.apply(&committed, check)?;
@@ -233,7 +323,17 @@ impl SimNode {
             if e.data.starts_with(MARKER_PREFIX) {
                 self.markers += 1;
             }
+            if let (Some(m), false) = (live.machine.as_mut(), e.data.is_empty()) {
+                // As the server's state machine: empty entries (a new leader's) carry nothing.
+                m.apply_entry(e.index, &e.data).map_err(|err| {
+                    NodeError::Invariant(format!(
+                        "node {} cannot apply committed entry {} (term {}): {err}",
+                        self.id, e.index, e.term
+                    ))
+                })?;
+            }
             live.state.push(applied);
+            self.changes += 1;
         }
         Ok(())
     }
@@ -246,7 +346,7 @@ impl SimNode {
         }
         let c = live
             .node
-            .compaction(applied, encode_state(&live.state))
+            .compaction(applied, encode_state(&live.state, live.machine.as_ref()))
             .map_err(|e| NodeError::Invariant(format!("node {}: {e}", self.id)))?;
         if let Err(e) = block_on(live.store.compact(&c)) {
             self.unacked_write = true;

@@ -41,7 +41,7 @@ use crate::controller::{
     ShardAssignment,
 };
 use crate::protocol::{decode_request, encode_response};
-use crate::quorum::{ProposeError, QuorumHandle, QuorumRole, StateMachine};
+use crate::quorum::{ProposeError, QuorumHandle, QuorumRole, QuorumStatus, StateMachine};
 use crate::shard::ShardCtx;
 use crate::types::NodeId;
 
@@ -149,6 +149,17 @@ pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The broker epoch a registration asks for (`register_broker`'s `epoch_hint`): the index its
+/// entry gets when it is the next one in the leader's log, i.e. the leader's log end + 1 (not
+/// the commit index + 1: proposals not yet committed come first). "Caught up" is `metadata
+/// offset >= epoch`, so an epoch below the registration's index would unfence a broker that
+/// has not applied its own registration. Take it under `op_lock`, just before proposing.
+#[must_use]
+pub fn registration_epoch_hint(st: &QuorumStatus) -> i64 {
+    let log_end = st.replicas.iter().find(|r| r.id == st.node_id).map_or(0, |r| r.log_end_offset);
+    i64::try_from(log_end.max(st.commit_index)).unwrap_or(i64::MAX - 1).saturating_add(1)
 }
 
 /// The cluster node of this process, on the controller shard.
@@ -371,8 +382,13 @@ impl ClusterNode {
                         };
                     }
                 }
-                let hint = i64::try_from(self.quorum.status().commit_index).unwrap_or(0) + 1;
-                match self.run_op(ctx, |w, hb, _| hb.register(w, &req, hint, now_ms())).await {
+                // The hint is taken inside the op (under `op_lock`): taken before, entries an
+                // operation in flight proposes would land between it and the registration.
+                let quorum = &self.quorum;
+                let register = |w: &mut ControllerState, hb: &mut BrokerHeartbeats, _: &mut _| {
+                    hb.register(w, &req, registration_epoch_hint(&quorum.status()), now_ms())
+                };
+                match self.run_op(ctx, register).await {
                     Ok((Ok(epoch), _)) => Ok(Reply::Registered { epoch }),
                     Ok((Err(err), _)) => Ok(controller_error_reply(&err)),
                     Err(e) => Err(e),
@@ -638,5 +654,46 @@ fn controller_error_reply(err: &ControllerError) -> Reply {
             let (code, message) = super::admin::error_code(err);
             Reply::Error { code, message }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::registration_epoch_hint;
+    use crate::quorum::{QuorumRole, QuorumStatus, ReplicaStatus};
+
+    fn leader_status(commit_index: u64, log_end: u64) -> QuorumStatus {
+        let row = |id, log_end_offset| ReplicaStatus {
+            id,
+            log_end_offset,
+            last_fetch_ms: 0,
+            last_caught_up_ms: 0,
+        };
+        QuorumStatus {
+            node_id: 1,
+            role: QuorumRole::Leader,
+            term: 3,
+            leader_id: Some(1),
+            commit_index,
+            applied_index: commit_index,
+            voters: vec![1, 2, 3],
+            learners: Vec::new(),
+            replicas: vec![row(1, log_end), row(2, commit_index), row(3, 0)],
+            leader_ready: true,
+        }
+    }
+
+    /// Regression (found by the cluster simulation, seed 0): with an operation's entry 38
+    /// proposed but not committed, the hint was `commit + 1` = 38 while the registration
+    /// became entry 39, so a broker at offset 38 counted as caught up without having applied
+    /// its registration.
+    #[test]
+    fn registration_epoch_hint_is_past_uncommitted_entries() {
+        assert_eq!(registration_epoch_hint(&leader_status(37, 38)), 39);
+        assert_eq!(registration_epoch_hint(&leader_status(40, 40)), 41);
+        // No own row (not expected on a leader): the commit index still bounds it.
+        let mut st = leader_status(12, 12);
+        st.replicas.clear();
+        assert_eq!(registration_epoch_hint(&st), 13);
     }
 }

@@ -1,0 +1,1046 @@
+//! The cluster layer of the simulator: the controller and the broker lifecycle on top of the
+//! quorum, as `server::cluster` runs them, driven by virtual time ([`TICK_MS`] per tick).
+//!
+//! - Every node's state machine is a real committed [`ControllerState`] ([`super::node`]).
+//! - The ready leader keeps an [`Active`] controller as `server::cluster::ClusterNode::run_op`
+//!   does: a working copy (`committed.clone()` + `become_active()`) and [`BrokerHeartbeats`]
+//!   (`activate` at once), both replaced on a new term, when a proposal is superseded or
+//!   refused, or when the process restarts. Operations run one at a time (`op_lock`) on the
+//!   working copy; its `take_proposals()` frames (plus the heartbeat/expiry frames) are
+//!   proposed, and the caller is answered once they are applied here (NOT_LEADER if the
+//!   leadership went meanwhile, REQUEST_TIMED_OUT after the propose timeout, the working copy
+//!   kept). Expiry runs every [`EXPIRY_CHECK_MS`].
+//! - One broker per node (the learner included) registers through the leader (a new
+//!   incarnation per process start), heartbeats with its node's applied index and sometimes
+//!   shuts down in a controlled way, as `server::cluster::lifecycle` does; clients create
+//!   topics (replication factor 1..3, names reused) and delete them. Requests and answers
+//!   are [`Rpc`]s over the simulated network: lost, delayed, duplicated, cut by partitions.
+//!
+//! Single-threaded, owned by [`super::Sim`]. Invariants checked ([`ClusterCheck`] and
+//! [`Cluster::after_drain`]): every node's committed state equals a replay of the committed
+//! log up to its applied index; applying a committed entry never fails; in every committed
+//! state a partition's leader is -1 or an unfenced registered broker among its replicas and
+//! in its ISR; a node's broker epoch never goes backwards (in the log and as brokers are
+//! told); a heartbeat unfences a broker only once its offset covers its registration entry;
+//! a working copy whose proposals are all applied equals the committed state.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use uuid::Uuid;
+
+use super::check::Checker;
+use super::net::{Network, Packet};
+use super::node::SimNode;
+use crate::controller::records::BrokerEndpoint;
+use crate::controller::{
+    BrokerDefaults, BrokerEpoch, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration,
+    ControllerError, ControllerState, NewTopic, NO_LEADER,
+};
+use crate::quorum::{
+    QuorumRole, QuorumStatus, ReplicaStatus, StateRole, PROPOSE_TIMEOUT_MS_DEFAULT,
+};
+use crate::server::cluster::registration_epoch_hint;
+use crate::types::NodeId;
+
+/// Virtual milliseconds per tick (the driver's tick: 10-tick elections ≈ 1 s).
+pub const TICK_MS: u64 = 100;
+/// `broker.session.timeout.ms` in the simulation: short, so sessions expire under faults.
+pub const SESSION_TIMEOUT_MS: u64 = 3_000;
+/// `broker.heartbeat.interval.ms` in the simulation.
+pub const HEARTBEAT_INTERVAL_MS: u64 = 1_000;
+/// As `server::cluster::lifecycle`.
+const FENCED_HEARTBEAT_MS: u64 = 100;
+const RETRY_PAUSE_MS: u64 = 500;
+const CALL_LIMIT_MS: u64 = 5_000;
+const SHUTDOWN_HEARTBEAT_MS: u64 = 2_000;
+const EXPIRY_CHECK_MS: u64 = 500;
+const CLUSTER_ID: &str = "sim-cluster";
+/// Requests queued behind the running operation (the server's `op_lock` waiters).
+const OP_QUEUE_MAX: usize = 64;
+/// The topic the calm phase creates (liveness).
+pub const CALM_TOPIC: &str = "calm";
+
+/// Who sent a request (the answer goes back to the same node and role).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller {
+    Broker,
+    Client,
+}
+
+/// A request or an answer between nodes.
+#[derive(Clone, Debug)]
+pub struct Rpc {
+    pub from: u64,
+    pub to: u64,
+    pub id: u64,
+    pub caller: Caller,
+    pub body: Body,
+}
+
+#[derive(Clone, Debug)]
+pub enum Body {
+    Register(BrokerRegistration),
+    Heartbeat(BrokerHeartbeat),
+    CreateTopic(NewTopic),
+    DeleteTopic(String),
+    Registered(BrokerEpoch),
+    HeartbeatReply { is_fenced: bool, should_shutdown: bool },
+    Created,
+    Deleted,
+    Failed { stale_epoch: bool, exists: bool, reason: String },
+    NotLeader(Option<u64>),
+}
+
+/// The active controller of one node for one term (`server::cluster::Active`).
+struct Active {
+    term: u64,
+    working: ControllerState,
+    heartbeats: BrokerHeartbeats,
+    /// Proposals of this working copy not yet applied here: index → (term, frame).
+    proposed: BTreeMap<u64, (u64, Vec<u8>)>,
+    /// The running operation's last proposal and its held answer (none for expiry): while
+    /// set, later requests queue, as they wait for `op_lock` in the server.
+    running: Option<(u64, Option<Rpc>)>,
+    /// When the running operation's caller gives up (`PROPOSE_TIMEOUT_MS_DEFAULT`).
+    running_deadline_ms: u64,
+    /// Requests waiting for the running operation.
+    queue: VecDeque<Rpc>,
+    next_expiry_ms: u64,
+}
+
+/// One node's broker process.
+#[derive(Default)]
+struct Broker {
+    incarnation: Option<Uuid>,
+    epoch: Option<BrokerEpoch>,
+    fenced: bool,
+    next_ms: u64,
+    inflight: Option<(u64, u64)>,
+    hint: Option<u64>,
+    /// Controlled shutdown under way: the process exits at this time at the latest.
+    exit_ms: Option<u64>,
+}
+
+/// A client request in flight: the request (to send again after NOT_LEADER), hops left.
+struct ClientCall {
+    request: Body,
+    hops: u32,
+}
+
+/// Counters for the outcome.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterStats {
+    pub registrations: u64,
+    pub topics_created: u64,
+    pub topics_deleted: u64,
+    /// Operations answered REQUEST_TIMED_OUT while their proposals stayed in the log.
+    pub timeouts: u64,
+    pub fences: u64,
+    pub supersessions: u64,
+    /// Working copies dropped with an operation in flight (leadership lost meanwhile).
+    pub dropped_in_flight: u64,
+    /// Controlled shutdowns (shutdown heartbeat, then the process exits).
+    pub shutdowns: u64,
+}
+
+/// The cluster layer; see the module docs.
+pub struct Cluster {
+    ids: Vec<u64>,
+    voters: u64,
+    active: Vec<Option<Active>>,
+    brokers: Vec<Broker>,
+    /// Process starts seen per node: a change means the process restarted.
+    starts: Vec<u64>,
+    clients: BTreeMap<u64, ClientCall>,
+    next_rpc: u64,
+    next_topic: u64,
+    pub calm_created: bool,
+    pub stats: ClusterStats,
+    pub check: ClusterCheck,
+    /// Lines for the failure trace, drained by the simulation every step.
+    pub events: Vec<String>,
+}
+
+/// The defaults every simulated node runs with.
+#[must_use]
+pub fn sim_defaults() -> BrokerDefaults {
+    BrokerDefaults::from_settings([
+        ("broker.session.timeout.ms", SESSION_TIMEOUT_MS.to_string()),
+        ("broker.heartbeat.interval.ms", HEARTBEAT_INTERVAL_MS.to_string()),
+    ])
+    .unwrap_or_default()
+}
+
+/// A fresh committed state for node `id`.
+#[must_use]
+pub fn fresh_state(id: u64) -> ControllerState {
+    let node = NodeId(i32::try_from(id).unwrap_or(i32::MAX));
+    ControllerState::new(CLUSTER_ID.to_string(), node, 1, sim_defaults())
+        .expect("one shard is a valid state")
+}
+
+fn send(net: &mut Network, rng: &mut StdRng, now: u64, rpc: Rpc) {
+    net.send(rng, now, Packet::Rpc(rpc));
+}
+
+fn reply(req: &Rpc, body: Body) -> Rpc {
+    Rpc { from: req.to, to: req.from, id: req.id, caller: req.caller, body }
+}
+
+fn error_body(err: &ControllerError) -> Body {
+    Body::Failed {
+        stale_epoch: matches!(err, ControllerError::StaleBrokerEpoch { .. }),
+        exists: matches!(err, ControllerError::TopicAlreadyExists(_)),
+        reason: err.to_string(),
+    }
+}
+
+impl Cluster {
+    #[must_use]
+    pub fn new(ids: &[u64], voters: u64) -> Self {
+        let n = ids.len();
+        Self {
+            ids: ids.to_vec(),
+            voters,
+            active: (0..n).map(|_| None).collect(),
+            brokers: (0..n).map(|_| Broker::default()).collect(),
+            starts: vec![0; n],
+            clients: BTreeMap::new(),
+            next_rpc: 0,
+            next_topic: 0,
+            calm_created: false,
+            stats: ClusterStats::default(),
+            check: ClusterCheck::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Forgets the process state of nodes that went down or restarted since the last look.
+    fn notice_restarts(&mut self, nodes: &[SimNode]) {
+        for (i, n) in nodes.iter().enumerate() {
+            if !n.is_up() || n.starts != self.starts[i] {
+                self.active[i] = None;
+                self.brokers[i] = Broker::default();
+                if n.is_up() {
+                    self.starts[i] = n.starts;
+                }
+            }
+        }
+    }
+
+    /// Per tick, before deliveries: brokers send, clients create topics, leaders expire
+    /// sessions.
+    pub fn step(
+        &mut self,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+        clients: bool,
+    ) -> Result<(), String> {
+        self.notice_restarts(nodes);
+        let now_ms = now * TICK_MS;
+        for i in 0..nodes.len() {
+            self.broker_step(i, nodes, net, rng, now, clients);
+            if self.ensure_active(i, nodes, now_ms) {
+                self.time_out(i, nodes, net, rng, now)?;
+                self.expiry(i, nodes, net, rng, now);
+            }
+        }
+        if clients && rng.gen_range(0..100) < 8 {
+            self.client_create(nodes, net, rng, now, None);
+        }
+        Ok(())
+    }
+
+    /// The calm phase's client: creates [`CALM_TOPIC`] until it is answered.
+    pub fn calm_step(
+        &mut self,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) {
+        if !self.calm_created && now % 10 == 0 {
+            let rf = i16::try_from(self.ids.len().min(3)).unwrap_or(1);
+            let topic = NewTopic {
+                name: CALM_TOPIC.to_string(),
+                num_partitions: 2,
+                replication_factor: rf,
+                ..NewTopic::default()
+            };
+            self.client_create(nodes, net, rng, now, Some(topic));
+        }
+    }
+
+    fn client_create(
+        &mut self,
+        nodes: &[SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+        topic: Option<NewTopic>,
+    ) {
+        let host = self.ids[rng.gen_range(0..self.ids.len())];
+        if topic.is_none() && self.next_topic > 0 && rng.gen_range(0..100) < 25 {
+            // Deletions, so names come back: a recreated topic gets a new id.
+            let name = format!("t{}", rng.gen_range(1..=self.next_topic));
+            self.client_send(host, nodes, net, rng, now, Body::DeleteTopic(name));
+            return;
+        }
+        let topic = topic.unwrap_or_else(|| {
+            // Names are sometimes reused: a topic created twice must be refused, never
+            // recorded twice (which would make every node fail to apply it).
+            if self.next_topic == 0 || rng.gen_range(0..100) >= 20 {
+                self.next_topic += 1;
+            }
+            let name = format!("t{}", rng.gen_range(1..=self.next_topic.max(1)));
+            NewTopic {
+                name,
+                num_partitions: rng.gen_range(1..=3),
+                replication_factor: rng.gen_range(1..=3),
+                ..NewTopic::default()
+            }
+        });
+        self.client_send(host, nodes, net, rng, now, Body::CreateTopic(topic));
+    }
+
+    fn client_send(
+        &mut self,
+        host: u64,
+        nodes: &[SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+        body: Body,
+    ) {
+        let to = self.controller_guess(host, nodes, None, rng);
+        self.next_rpc += 1;
+        let id = self.next_rpc;
+        self.clients.insert(id, ClientCall { request: body.clone(), hops: 3 });
+        send(net, rng, now, Rpc { from: host, to, id, caller: Caller::Client, body });
+    }
+
+    /// Where a request from `host` goes: its node's leader, a hint, or a random voter.
+    fn controller_guess(
+        &self,
+        host: u64,
+        nodes: &[SimNode],
+        hint: Option<u64>,
+        rng: &mut StdRng,
+    ) -> u64 {
+        let known = nodes[Self::index(host)].quorum().map_or(0, |q| q.leader_id());
+        if known != 0 {
+            return known;
+        }
+        hint.unwrap_or_else(|| rng.gen_range(1..=self.voters))
+    }
+
+    fn index(id: u64) -> usize {
+        usize::try_from(id - 1).unwrap_or(usize::MAX)
+    }
+
+    fn broker_step(
+        &mut self,
+        i: usize,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+        chaos: bool,
+    ) {
+        if !nodes[i].is_up() {
+            return;
+        }
+        let now_ms = now * TICK_MS;
+        let id = self.ids[i];
+        if self.brokers[i].incarnation.is_none() {
+            self.brokers[i] = Broker {
+                incarnation: Some(Uuid::from_u128(rng.gen())),
+                next_ms: now_ms,
+                ..Broker::default()
+            };
+        }
+        if chaos && self.brokers[i].exit_ms.is_none() && rng.gen_range(0..1000) < 3 {
+            // Controlled shutdown (`lifecycle::run` on exit): a shutdown heartbeat, bounded.
+            self.stats.shutdowns += 1;
+            self.events.push(format!("broker {id} starts a controlled shutdown"));
+            let b = &mut self.brokers[i];
+            b.exit_ms = Some(now_ms + SHUTDOWN_HEARTBEAT_MS);
+            b.inflight = None;
+            b.next_ms = now_ms;
+        }
+        if !chaos {
+            // Faults stopped: a shutdown under way is called off (the node stays up).
+            self.brokers[i].exit_ms = None;
+        }
+        let b = &self.brokers[i];
+        if let Some(exit) = b.exit_ms {
+            if now_ms >= exit || b.epoch.is_none() {
+                // The process exits; its disk keeps every completed write.
+                nodes[i].crash();
+                self.notice_restarts(nodes);
+                return;
+            }
+        }
+        if b.inflight.is_some_and(|(_, deadline)| now_ms < deadline) || now_ms < b.next_ms {
+            return;
+        }
+        let node = NodeId(i32::try_from(id).unwrap_or(i32::MAX));
+        let body = match b.epoch {
+            None => Body::Register(BrokerRegistration {
+                node,
+                incarnation_id: b.incarnation.unwrap_or_default(),
+                endpoints: vec![BrokerEndpoint {
+                    listener: "PLAINTEXT".into(),
+                    host: format!("node{id}"),
+                    port: 9092,
+                    security_protocol: 0,
+                }],
+                rack: None,
+            }),
+            Some(epoch) => Body::Heartbeat(BrokerHeartbeat {
+                node,
+                epoch,
+                metadata_offset: nodes[i].applied_index(),
+                want_fence: false,
+                want_shutdown: b.exit_ms.is_some(),
+            }),
+        };
+        let to = self.controller_guess(id, nodes, b.hint, rng);
+        self.next_rpc += 1;
+        let rpc_id = self.next_rpc;
+        self.brokers[i].inflight = Some((rpc_id, now_ms + CALL_LIMIT_MS));
+        send(net, rng, now, Rpc { from: id, to, id: rpc_id, caller: Caller::Broker, body });
+    }
+
+    /// Makes sure a ready leader has its active controller for its term; `false` if `i` is
+    /// not a ready leader (its active controller, if any, is dropped then).
+    fn ensure_active(&mut self, i: usize, nodes: &[SimNode], now_ms: u64) -> bool {
+        let (Some(q), Some(committed)) = (nodes[i].quorum(), nodes[i].machine()) else {
+            self.active[i] = None;
+            return false;
+        };
+        if q.role() != StateRole::Leader || !q.leader_ready() {
+            return false;
+        }
+        if self.active[i].as_ref().is_some_and(|a| a.term == q.term()) {
+            return true;
+        }
+        let mut working = committed.clone();
+        working.become_active();
+        let mut heartbeats = BrokerHeartbeats::new(working.broker_session_timeout_ms());
+        heartbeats.activate(&working, now_ms);
+        self.events.push(format!(
+            "node {} is the active controller of term {}",
+            self.ids[i],
+            q.term()
+        ));
+        self.active[i] = Some(Active {
+            term: q.term(),
+            working,
+            heartbeats,
+            proposed: BTreeMap::new(),
+            running: None,
+            running_deadline_ms: 0,
+            queue: VecDeque::new(),
+            next_expiry_ms: now_ms + EXPIRY_CHECK_MS,
+        });
+        true
+    }
+
+    /// `run_op` on `ProposeError::Timeout`: the caller gets REQUEST_TIMED_OUT, the working
+    /// copy stays (its proposals are still in the log and may commit), `op_lock` is released.
+    fn time_out(
+        &mut self,
+        i: usize,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) -> Result<(), String> {
+        let Some(a) = self.active[i].as_mut() else { return Ok(()) };
+        if a.running.is_none() || now * TICK_MS < a.running_deadline_ms {
+            return Ok(());
+        }
+        self.stats.timeouts += 1;
+        if let Some((_, Some(held))) = a.running.take() {
+            let body =
+                Body::Failed { stale_epoch: false, exists: false, reason: "timed out".into() };
+            send(net, rng, now, Rpc { body, ..held });
+        }
+        self.run_queued(i, nodes, net, rng, now)
+    }
+
+    fn expiry(
+        &mut self,
+        i: usize,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) {
+        let now_ms = now * TICK_MS;
+        let Some(a) = self.active[i].as_mut() else { return };
+        if now_ms < a.next_expiry_ms || a.running.is_some() {
+            return;
+        }
+        a.next_expiry_ms = now_ms + EXPIRY_CHECK_MS;
+        let extra = a.heartbeats.expire(&mut a.working, now_ms);
+        let mut frames = a.working.take_proposals();
+        frames.extend(extra);
+        self.propose(i, nodes, net, rng, now, frames, None);
+    }
+
+    /// Proposes `frames` from node `i`'s working copy; `answer` goes out once they are
+    /// applied here. A refused proposal drops the working copy (as `run_op` does).
+    #[allow(clippy::too_many_arguments)]
+    fn propose(
+        &mut self,
+        i: usize,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+        frames: Vec<Vec<u8>>,
+        answer: Option<Rpc>,
+    ) {
+        let Some(a) = self.active[i].as_mut() else { return };
+        let Some(q) = nodes[i].node() else { return };
+        let mut last = None;
+        for frame in frames {
+            let before = q.last_index();
+            if q.propose(frame.clone()).is_err() || q.last_index() == before {
+                self.drop_active(i, net, rng, now);
+                if let Some(r) = answer {
+                    send(net, rng, now, Rpc { body: Body::NotLeader(None), ..r });
+                }
+                return;
+            }
+            last = Some(q.last_index());
+            a.proposed.insert(q.last_index(), (a.term, frame));
+        }
+        match (answer, last) {
+            (answer, Some(index)) => {
+                a.running = Some((index, answer));
+                a.running_deadline_ms = now * TICK_MS + PROPOSE_TIMEOUT_MS_DEFAULT;
+            }
+            (Some(r), None) => send(net, rng, now, r),
+            (None, None) => {}
+        }
+    }
+
+    /// Drops node `i`'s active controller; held answers become NOT_LEADER.
+    fn drop_active(&mut self, i: usize, net: &mut Network, rng: &mut StdRng, now: u64) {
+        if let Some(a) = self.active[i].take() {
+            if a.running.is_some() || !a.proposed.is_empty() {
+                self.stats.dropped_in_flight += 1;
+            }
+            self.events
+                .push(format!("node {} drops its working copy (term {})", self.ids[i], a.term));
+            if let Some((_, Some(held))) = a.running {
+                send(net, rng, now, Rpc { body: Body::NotLeader(None), ..held });
+            }
+            for req in a.queue {
+                send(net, rng, now, reply(&req, Body::NotLeader(None)));
+            }
+        }
+    }
+
+    /// After node `i` handled its readies: settle its proposals against what it applied.
+    pub fn after_drain(
+        &mut self,
+        i: usize,
+        nodes: &mut [SimNode],
+        check: &Checker,
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) -> Result<(), String> {
+        self.notice_restarts(nodes);
+        let Some(a) = self.active[i].as_mut() else { return Ok(()) };
+        let Some(q) = nodes[i].quorum() else { return Ok(()) };
+        if q.role() != StateRole::Leader || q.term() != a.term {
+            // The driver fails pending proposals with Superseded when the node steps down.
+            self.drop_active(i, net, rng, now);
+            return Ok(());
+        }
+        let applied = nodes[i].applied_index();
+        let settled: Vec<u64> = a.proposed.range(..=applied).map(|(k, _)| *k).collect();
+        let any_settled = !settled.is_empty();
+        for index in settled {
+            let Some((term, frame)) = a.proposed.remove(&index) else { continue };
+            let ours = check.entry(index).is_some_and(|(t, d)| *t == term && d[..] == frame[..]);
+            if !ours {
+                self.stats.supersessions += 1;
+                self.drop_active(i, net, rng, now);
+                return Ok(());
+            }
+        }
+        if any_settled && a.proposed.is_empty() {
+            // Everything the working copy proposed is applied: it must now equal the
+            // committed copy (operations applied at once = their frames replayed).
+            if let Some(committed) = nodes[i].machine() {
+                if masked_snapshot(&a.working) != masked_snapshot(committed) {
+                    return Err(format!(
+                        "node {}: the working copy of term {} differs from the committed state \
+                         once all its proposals are applied (index {applied})",
+                        self.ids[i], a.term
+                    ));
+                }
+            }
+        }
+        if a.running.as_ref().is_some_and(|(index, _)| *index <= applied) {
+            if let Some((_, Some(r))) = a.running.take() {
+                send(net, rng, now, r);
+            }
+        }
+        self.run_queued(i, nodes, net, rng, now)
+    }
+
+    /// A cluster RPC arrives at its destination (`connected`: the partition let it through).
+    pub fn deliver(
+        &mut self,
+        rpc: Rpc,
+        connected: bool,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) -> Result<(), String> {
+        let i = Self::index(rpc.to);
+        if !connected || !nodes[i].is_up() {
+            return Ok(());
+        }
+        self.notice_restarts(nodes);
+        match rpc.body {
+            Body::Register(_)
+            | Body::Heartbeat(_)
+            | Body::CreateTopic(_)
+            | Body::DeleteTopic(_) => self.serve(i, rpc, nodes, net, rng, now),
+            _ => self.answer(i, rpc, nodes, net, rng, now),
+        }
+    }
+
+    /// Node `i` handles a request as the active controller, or names the leader it knows.
+    fn serve(
+        &mut self,
+        i: usize,
+        req: Rpc,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) -> Result<(), String> {
+        let now_ms = now * TICK_MS;
+        if !self.ensure_active(i, nodes, now_ms) {
+            let me = self.ids[i];
+            let leader = nodes[i].quorum().map(|q| q.leader_id()).filter(|l| *l != 0 && *l != me);
+            send(net, rng, now, reply(&req, Body::NotLeader(leader)));
+            return Ok(());
+        }
+        let Some(a) = self.active[i].as_mut() else { return Ok(()) };
+        if a.queue.len() < OP_QUEUE_MAX {
+            a.queue.push_back(req);
+        }
+        self.run_queued(i, nodes, net, rng, now)
+    }
+
+    /// The registration epoch hint, by the server's own rule
+    /// ([`registration_epoch_hint`]) on this node's status, taken when the operation runs.
+    fn epoch_hint(node: &SimNode) -> i64 {
+        let Some(q) = node.quorum() else { return 0 };
+        let status = QuorumStatus {
+            node_id: q.id(),
+            role: if q.role() == StateRole::Leader {
+                QuorumRole::Leader
+            } else {
+                QuorumRole::Follower
+            },
+            term: q.term(),
+            leader_id: Some(q.leader_id()).filter(|l| *l != 0),
+            commit_index: q.commit_index(),
+            applied_index: q.applied_index(),
+            voters: Vec::new(),
+            learners: Vec::new(),
+            replicas: vec![ReplicaStatus {
+                id: q.id(),
+                log_end_offset: q.last_index(),
+                last_fetch_ms: 0,
+                last_caught_up_ms: 0,
+            }],
+            leader_ready: q.leader_ready(),
+        };
+        registration_epoch_hint(&status)
+    }
+
+    /// Runs queued requests while no operation is running (`op_lock`).
+    fn run_queued(
+        &mut self,
+        i: usize,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) -> Result<(), String> {
+        loop {
+            let Some(a) = self.active[i].as_mut() else { return Ok(()) };
+            if a.running.is_some() {
+                return Ok(());
+            }
+            let Some(req) = a.queue.pop_front() else { return Ok(()) };
+            self.run_op(i, req, nodes, net, rng, now)?;
+        }
+    }
+
+    /// One operation on the working copy (`run_op`), proposed; the answer is held until
+    /// its proposals are applied here.
+    #[allow(clippy::too_many_arguments)]
+    fn run_op(
+        &mut self,
+        i: usize,
+        req: Rpc,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) -> Result<(), String> {
+        let now_ms = now * TICK_MS;
+        let hint = Self::epoch_hint(&nodes[i]);
+        let Some(a) = self.active[i].as_mut() else { return Ok(()) };
+        let (body, mut frames, extra) = match &req.body {
+            Body::Register(r) => {
+                let body = match a.heartbeats.register(&mut a.working, r, hint, now_ms) {
+                    Ok(epoch) => Body::Registered(epoch),
+                    Err(e) => error_body(&e),
+                };
+                (body, a.working.take_proposals(), Vec::new())
+            }
+            Body::Heartbeat(hb) => match a.heartbeats.heartbeat(&mut a.working, *hb, now_ms) {
+                Ok(o) => {
+                    if !o.is_fenced && o.records.iter().any(|f| !f.is_empty()) {
+                        // This heartbeat unfenced the broker: it must have applied its own
+                        // registration (KRaft's "caught up").
+                        self.check.unfenced(hb.node, hb.epoch, hb.metadata_offset)?;
+                    }
+                    let body = Body::HeartbeatReply {
+                        is_fenced: o.is_fenced,
+                        should_shutdown: o.should_shutdown,
+                    };
+                    (body, a.working.take_proposals(), o.records)
+                }
+                Err(e) => (error_body(&e), a.working.take_proposals(), Vec::new()),
+            },
+            Body::CreateTopic(t) => {
+                let result = a.working.create_topics(std::slice::from_ref(t), false);
+                let body = match result.into_iter().next() {
+                    Some(Ok(_)) => Body::Created,
+                    Some(Err(e)) => error_body(&e),
+                    None => error_body(&ControllerError::InvalidRequest("no result".into())),
+                };
+                (body, a.working.take_proposals(), Vec::new())
+            }
+            Body::DeleteTopic(name) => {
+                let body = match a.working.delete_topic(name) {
+                    Ok(_) => Body::Deleted,
+                    Err(e) => error_body(&e),
+                };
+                (body, a.working.take_proposals(), Vec::new())
+            }
+            _ => return Ok(()),
+        };
+        frames.extend(extra);
+        self.propose(i, nodes, net, rng, now, frames, Some(reply(&req, body)));
+        Ok(())
+    }
+
+    /// An answer reaches the broker or client on node `i`.
+    fn answer(
+        &mut self,
+        i: usize,
+        rpc: Rpc,
+        nodes: &[SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) -> Result<(), String> {
+        let now_ms = now * TICK_MS;
+        if rpc.caller == Caller::Client {
+            let Some(call) = self.clients.remove(&rpc.id) else { return Ok(()) };
+            let calm = matches!(&call.request, Body::CreateTopic(t) if t.name == CALM_TOPIC);
+            match rpc.body {
+                Body::Created => {
+                    self.stats.topics_created += 1;
+                    self.calm_created |= calm;
+                }
+                Body::Deleted => self.stats.topics_deleted += 1,
+                Body::Failed { exists: true, .. } => self.calm_created |= calm,
+                Body::NotLeader(Some(l)) if call.hops > 0 => {
+                    // Retried at once towards the named leader.
+                    let body = call.request.clone();
+                    self.clients.insert(rpc.id, ClientCall { hops: call.hops - 1, ..call });
+                    let to = l;
+                    send(
+                        net,
+                        rng,
+                        now,
+                        Rpc { from: rpc.to, to, id: rpc.id, caller: rpc.caller, body },
+                    );
+                }
+                _ => {}
+            }
+            return Ok(());
+        }
+        let b = &mut self.brokers[i];
+        if b.inflight.map(|(id, _)| id) != Some(rpc.id) {
+            return Ok(());
+        }
+        b.inflight = None;
+        let node = NodeId(i32::try_from(self.ids[i]).unwrap_or(i32::MAX));
+        match rpc.body {
+            Body::Registered(epoch) => {
+                self.stats.registrations += 1;
+                self.events.push(format!("broker {node} registered, epoch {}", epoch.0));
+                self.check.broker_told(node, b.incarnation.unwrap_or_default(), epoch)?;
+                b.epoch = Some(epoch);
+                b.fenced = true;
+                b.next_ms = now_ms;
+            }
+            Body::HeartbeatReply { is_fenced, should_shutdown } => {
+                if should_shutdown {
+                    b.exit_ms = Some(now_ms);
+                }
+                b.fenced = is_fenced;
+                b.next_ms =
+                    now_ms + if is_fenced { FENCED_HEARTBEAT_MS } else { HEARTBEAT_INTERVAL_MS };
+            }
+            Body::Failed { stale_epoch: true, .. } => {
+                b.epoch = None;
+                b.next_ms = now_ms;
+            }
+            Body::NotLeader(l) => {
+                b.hint = l;
+                b.next_ms = now_ms + if l.is_some() { 0 } else { RETRY_PAUSE_MS };
+            }
+            _ => b.next_ms = now_ms + RETRY_PAUSE_MS,
+        }
+        let _ = nodes;
+        Ok(())
+    }
+
+    /// What each node's committed state holds of the brokers and the calm topic, and what
+    /// each broker believes (for a liveness failure report).
+    #[must_use]
+    pub fn describe(&self, nodes: &[SimNode]) -> String {
+        let mut out = Vec::new();
+        for (n, b) in nodes.iter().zip(&self.brokers) {
+            let state = n.machine().map(|m| {
+                let brokers: Vec<_> =
+                    m.brokers().iter().map(|(id, r)| (id.0, r.epoch, r.fenced)).collect();
+                let calm = m
+                    .image()
+                    .topics
+                    .get(CALM_TOPIC)
+                    .map(|t| t.partitions.iter().map(|p| p.leader.0).collect::<Vec<_>>());
+                format!("applied {} brokers {brokers:?} calm leaders {calm:?}", n.applied_index())
+            });
+            out.push(format!(
+                "node {}: {} | broker epoch {:?} fenced {}",
+                n.id,
+                state.unwrap_or_else(|| "down".to_string()),
+                b.epoch.map(|e| e.0),
+                b.fenced
+            ));
+        }
+        out.join("; ")
+    }
+
+    /// Calm-phase liveness: every node up and holding every broker registered (its current
+    /// incarnation), unfenced, and the calm topic with a leader for each partition.
+    #[must_use]
+    pub fn settled(&self, nodes: &[SimNode]) -> bool {
+        nodes.iter().all(|n| {
+            let Some(m) = n.machine() else { return false };
+            let brokers_ok = self.ids.iter().zip(&self.brokers).all(|(id, b)| {
+                let node = NodeId(i32::try_from(*id).unwrap_or(i32::MAX));
+                m.brokers().get(&node).is_some_and(|r| {
+                    !r.fenced && Some(r.incarnation_id) == b.incarnation && !b.fenced
+                })
+            });
+            let image = m.image();
+            let topic_ok = image
+                .topics
+                .get(CALM_TOPIC)
+                .is_some_and(|t| t.partitions.iter().all(|p| p.leader != NO_LEADER));
+            brokers_ok && topic_ok
+        })
+    }
+}
+
+/// Fills `out` with the snapshot bytes of `state` minus the last-applied index (bytes 1..9
+/// of the header): a node restored from a snapshot taken at an empty entry records that
+/// index, a replay records the last non-empty entry; nothing else may differ.
+fn masked_snapshot(state: &ControllerState) -> Vec<u8> {
+    let mut s = state.snapshot();
+    if s.len() >= 9 {
+        s[1..9].fill(0);
+    }
+    s
+}
+
+/// The reference replay of the committed log and the checks on it; see the module docs.
+pub struct ClusterCheck {
+    reference: ControllerState,
+    /// Index of the last committed entry replayed.
+    replayed: u64,
+    /// (index, masked snapshot) after each non-empty committed entry, index 0 first.
+    snaps: Vec<(u64, Vec<u8>)>,
+    /// Last (epoch, fenced) per node in the committed log.
+    log_epochs: BTreeMap<NodeId, (i64, bool)>,
+    /// The committed entry that registered each (node, epoch).
+    registered_at: BTreeMap<(NodeId, i64), u64>,
+    /// What brokers were told: node → (incarnation, epoch).
+    told: BTreeMap<NodeId, (Uuid, i64)>,
+    /// `changes` of each node when last compared.
+    compared: BTreeMap<u64, u64>,
+    /// Times a registered broker went from unfenced to fenced in the committed log.
+    pub fences: u64,
+}
+
+impl ClusterCheck {
+    fn new() -> Self {
+        let reference = fresh_state(1);
+        let snaps = vec![(0, masked_snapshot(&reference))];
+        Self {
+            reference,
+            replayed: 0,
+            snaps,
+            log_epochs: BTreeMap::new(),
+            told: BTreeMap::new(),
+            registered_at: BTreeMap::new(),
+            compared: BTreeMap::new(),
+            fences: 0,
+        }
+    }
+
+    /// A broker was told `epoch` for `incarnation`: never below an epoch told before, and
+    /// above it for a new incarnation.
+    fn broker_told(
+        &mut self,
+        node: NodeId,
+        incarnation: Uuid,
+        epoch: BrokerEpoch,
+    ) -> Result<(), String> {
+        if let Some((inc, e)) = self.told.get(&node) {
+            if epoch.0 < *e || (*inc != incarnation && epoch.0 == *e) {
+                return Err(format!(
+                    "broker {node} was told epoch {} (incarnation {incarnation}) after epoch {e} \
+                     (incarnation {inc})",
+                    epoch.0
+                ));
+            }
+        }
+        self.told.insert(node, (incarnation, epoch.0));
+        Ok(())
+    }
+
+    /// A heartbeat reporting `offset` unfenced `node` at `epoch`: its registration entry, if
+    /// committed, must be at or below `offset`.
+    fn unfenced(&self, node: NodeId, epoch: BrokerEpoch, offset: u64) -> Result<(), String> {
+        match self.registered_at.get(&(node, epoch.0)) {
+            Some(at) if *at > offset => Err(format!(
+                "broker {node} (epoch {}) was unfenced at metadata offset {offset}, before \
+                 applying its registration (entry {at})",
+                epoch.0
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Replays newly committed entries into the reference and checks each resulting state,
+    /// then compares every changed node's committed state with the reference.
+    pub fn check(&mut self, check: &Checker, nodes: &[SimNode]) -> Result<(), String> {
+        while let Some((_, data)) = check.entry(self.replayed + 1) {
+            let index = self.replayed + 1;
+            self.replayed = index;
+            if data.is_empty() {
+                continue;
+            }
+            self.reference
+                .apply_entry(index, data)
+                .map_err(|e| format!("committed entry {index} does not apply: {e}"))?;
+            self.check_state(index)?;
+            self.snaps.push((index, masked_snapshot(&self.reference)));
+        }
+        for n in nodes {
+            let Some(m) = n.machine() else { continue };
+            if self.compared.get(&n.id) == Some(&n.changes) {
+                continue;
+            }
+            self.compared.insert(n.id, n.changes);
+            let applied = n.applied_index();
+            let pos = self.snaps.partition_point(|(i, _)| *i <= applied);
+            let Some((at, expected)) = pos.checked_sub(1).and_then(|p| self.snaps.get(p)) else {
+                return Err(format!("node {}: no reference state for index {applied}", n.id));
+            };
+            if masked_snapshot(m) != *expected {
+                return Err(format!(
+                    "node {}'s committed state at applied index {applied} differs from the \
+                     committed log replayed to {at}",
+                    n.id
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Invariants of one committed state (the reference after entry `index`).
+    fn check_state(&mut self, index: u64) -> Result<(), String> {
+        let state = &self.reference;
+        let brokers = state.brokers();
+        for (node, b) in brokers {
+            let (last, was_fenced) =
+                self.log_epochs.insert(*node, (b.epoch, b.fenced)).unwrap_or((i64::MIN, true));
+            if b.fenced && !was_fenced && b.epoch == last {
+                self.fences += 1;
+            }
+            if b.epoch != last {
+                self.registered_at.insert((*node, b.epoch), index);
+            }
+            if b.epoch < last {
+                return Err(format!(
+                    "entry {index}: broker {node}'s epoch went back from {last} to {}",
+                    b.epoch
+                ));
+            }
+        }
+        if brokers.is_empty() {
+            // Before any registration the single-node fallback places on the controller.
+            return Ok(());
+        }
+        let image = state.image();
+        for t in image.topics.values() {
+            for p in &t.partitions {
+                if p.leader == NO_LEADER {
+                    continue;
+                }
+                let live = brokers.get(&p.leader).is_some_and(|b| !b.fenced);
+                if !live || !p.replicas.contains(&p.leader) || !p.isr.contains(&p.leader) {
+                    return Err(format!(
+                        "entry {index}: {}-{} is led by {} (replicas {:?}, isr {:?}), which is \
+                         not an unfenced registered replica (brokers {:?})",
+                        t.name,
+                        p.index,
+                        p.leader,
+                        p.replicas,
+                        p.isr,
+                        brokers.iter().map(|(n, b)| (n.0, b.epoch, b.fenced)).collect::<Vec<_>>()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
