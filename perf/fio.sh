@@ -2,8 +2,12 @@
 # The disk's O_DIRECT sequential-write ceiling, for comparison with benches/storage_append.rs
 # (and the write+fdatasync ceiling for benches/storage_group_commit.rs).
 # Usage: perf/fio.sh [dir]   (default: $SHARDLOG_BENCH_DIR or /tmp, the benches' default)
-# Needs fio (apt-get install fio). Writes 1 GiB per job into a temp dir it removes after.
+# Needs fio: installed with apt-get when missing (as root), else it stops with a message. Writes 1 GiB per job into a temp dir it removes after.
 set -euo pipefail
+# shellcheck source=perf/ensure_tools.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ensure_tools.sh"
+ensure_tool fio || exit 2
+ensure_tool python3 || exit 2
 dir="${1:-${SHARDLOG_BENCH_DIR:-/tmp}}"
 work="$(mktemp -d "$dir/fio.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

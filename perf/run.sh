@@ -102,6 +102,10 @@ machine() {
     echo "java: $(java -version 2>&1 | head -1)"
   } >"$m"
   log "measuring disk with fio and loopback with iperf3"
+  # shellcheck source=perf/ensure_tools.sh
+  source "$ROOT/perf/ensure_tools.sh"
+  ensure_tool fio || log "fio missing: the disk's limits are not measured in this run"
+  ensure_tool iperf3 || log "iperf3 missing: loopback bandwidth is not measured in this run"
   if [[ -x "$ROOT/perf/fio.sh" ]]; then
     "$ROOT/perf/fio.sh" "$TMP" >"$TMP/res/fio.txt" 2>&1 || echo "perf/fio.sh failed" >>"$TMP/res/fio.txt"
   elif command -v fio >/dev/null; then
