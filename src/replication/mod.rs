@@ -13,6 +13,8 @@
 //!   ListOffsets), on the same shard.
 //! - [`task`]: the long-running loop of one fetcher and the handle the coordinator drives
 //!   from metadata images (add/remove partition, metadata version, stop).
+//! - [`manager`]: which fetchers run on a shard, reconciled with every image
+//!   (`partition::table::apply_image`).
 //! - Leader side, on the partition's owner shard: `partition::replicas` (follower progress,
 //!   high watermark, ISR decisions, min.insync.replicas; pure), `partition::leader` (that
 //!   state per partition, from the metadata image) and `partition::replica_fetch` (the answer
@@ -29,5 +31,6 @@
 pub mod driver;
 pub mod fetcher;
 pub mod link;
+pub mod manager;
 pub mod task;
 pub mod truncation;
