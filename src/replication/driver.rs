@@ -110,6 +110,9 @@ pub async fn fetch_round<F: FileSystem, L: LeaderLink>(
     let mut stats = RoundStats { partitions: plan.partitions.len(), ..RoundStats::default() };
     for (tp, reply) in replies {
         let Some(follower) = logs.get(&tp) else { continue };
+        if reply.error_code != 0 {
+            tracing::debug!(partition = %tp, code = reply.error_code, "leader refused a fetch");
+        }
         let local = follower.view();
         let end_for = |e| follower.log.end_offset_for_epoch(e);
         let action = fetcher.on_reply(&tp, reply, &local, end_for, now_ms);
