@@ -17,6 +17,7 @@ pub mod describe_producers;
 pub mod dispatch;
 pub mod fetch;
 pub mod group;
+pub mod isr;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
