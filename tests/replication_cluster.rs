@@ -189,14 +189,64 @@ fn rf3_replicates_fails_over_and_rejoins() {
     // Restart the killed broker: it follows, catches up and re-enters the ISR.
     let restarted = Instant::now();
     c.start_node(li);
-    let (_, isr) =
-        wait_partition(&c, ni, topic, "the restarted broker in the ISR", |_, isr| {
-            isr.contains(&leader)
-        });
-    eprintln!("[replication] broker {leader} back in the ISR {isr:?} after {:?}", restarted.elapsed());
+    let (_, isr) = wait_partition(&c, ni, topic, "the restarted broker in the ISR", |_, isr| {
+        isr.contains(&leader)
+    });
+    eprintln!(
+        "[replication] broker {leader} back in the ISR {isr:?} after {:?}",
+        restarted.elapsed()
+    );
     acked.extend(produce_acked(&mut nw, topic, -1, 5));
     let want = expected(&acked);
     let end2 = want.last().unwrap() + 1;
     assert!(end2 > end);
     assert_eq!(read_offsets(&mut nw, topic, end2), want);
+}
+
+/// A follower that stops fetching (SIGSTOP, shorter than the broker session, so it is not
+/// fenced) leaves the ISR by the leader's AlterPartition after `replica.lag.time.max.ms`;
+/// acks=all goes on with two in-sync replicas; resumed (SIGCONT), it catches up and the
+/// leader adds it back.
+#[test]
+fn a_stalled_follower_leaves_and_rejoins_the_isr() {
+    let topic = "lagging";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("shardlog.toml");
+    std::fs::write(&file, "\"replica.lag.time.max.ms\" = 2000\n").expect("write config");
+    let file_arg = file.to_str().expect("utf-8 path").to_string();
+    let mut c = Cluster::start_with(3, 25500, &["--config", &file_arg]);
+    c.wait_for(LIMIT, "CreateTopics", |w| matches!(create(w, topic), 0 | 36).then_some(()));
+    let (leader, _) = wait_partition(&c, 0, topic, "a leader", |l, _| l > 0);
+    let li = c.index_of(leader);
+    let mut lw = Wire::connect(&c.broker(li).addr);
+    let mut acked = produce_acked(&mut lw, topic, -1, 10);
+
+    // Stall a follower that is not the active controller (the ISR change must commit).
+    let req = MetadataRequest::default().with_topics(None);
+    let controller = lw.call::<_, MetadataResponse>(ApiKey::Metadata, 12, &req).controller_id.0;
+    let victim = [1, 2, 3].into_iter().find(|n| *n != leader && *n != controller).unwrap();
+    let vi = c.index_of(victim);
+    let stalled = Instant::now();
+    c.signal(vi, libc::SIGSTOP);
+    // An idle partition's followers are caught up (Kafka's rule): the stall shows only once
+    // the leader's log moves on. acks=1 does not wait for the ISR.
+    acked.extend(produce_acked(&mut lw, topic, 1, 5));
+    let (_, isr) = wait_partition(&c, li, topic, "the ISR shrink", |_, isr| {
+        isr.len() == 2 && !isr.contains(&victim)
+    });
+    eprintln!("[replication] follower {victim} stalled; ISR {isr:?} after {:?}", stalled.elapsed());
+    assert!(
+        c.broker(li).log_contains("AlterPartition"),
+        "the leader shrank the ISR itself (not the controller fencing the stalled broker)"
+    );
+    acked.extend(produce_acked(&mut lw, topic, -1, 5));
+
+    let resumed = Instant::now();
+    c.signal(vi, libc::SIGCONT);
+    let (_, isr) =
+        wait_partition(&c, li, topic, "the ISR expansion", |_, isr| isr.contains(&victim));
+    eprintln!("[replication] follower {victim} resumed; ISR {isr:?} after {:?}", resumed.elapsed());
+    acked.extend(produce_acked(&mut lw, topic, -1, 5));
+    let want = expected(&acked);
+    assert_eq!(read_offsets(&mut lw, topic, want.last().unwrap() + 1), want);
 }

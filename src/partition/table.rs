@@ -16,10 +16,10 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::leader::Replication;
-use crate::replication::manager::{Follow, FollowerSet};
 use super::replicas::ReplicaSettings;
 use crate::controller::BrokerDefaults;
 use crate::io::dma::DmaFileSystem;
+use crate::replication::manager::{Follow, FollowerSet};
 use crate::shard::ShardCtx;
 use crate::shard::{Log, MetadataImage, TopicImage};
 use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
