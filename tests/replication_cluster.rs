@@ -134,7 +134,7 @@ fn produce_acked(w: &mut Wire, topic: &str, acks: i16, batches: usize) -> Vec<(i
 }
 
 fn expected(acked: &[(i64, usize)]) -> Vec<i64> {
-    acked.iter().flat_map(|(base, n)| (*base..*base + *n as i64)).collect()
+    acked.iter().flat_map(|(base, n)| *base..*base + *n as i64).collect()
 }
 
 #[test]
@@ -214,7 +214,7 @@ fn a_stalled_follower_leaves_and_rejoins_the_isr() {
     let file = dir.path().join("shardlog.toml");
     std::fs::write(&file, "\"replica.lag.time.max.ms\" = 2000\n").expect("write config");
     let file_arg = file.to_str().expect("utf-8 path").to_string();
-    let mut c = Cluster::start_with(3, 25500, &["--config", &file_arg]);
+    let c = Cluster::start_with(3, 25500, &["--config", &file_arg]);
     c.wait_for(LIMIT, "CreateTopics", |w| matches!(create(w, topic), 0 | 36).then_some(()));
     let (leader, _) = wait_partition(&c, 0, topic, "a leader", |l, _| l > 0);
     let li = c.index_of(leader);

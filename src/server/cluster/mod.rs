@@ -292,7 +292,7 @@ impl ClusterNode {
         }
         let (result, proposals) = {
             let mut active = self.active.borrow_mut();
-            if active.as_ref().map_or(true, |a| a.term != st.term) {
+            if active.as_ref().is_none_or(|a| a.term != st.term) {
                 let mut working = self.committed.borrow().clone();
                 working.become_active();
                 let mut heartbeats = BrokerHeartbeats::new(working.broker_session_timeout_ms());

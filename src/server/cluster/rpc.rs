@@ -139,7 +139,7 @@ impl Reader {
     fn uuid(&mut self) -> Result<Uuid, String> {
         self.need(16)?;
         let b = self.0.split_to(16);
-        Ok(Uuid::from_slice(&b).map_err(|e| e.to_string())?)
+        Uuid::from_slice(&b).map_err(|e| e.to_string())
     }
     fn nodes(&mut self) -> Result<Vec<NodeId>, String> {
         let n = self.count()?;
