@@ -178,6 +178,11 @@ fn rf3_replicates_fails_over_and_rejoins() {
     let ni = c.index_of(new_leader);
     let mut nw = Wire::connect(&c.broker(ni).addr);
     let readable = Instant::now();
+    let first = nw.fetch(topic, 0, 0);
+    eprintln!(
+        "[replication] new leader's first answer: error {}, high watermark {} (acknowledged end {end})",
+        first.error_code, first.high_watermark
+    );
     assert_eq!(read_offsets(&mut nw, topic, end), want, "acknowledged records after failover");
     eprintln!("[replication] all acknowledged records readable after {:?}", readable.elapsed());
     let more = produce_acked(&mut nw, topic, -1, 5);

@@ -314,6 +314,7 @@ fn fetcher_task_follows_commands_and_stops() {
             topic_id: Uuid::new_v4(),
             leader_epoch: Epoch(1),
             log: follower_log.clone(),
+            high_watermark: Rc::default(),
         };
         handle.send(add).map_err(|_| "queue full").unwrap();
         let driver = async {

@@ -38,6 +38,9 @@ pub struct OwnedPartition {
     /// Whether this broker leads the partition (the image's `leader`): only the leader
     /// takes produces and answers consumers; a follower's log is written by its fetcher.
     pub is_leader: Cell<bool>,
+    /// The follower high watermark while this broker follows (min of the leader's and the
+    /// local log end, kept by the fetcher): where the high watermark starts if it leads next.
+    pub follower_hw: Rc<Cell<Offset>>,
     /// Notified whenever the high watermark may have moved (Fetch long-polls wait on it).
     pub hw_changed: Notify,
     /// Replicas, ISR and followers' progress (`partition::leader`); a single replica today.
@@ -148,6 +151,7 @@ impl PartitionTable {
                     leader: w.leader,
                     leader_epoch: w.leader_epoch,
                     log: p.log.clone(),
+                    high_watermark: p.follower_hw.clone(),
                 })
             })
             .collect();
@@ -200,6 +204,7 @@ impl PartitionTable {
             log: Rc::new(log),
             leader_epoch: Cell::new(epoch),
             is_leader: Cell::new(false),
+            follower_hw: Rc::default(),
             hw_changed: Notify::new(),
             replication: Replication::single(crate::types::NodeId(0), epoch),
         })
@@ -328,9 +333,16 @@ fn sync_replication(p: &OwnedPartition, image: &MetadataImage, topic: &TopicImag
     } else {
         (vec![me], vec![me])
     };
-    // A leader with followers starts from the log start until a high-watermark checkpoint
-    // exists (never exposing records the ISR may not hold); one replica from its own log.
-    let hw = if replicas.len() > 1 { p.log.log_start_offset() } else { p.log.committed_offset() };
+    // A leader with followers starts from what it knew as a follower (the previous leader's
+    // high watermark, capped at its own log end: Kafka's rule), at least the log start, until
+    // a high-watermark checkpoint exists; never exposing records the ISR may not hold. One
+    // replica starts from its own log.
+    let hw = if replicas.len() > 1 {
+        let followed = p.follower_hw.get().min(p.log.log_end_offset());
+        p.log.log_start_offset().max(followed)
+    } else {
+        p.log.committed_offset()
+    };
     let now_ms = crate::shard::now_ms();
     let epoch_start = p.log.log_end_offset();
     p.replication.sync(me, pi.leader_epoch, epoch_start, &replicas, &isr, hw, settings, now_ms);

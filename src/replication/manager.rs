@@ -15,7 +15,7 @@
 //! fetcher whose leader endpoint or our broker epoch changed is stopped and replaced; a
 //! partition is followed by at most one fetcher.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -27,7 +27,7 @@ use super::task::{run, Command, FetcherHandle};
 use crate::controller::BrokerImage;
 use crate::io::dma::DmaFileSystem;
 use crate::storage::DmaPartitionLog;
-use crate::types::{Epoch, NodeId, TopicPartition};
+use crate::types::{Epoch, NodeId, Offset, TopicPartition};
 
 /// A partition this shard should follow, as the image says.
 pub struct Follow {
@@ -36,6 +36,8 @@ pub struct Follow {
     pub leader: NodeId,
     pub leader_epoch: Epoch,
     pub log: Rc<DmaPartitionLog>,
+    /// The partition's follower high watermark, kept by the fetcher.
+    pub high_watermark: Rc<Cell<Offset>>,
 }
 
 struct Running {
@@ -126,6 +128,7 @@ impl FollowerSet {
                         topic_id: f.topic_id,
                         leader_epoch: f.leader_epoch,
                         log: f.log,
+                        high_watermark: f.high_watermark,
                     });
                 }
             }
