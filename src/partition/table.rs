@@ -4,8 +4,13 @@
 //! renamed to `<topic>-<p>.<uuid>-delete` and removed in the background, so the name can
 //! be re-created at once.
 //!
+//! Each image also sets every open partition's role: leader when the image names this node
+//! (it takes produces and answers fetches), else follower, its log written by this shard's
+//! follower fetcher for that leader (`replication::manager`, reconciled here).
+//!
 //! Lives on each shard, touched only by it. Invariant: at most one open log per
-//! partition directory; a log is closed only once no request holds it.
+//! partition directory; a log is closed only once no request and no fetcher holds it; a
+//! partition takes produces only after its fetcher let go of it (bounded wait).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
