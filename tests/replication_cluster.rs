@@ -2,9 +2,10 @@
 //! leader the image names, acks=all waits for the ISR, a follower refuses clients with
 //! NOT_LEADER_OR_FOLLOWER; the leader is SIGKILLed, a new leader is elected from the ISR and
 //! serves every acknowledged record at its offset; the killed broker restarts, catches up and
-//! rejoins the ISR; a stalled follower leaves and rejoins the ISR by the leader's AlterPartition;
-//! a diverged old leader truncates its tail. Bounds are loose (figures are printed, not asserted); controller ports
-//! come from this file's block, 127.0.0.1:25000-25999.
+//! rejoins the ISR; a stalled follower leaves and rejoins the ISR by the leader's
+//! AlterPartition; a diverged old leader truncates its tail. Bounds are loose (figures are
+//! printed, not asserted); controller ports come from this file's block,
+//! 127.0.0.1:25000-25999.
 
 mod common;
 
