@@ -219,6 +219,22 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_isr_from_older_metadata_gets_the_live_replicas() {
+        let mut st = with_topic(&[1, 2, 3]);
+        for n in [1, 2, 3] {
+            st.fence_broker(NodeId(n), epoch_of(&st, n)).unwrap();
+        }
+        // As the controller before kept ISRs wrote it: no leader, an empty ISR.
+        let t = st.image().topic("t").unwrap().clone();
+        let mut record = record_of(&t, &t.partitions[0]);
+        record.isr.clear();
+        st.propose(vec![MetadataRecord::Partition(record)]).unwrap();
+        st.unfence_broker(NodeId(2), epoch_of(&st, 2)).unwrap();
+        let p = partition(&st);
+        assert_eq!((p.leader, p.isr), (NodeId(2), ids(&[2])));
+    }
+
+    #[test]
     fn fencing_elects_from_the_isr_only() {
         let mut st = with_topic(&[1, 2, 3]);
         let p = partition(&st);

@@ -184,7 +184,11 @@ impl ControllerState {
             for p in &t.partitions {
                 let mut isr: Vec<NodeId> =
                     p.isr.iter().copied().filter(|r| live.contains(r)).collect();
-                if isr.is_empty() {
+                if p.isr.is_empty() {
+                    // Metadata written before ISRs were kept (fencing emptied them): the old
+                    // rule, every live replica, so such a partition can lead again.
+                    isr = p.replicas.iter().copied().filter(|r| live.contains(r)).collect();
+                } else if isr.is_empty() {
                     isr = p.isr.clone();
                 }
                 let eligible = |r: &NodeId| live.contains(r) && isr.contains(r);

@@ -127,7 +127,9 @@ impl PartitionTable {
         };
         let mut failures = Vec::new();
         for (tp, w) in &wanted {
-            if self.map.borrow().contains_key(tp) {
+            // Once shutdown began, `close_all` may have taken the logs already: an image
+            // arriving now (this broker's own fencing) must not open them again.
+            if self.map.borrow().contains_key(tp) || ctx.is_shutting_down() {
                 continue;
             }
             let Some(topic) = image.topic(&tp.topic) else { continue };
