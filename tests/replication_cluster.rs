@@ -78,6 +78,11 @@ fn read_offsets(w: &mut Wire, topic: &str, end: i64) -> Vec<i64> {
     let mut next = 0;
     while next < end {
         let a = w.fetch(topic, 0, next);
+        // The broker may not have applied the image naming it leader yet.
+        if a.error_code == NOT_LEADER_OR_FOLLOWER && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
         assert_eq!(a.error_code, 0, "fetch at {next}");
         let batches = split_batches(a.records);
         if batches.is_empty() {
@@ -265,6 +270,11 @@ fn read_batches(w: &mut Wire, topic: &str, end: i64) -> Vec<(i64, usize)> {
     let mut next = 0;
     while next < end {
         let a = w.fetch(topic, 0, next);
+        // The broker may not have applied the image naming it leader yet.
+        if a.error_code == NOT_LEADER_OR_FOLLOWER && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
         assert_eq!(a.error_code, 0, "fetch at {next}");
         let batches = split_batches(a.records);
         if batches.is_empty() {
