@@ -141,13 +141,13 @@ impl Reader {
         let b = self.0.split_to(16);
         Uuid::from_slice(&b).map_err(|e| e.to_string())
     }
+    fn rest(self) -> Bytes {
+        self.0
+    }
     fn nodes(&mut self) -> Result<Vec<NodeId>, String> {
         let n = self.count()?;
         self.need(n.saturating_mul(4))?;
         Ok((0..n).map(|_| NodeId(self.0.get_i32())).collect())
-    }
-    fn rest(self) -> Bytes {
-        self.0
     }
 }
 
