@@ -16,7 +16,6 @@ pub mod delete_records;
 pub mod describe_producers;
 pub mod dispatch;
 pub mod fetch;
-pub mod isr;
 pub mod group;
 pub mod list_offsets;
 pub mod metadata;
@@ -24,6 +23,9 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod route;
 pub mod throttle;
+
+// Replication wiring: partition leaders' ISR changes (AlterPartition).
+pub mod isr;
 
 use crate::config::ServeConfig;
 use crate::shard::runtime::App;
