@@ -147,6 +147,13 @@ pub const REPLICA_SOCKET_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 pub const FETCHER_COMMANDS_MAX: usize = 4096;
 /// Partitions one follower fetcher (one per shard and leader broker) follows at most.
 pub const FETCHER_PARTITIONS_MAX: usize = 100_000;
+/// How long a partition that becomes leader (or closes) waits for its follower fetcher's
+/// round in flight to let go of the log (one long-poll plus its appends).
+pub const FOLLOWER_RELEASE_WAIT_MS_MAX: u64 = 5_000;
+/// How often a leader checks its partitions' ISR for a shrink or an expansion to send as
+/// AlterPartition (Kafka checks shrinks every `replica.lag.time.max.ms / 2` and expansions
+/// on every follower fetch; one short period serves both here).
+pub const ISR_CHECK_INTERVAL_MS: u64 = 250;
 /// How long shutdown waits for in-flight requests and connections to drain.
 pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 10_000;
 /// How long after SIGTERM the process exits even if shutdown has not finished (drain, then

@@ -227,14 +227,14 @@ fn follower_replicates_moves_the_high_watermark_and_truncates_on_divergence() {
 }
 
 #[test]
-fn not_leader_parks_the_partition_until_new_metadata() {
+fn fenced_epoch_parks_the_partition_until_new_metadata() {
     run_local(async {
         let fs = Rc::new(MemFileSystem::new());
         let leader = InProcessLeader {
             log: open(&fs, "/leader/r-0").await,
             replication: Replication::new(leader_state(1, Offset(0))),
             epoch: Cell::new(Epoch(1)),
-            fail_next: Cell::new(Some(6)),
+            fail_next: Cell::new(Some(74)),
         };
         produce(&leader.log, 3, 2, 10, 1).await;
         let follower_log = open(&fs, "/follower/r-0").await;
@@ -249,12 +249,15 @@ fn not_leader_parks_the_partition_until_new_metadata() {
         fetcher.metadata_changed(5);
         catch_up(&mut fetcher, &logs, &leader).await;
         assert_same(&leader.log, &follower_log).await;
-        // Any other error delays by the backoff only.
-        leader.fail_next.set(Some(56));
-        fetch_round(&mut fetcher, &logs, &leader, T0).await.unwrap();
-        assert!(fetch_round(&mut fetcher, &logs, &leader, T0 + 10).await.unwrap().is_none());
-        let later = T0 + FetcherConfig::new(NodeId(2), 5).backoff_ms;
-        assert!(fetch_round(&mut fetcher, &logs, &leader, later).await.unwrap().is_some());
+        // Any other error, NOT_LEADER_OR_FOLLOWER included (the leader may not have applied
+        // its image yet), delays by the backoff only.
+        for code in [56, 6] {
+            leader.fail_next.set(Some(code));
+            fetch_round(&mut fetcher, &logs, &leader, T0).await.unwrap();
+            assert!(fetch_round(&mut fetcher, &logs, &leader, T0 + 10).await.unwrap().is_none());
+            let later = T0 + FetcherConfig::new(NodeId(2), 5).backoff_ms;
+            assert!(fetch_round(&mut fetcher, &logs, &leader, later).await.unwrap().is_some());
+        }
     });
 }
 
@@ -300,7 +303,7 @@ fn fetcher_task_follows_commands_and_stops() {
             log: open(&fs, "/leader/r-0").await,
             replication: Replication::new(leader_state(1, Offset(0))),
             epoch: Cell::new(Epoch(1)),
-            fail_next: Cell::new(Some(6)),
+            fail_next: Cell::new(Some(74)),
         };
         produce(&leader.log, 20, 2, 100, 1).await;
         let follower_log = open(&fs, "/follower/r-0").await;
@@ -311,6 +314,7 @@ fn fetcher_task_follows_commands_and_stops() {
             topic_id: Uuid::new_v4(),
             leader_epoch: Epoch(1),
             log: follower_log.clone(),
+            high_watermark: Rc::default(),
         };
         handle.send(add).map_err(|_| "queue full").unwrap();
         let driver = async {

@@ -105,8 +105,8 @@ fn a_fetch_from_a_non_replica_gets_kafkas_error() {
 /// The follower fetcher over TCP (`replication::link::TcpLink`, Fetch v15 with replica
 /// state) against the real broker, with a follower log of its own (DMA files in a temp dir):
 /// the broker refuses replica 2, and the fetcher handles each refusal as Kafka's does:
-/// UNKNOWN_LEADER_EPOCH delays the partition by the backoff, NOT_LEADER_OR_FOLLOWER parks it
-/// until the metadata changes; nothing is appended. ListOffsets through the same link
+/// UNKNOWN_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER delay the partition by the backoff
+/// (FENCED_LEADER_EPOCH alone parks it until the metadata changes); nothing is appended. ListOffsets through the same link
 /// returns the leader's log start and end.
 #[test]
 fn fetcher_over_tcp_handles_the_brokers_refusal() {
@@ -146,12 +146,13 @@ fn fetcher_over_tcp_handles_the_brokers_refusal() {
         assert_eq!(stats.appended_batches, 0);
         let state = fetcher.partition(&tp).unwrap().state;
         assert!(matches!(state, PartitionState::Delayed { .. }), "{state:?}");
-        // Without a leader epoch the broker answers NOT_LEADER_OR_FOLLOWER: parked.
+        // Without a leader epoch the broker answers NOT_LEADER_OR_FOLLOWER: retried after
+        // the backoff (Kafka's fetcher), never appended.
         fetcher.add_partition(tp.clone(), topic_id, Epoch(-1)).unwrap();
         fetch_round(&mut fetcher, &logs, &link, now).await.unwrap();
         let state = fetcher.partition(&tp).unwrap().state;
-        assert!(matches!(state, PartitionState::AwaitingMetadata { .. }), "{state:?}");
-        assert!(fetch_round(&mut fetcher, &logs, &link, now + 60_000).await.unwrap().is_none());
+        assert!(matches!(state, PartitionState::Delayed { .. }), "{state:?}");
+        assert!(fetch_round(&mut fetcher, &logs, &link, now + 10).await.unwrap().is_none());
         assert_eq!(logs[&tp].log.log_end_offset(), Offset(0));
         assert_eq!(link.log_offsets(&tp).await.unwrap(), (Offset(0), Offset(3)));
     });

@@ -4,9 +4,10 @@
 //! in-memory session tracker.
 //!
 //! Runs on the controller shard. No clock reads: time comes in as `now_ms`. Invariants: a
-//! fenced broker is never chosen as a new leader; a partition's ISR is its unfenced replicas
-//! (until replication makes the ISR real); a leader change bumps the leader epoch; leader -1
-//! means no live replica.
+//! fenced broker is never chosen as a new leader; a leader is elected from the ISR only
+//! (fencing removes a broker from the ISR, unfencing never adds it: the partition leader
+//! does, through AlterPartition); a leader change bumps the leader epoch; leader -1 means
+//! no live ISR member.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -103,7 +104,8 @@ impl ControllerState {
         Ok(BrokerEpoch(epoch))
     }
 
-    /// Fences a broker: its leaderships move to the first live replica (epoch + 1).
+    /// Fences a broker: it leaves every ISR, and its leaderships move to the first live ISR
+    /// member (epoch + 1).
     pub fn fence_broker(
         &mut self,
         node: NodeId,
@@ -118,7 +120,8 @@ impl ControllerState {
         self.propose(records)
     }
 
-    /// Unfences a broker: it rejoins ISRs, and leaderless partitions it replicates get it.
+    /// Unfences a broker: leaderless partitions whose ISR holds it get it as leader; it
+    /// rejoins other ISRs only when their leaders add it (AlterPartition).
     pub fn unfence_broker(
         &mut self,
         node: NodeId,
@@ -168,19 +171,31 @@ impl ControllerState {
     }
 
     /// Partition records for every partition whose leader or ISR changes when exactly the
-    /// nodes in `live` are live: ISR = live replicas in replica order; a leader that is no
-    /// longer live is replaced by the first live replica (or [`NO_LEADER`]); a leaderless
-    /// partition gets its first live replica; a leader change bumps the leader epoch.
+    /// nodes in `live` are live (Kafka's KRaft rules, `unclean.leader.election.enable=false`,
+    /// without KIP-966's ELR): a replica that is not live leaves the ISR, except the last
+    /// member, which stays so the partition can come back with it; a leader that is not live
+    /// or not in the ISR is replaced by the first replica (in replica order) that is live
+    /// and in the ISR, or [`NO_LEADER`]; a leaderless partition gets one the same way. A live
+    /// replica never joins the ISR here: the leader adds it once it has caught up
+    /// (AlterPartition, `controller::alter_partition`). A leader change bumps the epoch.
     fn leadership_changes(&self, live: &[NodeId]) -> Vec<MetadataRecord> {
         let mut out = Vec::new();
         for t in self.topics.values() {
             for p in &t.partitions {
-                let isr: Vec<NodeId> =
-                    p.replicas.iter().copied().filter(|r| live.contains(r)).collect();
-                let leader = if live.contains(&p.leader) {
+                let mut isr: Vec<NodeId> =
+                    p.isr.iter().copied().filter(|r| live.contains(r)).collect();
+                if p.isr.is_empty() {
+                    // Metadata written before ISRs were kept (fencing emptied them): the old
+                    // rule, every live replica, so such a partition can lead again.
+                    isr = p.replicas.iter().copied().filter(|r| live.contains(r)).collect();
+                } else if isr.is_empty() {
+                    isr = p.isr.clone();
+                }
+                let eligible = |r: &NodeId| live.contains(r) && isr.contains(r);
+                let leader = if eligible(&p.leader) {
                     p.leader
                 } else {
-                    isr.first().copied().unwrap_or(NO_LEADER)
+                    p.replicas.iter().copied().find(eligible).unwrap_or(NO_LEADER)
                 };
                 if leader == p.leader && isr == p.isr {
                     continue;

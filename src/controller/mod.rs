@@ -18,6 +18,7 @@
 //! shard is below the shard count (partitions of vanished shards are re-placed at open and
 //! the move recorded); producer ids are never handed out twice, across restarts too.
 
+pub mod alter_partition;
 mod broker_configs;
 mod brokers;
 pub mod cli;
@@ -41,6 +42,7 @@ mod state_tests;
 #[cfg(test)]
 mod tests;
 
+pub use alter_partition::{AlterPartitionError, AlterPartitionRequest};
 pub use broker_configs::BrokerChange;
 pub use brokers::{
     BrokerEpoch, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration, HeartbeatOutcome, NO_LEADER,

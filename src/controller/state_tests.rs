@@ -369,7 +369,7 @@ fn registration_starts_fenced_and_heartbeats_unfence_once_caught_up() {
 }
 
 #[test]
-fn fencing_moves_leaders_and_unfencing_restores_leaderless_partitions() {
+fn fencing_elects_from_the_isr_and_unfencing_restores_leaderless_partitions() {
     let mut s = state();
     with_brokers(&mut s, 3);
     s.create_topics(&[topic("t", 3, 3)], false)[0].as_ref().unwrap();
@@ -391,18 +391,33 @@ fn fencing_moves_leaders_and_unfencing_restores_leaderless_partitions() {
             assert_eq!((p.leader, p.leader_epoch), (b.leader, b.leader_epoch));
         }
     }
-    // Every broker fenced: no leader at all.
+    // Every broker fenced: no leader at all; each ISR keeps its last member (no unclean
+    // election, so the partition waits for it).
+    let mut last = Vec::new();
     for n in [1, 2, 3].map(NodeId) {
         if n != victim {
             s.fence_broker(n, epoch(&s, n)).unwrap();
         }
     }
-    assert!((0..3).all(|i| part(&s, i).leader == NO_LEADER && part(&s, i).isr.is_empty()));
-    assert!(s.create_topics(&[topic("x", 1, 1)], false)[0].is_err(), "no live broker");
-    s.unfence_broker(victim, epoch(&s, victim)).unwrap();
     for i in 0..3 {
         let p = part(&s, i);
-        assert_eq!((p.leader, p.isr.clone()), (victim, vec![victim]));
+        assert_eq!((p.leader, p.isr.len()), (NO_LEADER, 1));
+        assert_ne!(p.isr[0], victim);
+        last.push(p.isr[0]);
+    }
+    assert!(s.create_topics(&[topic("x", 1, 1)], false)[0].is_err(), "no live broker");
+    // The victim left every ISR: unfenced, it leads nothing and rejoins no ISR.
+    s.unfence_broker(victim, epoch(&s, victim)).unwrap();
+    assert!((0..3).all(|i| part(&s, i).leader == NO_LEADER));
+    // The last ISR members come back and lead again.
+    for n in [1, 2, 3].map(NodeId) {
+        if n != victim {
+            s.unfence_broker(n, epoch(&s, n)).unwrap();
+        }
+    }
+    for (i, last) in last.iter().enumerate() {
+        let p = part(&s, i as i32);
+        assert_eq!((p.leader, p.isr.clone()), (*last, vec![*last]));
     }
 }
 

@@ -249,7 +249,12 @@ pub(super) fn owned(
     topic: &str,
     partition: i32,
 ) -> Result<Rc<OwnedPartition>, OpError> {
-    ctx.partitions.get(topic, partition).ok_or((ResponseError::NotLeaderOrFollower, None))
+    // A follower's log is written by its fetcher: produces, consumers, ListOffsets and
+    // replica fetches all belong to the leader (Kafka: NOT_LEADER_OR_FOLLOWER).
+    ctx.partitions
+        .get(topic, partition)
+        .filter(|p| p.is_leader.get())
+        .ok_or((ResponseError::NotLeaderOrFollower, None))
 }
 
 /// Kafka's current_leader_epoch rule: older → fenced, newer → unknown, -1 → unchecked.
@@ -516,8 +521,7 @@ async fn delete_records(
     partition: i32,
     offset: i64,
 ) -> Result<i64, OpError> {
-    let p =
-        ctx.partitions.get(topic, partition).ok_or((ResponseError::NotLeaderOrFollower, None))?;
+    let p = owned(ctx, topic, partition)?;
     let hw = p.high_watermark();
     let target = if offset == HIGH_WATERMARK { hw } else { Offset(offset) };
     if target.0 < 0 || target > hw {

@@ -196,8 +196,17 @@ pub async fn wait_for_isr(
     required_end: Offset,
     timeout_ms: i32,
 ) -> Result<(), ProduceError> {
+    let epoch = p.leader_epoch.get();
     let waiter = IsrWait { log: &p.log, replication: &p.replication, hw_changed: &p.hw_changed };
-    waiter.wait(required_end, timeout_ms, now_ms).await
+    let result = waiter.wait(required_end, timeout_ms, now_ms).await;
+    // Demoted (or a new leader epoch) while waiting: the ISR that was to hold the batch is
+    // not this one's any more, so the batch may be lost (Kafka answers a delayed produce of
+    // a demoted leader NOT_LEADER_OR_FOLLOWER).
+    if !p.is_leader.get() || p.leader_epoch.get() != epoch {
+        let why = "leadership changed while acks=all waited".to_string();
+        return Err((ResponseError::NotLeaderOrFollower, Some(why)).into());
+    }
+    result
 }
 
 /// What acks=all waits on: the leader's log, its replica state and the signal that the

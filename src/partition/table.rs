@@ -4,8 +4,13 @@
 //! renamed to `<topic>-<p>.<uuid>-delete` and removed in the background, so the name can
 //! be re-created at once.
 //!
+//! Each image also sets every open partition's role: leader when the image names this node
+//! (it takes produces and answers fetches), else follower, its log written by this shard's
+//! follower fetcher for that leader (`replication::manager`, reconciled here).
+//!
 //! Lives on each shard, touched only by it. Invariant: at most one open log per
-//! partition directory; a log is closed only once no request holds it.
+//! partition directory; a log is closed only once no request and no fetcher holds it; a
+//! partition takes produces only after its fetcher let go of it (bounded wait).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -19,19 +24,28 @@ use super::leader::Replication;
 use super::replicas::ReplicaSettings;
 use crate::controller::BrokerDefaults;
 use crate::io::dma::DmaFileSystem;
+use crate::replication::manager::{Follow, FollowerSet};
 use crate::shard::ShardCtx;
 use crate::shard::{Log, MetadataImage, TopicImage};
 use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
 use crate::sync::Notify;
-use crate::types::{Epoch, Offset, ShardId, TopicPartition};
+use crate::types::{Epoch, NodeId, Offset, ShardId, TopicPartition};
 
+use crate::constants::FOLLOWER_RELEASE_WAIT_MS_MAX;
 use crate::constants::PARTITION_CLOSE_WAIT_MS_MAX as CLOSE_WAIT_MS_MAX;
 
 pub struct OwnedPartition {
     pub tp: TopicPartition,
     pub topic_id: Uuid,
-    pub log: Log,
+    /// Shared with this shard's follower fetcher while this broker follows the partition.
+    pub log: Rc<Log>,
     pub leader_epoch: Cell<Epoch>,
+    /// Whether this broker leads the partition (the image's `leader`): only the leader
+    /// takes produces and answers consumers; a follower's log is written by its fetcher.
+    pub is_leader: Cell<bool>,
+    /// The follower high watermark while this broker follows (min of the leader's and the
+    /// local log end, kept by the fetcher): where the high watermark starts if it leads next.
+    pub follower_hw: Rc<Cell<Offset>>,
     /// Notified whenever the high watermark may have moved (Fetch long-polls wait on it).
     pub hw_changed: Notify,
     /// Replicas, ISR and followers' progress (`partition::leader`); a single replica today.
@@ -63,6 +77,8 @@ pub struct PartitionTable {
     fs: Rc<DmaFileSystem>,
     cache: Rc<BatchCache>,
     map: RefCell<HashMap<TopicPartition, Rc<OwnedPartition>>>,
+    /// The follower fetchers of this shard (`replication::manager`).
+    followers: FollowerSet,
 }
 
 impl PartitionTable {
@@ -73,6 +89,7 @@ impl PartitionTable {
             fs: Rc::new(DmaFileSystem),
             cache: Rc::new(BatchCache::new(cache_bytes)),
             map: RefCell::new(HashMap::new()),
+            followers: FollowerSet::default(),
         }
     }
 
@@ -91,7 +108,9 @@ impl PartitionTable {
         self.len() == 0
     }
 
-    /// Opens what the image assigns to `me` and closes what it no longer lists.
+    /// Opens what the image assigns to `me` and closes what it no longer lists; starts,
+    /// changes or stops follower fetchers so this shard follows exactly the hosted
+    /// partitions it owns whose leader is another live broker (`replication::manager`).
     pub(crate) async fn apply_image(
         &self,
         ctx: &ShardCtx,
@@ -102,37 +121,69 @@ impl PartitionTable {
             let mut map = self.map.borrow_mut();
             let gone: Vec<TopicPartition> = map
                 .iter()
-                .filter(|(tp, p)| wanted.get(*tp).is_none_or(|(id, _)| *id != p.topic_id))
+                .filter(|(tp, p)| wanted.get(*tp).is_none_or(|w| w.topic_id != p.topic_id))
                 .map(|(tp, _)| tp.clone())
                 .collect();
             gone.iter().filter_map(|tp| map.remove(tp)).collect()
         };
-        for partition in stale {
-            self.remove(ctx, partition).await;
-        }
         let mut failures = Vec::new();
-        for (tp, (_, epoch)) in wanted {
-            let Some(topic) = image.topic(&tp.topic) else { continue };
-            let existing = self.map.borrow().get(&tp).cloned();
-            if let Some(existing) = existing {
-                existing.leader_epoch.set(epoch);
-                sync_replication(&existing, image, topic);
-                start_leader_epoch(&existing, epoch).await;
-                // Live topic configs (AlterConfigs): a no-op when nothing changed.
-                existing.log.set_config(log_config(topic, &image.broker_defaults));
+        for (tp, w) in &wanted {
+            // Once shutdown began, `close_all` may have taken the logs already: an image
+            // arriving now (this broker's own fencing) must not open them again.
+            if self.map.borrow().contains_key(tp) || ctx.is_shutting_down() {
                 continue;
             }
-            match self.open(&tp, topic, &image.broker_defaults, epoch).await {
+            let Some(topic) = image.topic(&tp.topic) else { continue };
+            match self.open(tp, topic, &image.broker_defaults, w.leader_epoch).await {
                 Ok(partition) => {
-                    sync_replication(&partition, image, topic);
-                    start_leader_epoch(&partition, epoch).await;
-                    self.map.borrow_mut().insert(tp, Rc::new(partition));
+                    self.map.borrow_mut().insert(tp.clone(), Rc::new(partition));
                 }
                 Err(reason) => {
                     tracing::error!(partition = %tp, "cannot open partition: {reason}");
                     failures.push(format!("{tp}: {reason}"));
                 }
             }
+        }
+        // Fetchers first: a partition this broker now leads, or that left, stops being
+        // written by its fetcher before it takes produces or closes.
+        let was_following: Vec<TopicPartition> =
+            wanted.keys().filter(|tp| self.followers.follows(tp)).cloned().collect();
+        let follows: Vec<Follow> = wanted
+            .iter()
+            .filter(|(_, w)| w.leader != image.node_id && w.leader.0 >= 0)
+            .filter_map(|(tp, w)| {
+                let p = self.map.borrow().get(tp).cloned()?;
+                Some(Follow {
+                    tp: tp.clone(),
+                    topic_id: w.topic_id,
+                    leader: w.leader,
+                    leader_epoch: w.leader_epoch,
+                    log: p.log.clone(),
+                    high_watermark: p.follower_hw.clone(),
+                })
+            })
+            .collect();
+        self.followers.reconcile(image.node_id, image.version, &image.brokers, follows, |f| {
+            drop(ctx.spawn(f));
+        });
+        for partition in stale {
+            self.remove(ctx, partition).await;
+        }
+        for (tp, w) in wanted {
+            let Some(topic) = image.topic(&tp.topic) else { continue };
+            let Some(existing) = self.map.borrow().get(&tp).cloned() else { continue };
+            let leads = w.leader == image.node_id;
+            if leads && was_following.contains(&tp) {
+                wait_log_released(&existing).await;
+            }
+            existing.is_leader.set(leads);
+            existing.leader_epoch.set(w.leader_epoch);
+            sync_replication(&existing, image, topic);
+            start_leader_epoch(&existing, w.leader_epoch).await;
+            // Live topic configs (AlterConfigs): a no-op when nothing changed.
+            existing.log.set_config(log_config(topic, &image.broker_defaults));
+            // Long-polls re-check leadership and the high watermark.
+            existing.hw_changed.notify_all();
         }
         if failures.is_empty() {
             Ok(())
@@ -158,8 +209,10 @@ impl PartitionTable {
         Ok(OwnedPartition {
             tp: tp.clone(),
             topic_id,
-            log,
+            log: Rc::new(log),
             leader_epoch: Cell::new(epoch),
+            is_leader: Cell::new(false),
+            follower_hw: Rc::default(),
             hw_changed: Notify::new(),
             replication: Replication::single(crate::types::NodeId(0), epoch),
         })
@@ -173,7 +226,7 @@ impl PartitionTable {
         let tp = partition.tp.clone();
         let topic_id = partition.topic_id;
         if let Some(owned) = wait_sole_owner(partition).await {
-            if let Err(err) = owned.log.close().await {
+            if let Err(err) = close_log(owned).await {
                 tracing::warn!(partition = %tp, "close of deleted partition failed: {err}");
             }
         } else {
@@ -202,12 +255,13 @@ impl PartitionTable {
 
     /// Closes every log (shutdown). Requests must have drained first.
     pub(crate) async fn close_all(&self) {
+        self.followers.stop_all();
         let all: Vec<Rc<OwnedPartition>> = self.map.borrow_mut().drain().map(|(_, p)| p).collect();
         for partition in all {
             let tp = partition.tp.clone();
             match wait_sole_owner(partition).await {
                 Some(owned) => {
-                    if let Err(err) = owned.log.close().await {
+                    if let Err(err) = close_log(owned).await {
                         tracing::warn!(partition = %tp, "close failed: {err}");
                     }
                 }
@@ -287,9 +341,16 @@ fn sync_replication(p: &OwnedPartition, image: &MetadataImage, topic: &TopicImag
     } else {
         (vec![me], vec![me])
     };
-    // A leader with followers starts from the log start until a high-watermark checkpoint
-    // exists (never exposing records the ISR may not hold); one replica from its own log.
-    let hw = if replicas.len() > 1 { p.log.log_start_offset() } else { p.log.committed_offset() };
+    // A leader with followers starts from what it knew as a follower (the previous leader's
+    // high watermark, capped at its own log end: Kafka's rule), at least the log start, until
+    // a high-watermark checkpoint exists; never exposing records the ISR may not hold. One
+    // replica starts from its own log.
+    let hw = if replicas.len() > 1 {
+        let followed = p.follower_hw.get().min(p.log.log_end_offset());
+        p.log.log_start_offset().max(followed)
+    } else {
+        p.log.committed_offset()
+    };
     let now_ms = crate::shard::now_ms();
     let epoch_start = p.log.log_end_offset();
     p.replication.sync(me, pi.leader_epoch, epoch_start, &replicas, &isr, hw, settings, now_ms);
@@ -307,18 +368,51 @@ async fn start_leader_epoch(p: &OwnedPartition, epoch: Epoch) {
     }
 }
 
-/// Partitions the image assigns to `me`, with topic id and leader epoch.
-fn owned_by(image: &MetadataImage, me: ShardId) -> HashMap<TopicPartition, (Uuid, Epoch)> {
+/// What the image says of a partition this shard owns.
+struct Wanted {
+    topic_id: Uuid,
+    leader: NodeId,
+    leader_epoch: Epoch,
+}
+
+/// Partitions the image assigns to `me`, with topic id, leader and leader epoch.
+fn owned_by(image: &MetadataImage, me: ShardId) -> HashMap<TopicPartition, Wanted> {
     let mut out = HashMap::new();
     for (name, topic) in &image.topics {
         for p in topic.partitions.iter().filter(|p| p.hosted && p.owner_shard == me) {
             out.insert(
                 TopicPartition::new(name.clone(), p.index),
-                (topic.topic_id, p.leader_epoch),
+                Wanted { topic_id: topic.topic_id, leader: p.leader, leader_epoch: p.leader_epoch },
             );
         }
     }
     out
+}
+
+/// Waits (bounded) until the follower fetcher dropped its reference to the partition's
+/// log: its round in flight (a long-poll plus appends) ends before the log takes produces.
+async fn wait_log_released(p: &OwnedPartition) {
+    let mut waited_ms = 0;
+    while Rc::strong_count(&p.log) > 1 {
+        if waited_ms >= FOLLOWER_RELEASE_WAIT_MS_MAX {
+            tracing::warn!(partition = %p.tp, "follower fetcher still holds the log");
+            return;
+        }
+        crate::shard::sleep(Duration::from_millis(5)).await;
+        waited_ms += 5;
+    }
+}
+
+/// Closes a partition's log once its fetcher let go of it.
+async fn close_log(owned: OwnedPartition) -> Result<(), crate::storage::StorageError> {
+    wait_log_released(&owned).await;
+    match Rc::try_unwrap(owned.log) {
+        Ok(log) => log.close().await,
+        Err(_) => {
+            tracing::warn!(partition = %owned.tp, "log still shared at close; dropping it");
+            Ok(())
+        }
+    }
 }
 
 async fn wait_sole_owner(mut partition: Rc<OwnedPartition>) -> Option<OwnedPartition> {

@@ -52,16 +52,23 @@ impl<T: LeaderLink> LeaderLink for &T {
     }
 }
 
-/// One followed partition's log and its follower high watermark.
+/// One followed partition's log and its follower high watermark (shared with the
+/// partition's owner, so a follower that becomes leader starts from it, as Kafka's).
 pub struct FollowerLog<F: FileSystem> {
     pub log: Rc<PartitionLog<F>>,
-    pub high_watermark: Cell<Offset>,
+    pub high_watermark: Rc<Cell<Offset>>,
 }
 
 impl<F: FileSystem> FollowerLog<F> {
     #[must_use]
     pub fn new(log: Rc<PartitionLog<F>>) -> Self {
-        FollowerLog { log, high_watermark: Cell::new(Offset(0)) }
+        Self::shared(log, Rc::new(Cell::new(Offset(0))))
+    }
+
+    /// A follower log whose high watermark lives in `high_watermark`.
+    #[must_use]
+    pub fn shared(log: Rc<PartitionLog<F>>, high_watermark: Rc<Cell<Offset>>) -> Self {
+        FollowerLog { log, high_watermark }
     }
 
     fn view(&self) -> LocalLog {
@@ -110,6 +117,9 @@ pub async fn fetch_round<F: FileSystem, L: LeaderLink>(
     let mut stats = RoundStats { partitions: plan.partitions.len(), ..RoundStats::default() };
     for (tp, reply) in replies {
         let Some(follower) = logs.get(&tp) else { continue };
+        if reply.error_code != 0 {
+            tracing::debug!(partition = %tp, code = reply.error_code, "leader refused a fetch");
+        }
         let local = follower.view();
         let end_for = |e| follower.log.end_offset_for_epoch(e);
         let action = fetcher.on_reply(&tp, reply, &local, end_for, now_ms);

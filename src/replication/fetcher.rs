@@ -71,7 +71,7 @@ impl FetcherConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PartitionState {
     Fetching,
-    /// A leadership error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, unknown topic): wait
+    /// FENCED_LEADER_EPOCH (the leader is past the epoch we named): wait
     /// for a metadata image newer than this version.
     AwaitingMetadata {
         seen_version: u64,
@@ -292,10 +292,11 @@ impl Fetcher {
         match reply.error_code {
             codes::NONE => {}
             codes::OFFSET_OUT_OF_RANGE => return Action::NeedLeaderOffsets,
-            codes::NOT_LEADER_OR_FOLLOWER
-            | codes::FENCED_LEADER_EPOCH
-            | codes::UNKNOWN_TOPIC_OR_PARTITION
-            | codes::UNKNOWN_TOPIC_ID => {
+            // Kafka's `onPartitionFenced`: only a newer image can name the right epoch. The
+            // other leadership errors (NOT_LEADER_OR_FOLLOWER, unknown topic or partition)
+            // are retried after the backoff, as Kafka's fetcher does: the leader may simply
+            // not have applied the image that made it leader yet.
+            codes::FENCED_LEADER_EPOCH => {
                 p.state = PartitionState::AwaitingMetadata { seen_version: version };
                 return Action::Wait;
             }

@@ -1,4 +1,4 @@
-//! ISR replication (in progress; issue 15). What runs where:
+//! ISR replication (issue 15). What runs where:
 //!
 //! - [`truncation`] (pure): the leader's diverging-epoch check of a follower's Fetch (v12+)
 //!   and where a follower truncates from the leader's answer and its own leader-epoch cache
@@ -13,14 +13,15 @@
 //!   ListOffsets), on the same shard.
 //! - [`task`]: the long-running loop of one fetcher and the handle the coordinator drives
 //!   from metadata images (add/remove partition, metadata version, stop).
+//! - [`manager`]: which fetchers run on a shard, reconciled with every image
+//!   (`partition::table::apply_image`).
 //! - Leader side, on the partition's owner shard: `partition::replicas` (follower progress,
 //!   high watermark, ISR decisions, min.insync.replicas; pure), `partition::leader` (that
 //!   state per partition, from the metadata image) and `partition::replica_fetch` (the answer
 //!   to a follower's Fetch, and acks=all's wait).
 //!
-//! Not wired yet (needs the cluster issue): spawning fetchers from the metadata image (a
-//! partition this broker hosts but does not lead), sending the ISR decisions as
-//! AlterPartition, and forwarding a follower's fetch to the owner shard of another broker.
+//! - Wiring: `partition::table` reconciles the [`manager`] with every image; the leader's ISR
+//!   decisions go to the controller as AlterPartition from `server::isr`.
 //!
 //! Invariants: a follower never appends where its log may diverge from the leader's (it
 //! truncates first); the log end it reports is durable under the partition's flush policy;
@@ -29,5 +30,6 @@
 pub mod driver;
 pub mod fetcher;
 pub mod link;
+pub mod manager;
 pub mod task;
 pub mod truncation;

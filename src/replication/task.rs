@@ -22,13 +22,25 @@ use crate::constants::FETCHER_COMMANDS_MAX;
 use crate::io::FileSystem;
 use crate::storage::PartitionLog;
 use crate::sync::Notify;
-use crate::types::{Epoch, TopicPartition};
+use crate::types::{Epoch, Offset, TopicPartition};
 
 /// A change the coordinator asks for.
 pub enum Command<F: FileSystem> {
-    Add { tp: TopicPartition, topic_id: Uuid, leader_epoch: Epoch, log: Rc<PartitionLog<F>> },
-    Remove { tp: TopicPartition },
-    Metadata { version: u64 },
+    /// Follow `tp` (or update its leader epoch); the follower high watermark is kept in
+    /// `high_watermark`.
+    Add {
+        tp: TopicPartition,
+        topic_id: Uuid,
+        leader_epoch: Epoch,
+        log: Rc<PartitionLog<F>>,
+        high_watermark: Rc<Cell<Offset>>,
+    },
+    Remove {
+        tp: TopicPartition,
+    },
+    Metadata {
+        version: u64,
+    },
 }
 
 /// The coordinator's side of a running fetcher.
@@ -130,10 +142,10 @@ fn apply_commands<F: FileSystem>(
     let commands: Vec<Command<F>> = handle.commands.borrow_mut().drain(..).collect();
     for command in commands {
         match command {
-            Command::Add { tp, topic_id, leader_epoch, log } => {
+            Command::Add { tp, topic_id, leader_epoch, log, high_watermark } => {
                 match fetcher.add_partition(tp.clone(), topic_id, leader_epoch) {
                     Ok(()) => {
-                        logs.entry(tp).or_insert_with(|| FollowerLog::new(log));
+                        logs.entry(tp).or_insert_with(|| FollowerLog::shared(log, high_watermark));
                     }
                     Err(err) => tracing::warn!(partition = %tp, "cannot follow: {err}"),
                 }

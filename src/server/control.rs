@@ -24,6 +24,9 @@ pub enum ControllerRequest {
     AutoCreate(Vec<String>),
     /// An admin request, decoded and answered on the controller shard.
     Admin { api: ApiKey, version: i16, frame: Bytes },
+    /// A partition leader's ISR change (`server::isr`); answered `Encoded` with the cluster
+    /// call's reply (`server::cluster::rpc::Reply`).
+    AlterPartition(crate::controller::AlterPartitionRequest),
 }
 
 pub enum ControllerReply {
@@ -54,6 +57,9 @@ pub async fn execute(ctx: &Rc<ShardCtx>, req: ControllerRequest) -> ControllerRe
         ControllerRequest::AutoCreate(names) => node.auto_create(ctx, names).await,
         ControllerRequest::Admin { api, version, frame } => {
             node.admin(ctx, api, version, frame).await
+        }
+        ControllerRequest::AlterPartition(req) => {
+            ControllerReply::Encoded(node.alter_partition(ctx, req).await.encode())
         }
     }
 }
@@ -89,6 +95,7 @@ pub async fn apply_image(ctx: &Rc<ShardCtx>, image: Arc<MetadataImage>) -> Shard
     // partitions that fail to open answer NOT_LEADER_OR_FOLLOWER until reopened.
     ctx.set_image(image.clone());
     let result = ctx.partitions.apply_image(ctx, &image).await;
+    super::isr::ensure_started(ctx);
     crate::metrics::owned_partitions(ctx.partitions.len(), ctx.partitions.len());
     match result {
         Ok(()) => ShardReply::ImageApplied,

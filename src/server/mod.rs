@@ -26,6 +26,9 @@ pub mod route;
 pub mod throttle;
 pub mod txn;
 
+// Replication wiring: partition leaders' ISR changes (AlterPartition).
+pub mod isr;
+
 use crate::config::ServeConfig;
 use crate::shard::runtime::App;
 

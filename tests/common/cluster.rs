@@ -56,6 +56,11 @@ impl Cluster {
     /// Formats and starts `voters` combined broker+controller nodes (ids 1..=voters) whose
     /// controller ports are `base_port + 100 * id`.
     pub fn start(voters: usize, base_port: u16) -> Cluster {
+        Cluster::start_with(voters, base_port, &[])
+    }
+
+    /// As [`Cluster::start`], every node with `extra` `serve` arguments.
+    pub fn start_with(voters: usize, base_port: u16, extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let cluster_id = random_cluster_id();
         let ports: Vec<(i32, u16)> =
@@ -65,7 +70,7 @@ impl Cluster {
         let mut cluster =
             Cluster { cluster_id, voters: voters_text.join(","), nodes: Vec::new(), _dir: dir };
         for (id, port) in ports {
-            cluster.add_node(id, port, &[]);
+            cluster.add_node(id, port, extra);
         }
         let all: Vec<usize> = (0..cluster.nodes.len()).collect();
         cluster.start_nodes(&all);

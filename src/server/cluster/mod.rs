@@ -15,6 +15,7 @@
 //! at a time (`publish_lock`), each at least as new as the last; a node forwards a request
 //! to the leader it knows and the leader never forwards it again; every wait is bounded.
 
+mod alter_partition;
 pub mod lifecycle;
 pub mod rpc;
 mod start;
@@ -394,6 +395,7 @@ impl ClusterNode {
                     Err(e) => Err(e),
                 }
             }
+            Call::AlterPartition(req) => self.alter_partition_local(ctx, req).await,
             Call::Heartbeat(hb) => {
                 match self
                     .run_op(ctx, |w, hbs, extra| {

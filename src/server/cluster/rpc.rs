@@ -1,6 +1,7 @@
 //! The node-to-node calls the cluster makes over the quorum's connections (not Kafka's
 //! protocol): a Kafka controller request forwarded to the active controller, auto-creation,
-//! broker registration and heartbeats. Pure encode/decode, versioned by a kind byte; a reader
+//! broker registration and heartbeats, a partition leader's ISR change (AlterPartition).
+//! Pure encode/decode, versioned by a kind byte; a reader
 //! refuses what it does not know. Integers big-endian.
 //!
 //! Request: `[kind u8][payload]`. Reply: `[status u8][payload]` where status 0 is done,
@@ -11,13 +12,14 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
 use crate::controller::records::BrokerEndpoint;
-use crate::controller::{BrokerEpoch, BrokerHeartbeat, BrokerRegistration};
-use crate::types::NodeId;
+use crate::controller::{AlterPartitionRequest, BrokerEpoch, BrokerHeartbeat, BrokerRegistration};
+use crate::types::{Epoch, NodeId};
 
 const KIND_KAFKA: u8 = 1;
 const KIND_AUTO_CREATE: u8 = 2;
 const KIND_REGISTER: u8 = 3;
 const KIND_HEARTBEAT: u8 = 4;
+const KIND_ALTER_PARTITION: u8 = 5;
 
 const STATUS_DONE: u8 = 0;
 const STATUS_NOT_LEADER: u8 = 1;
@@ -39,6 +41,7 @@ pub enum Call {
     AutoCreate(Vec<String>),
     Register(BrokerRegistration),
     Heartbeat(BrokerHeartbeat),
+    AlterPartition(AlterPartitionRequest),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +63,11 @@ pub enum Reply {
         is_fenced: bool,
         should_shutdown: bool,
     },
+    /// AlterPartition done: the ISR in force and the metadata index that holds it.
+    PartitionAltered {
+        isr: Vec<NodeId>,
+        applied_index: u64,
+    },
     NotLeader {
         leader: Option<NodeId>,
     },
@@ -72,6 +80,13 @@ pub enum Reply {
 fn put_str(out: &mut BytesMut, s: &str) {
     out.put_u32(u32::try_from(s.len()).unwrap_or(u32::MAX));
     out.put_slice(s.as_bytes());
+}
+
+fn put_nodes(out: &mut BytesMut, nodes: &[NodeId]) {
+    out.put_u32(u32::try_from(nodes.len()).unwrap_or(u32::MAX));
+    for n in nodes {
+        out.put_i32(n.0);
+    }
 }
 
 struct Reader(Bytes);
@@ -129,6 +144,11 @@ impl Reader {
     fn rest(self) -> Bytes {
         self.0
     }
+    fn nodes(&mut self) -> Result<Vec<NodeId>, String> {
+        let n = self.count()?;
+        self.need(n.saturating_mul(4))?;
+        Ok((0..n).map(|_| NodeId(self.0.get_i32())).collect())
+    }
 }
 
 impl Call {
@@ -176,6 +196,15 @@ impl Call {
                 out.put_u8(u8::from(h.want_fence));
                 out.put_u8(u8::from(h.want_shutdown));
             }
+            Call::AlterPartition(a) => {
+                out.put_u8(KIND_ALTER_PARTITION);
+                out.put_slice(a.topic_id.as_bytes());
+                out.put_i32(a.partition);
+                out.put_i32(a.leader.0);
+                out.put_i32(a.leader_epoch.0);
+                put_nodes(&mut out, &a.current_isr);
+                put_nodes(&mut out, &a.new_isr);
+            }
         }
         out.freeze()
     }
@@ -219,6 +248,14 @@ impl Call {
                 want_fence: r.u8()? != 0,
                 want_shutdown: r.u8()? != 0,
             })),
+            KIND_ALTER_PARTITION => Ok(Call::AlterPartition(AlterPartitionRequest {
+                topic_id: r.uuid()?,
+                partition: r.i32()?,
+                leader: NodeId(r.i32()?),
+                leader_epoch: Epoch(r.i32()?),
+                current_isr: r.nodes()?,
+                new_isr: r.nodes()?,
+            })),
             other => Err(format!("unknown cluster call kind {other}")),
         }
     }
@@ -228,6 +265,7 @@ const REPLY_KAFKA: u8 = 1;
 const REPLY_AUTO_CREATED: u8 = 2;
 const REPLY_REGISTERED: u8 = 3;
 const REPLY_HEARTBEAT: u8 = 4;
+const REPLY_PARTITION_ALTERED: u8 = 5;
 
 impl Reply {
     #[must_use]
@@ -266,6 +304,12 @@ impl Reply {
                 out.put_u8(u8::from(*is_fenced));
                 out.put_u8(u8::from(*should_shutdown));
             }
+            Reply::PartitionAltered { isr, applied_index } => {
+                out.put_u8(STATUS_DONE);
+                out.put_u8(REPLY_PARTITION_ALTERED);
+                out.put_u64(*applied_index);
+                put_nodes(&mut out, isr);
+            }
         }
         out.freeze()
     }
@@ -290,6 +334,10 @@ impl Reply {
                     is_fenced: r.u8()? != 0,
                     should_shutdown: r.u8()? != 0,
                 }),
+                REPLY_PARTITION_ALTERED => {
+                    let applied_index = r.u64()?;
+                    Ok(Reply::PartitionAltered { isr: r.nodes()?, applied_index })
+                }
                 other => Err(format!("unknown cluster reply kind {other}")),
             },
             other => Err(format!("unknown cluster reply status {other}")),
@@ -324,6 +372,14 @@ mod tests {
                 want_fence: false,
                 want_shutdown: true,
             }),
+            Call::AlterPartition(AlterPartitionRequest {
+                topic_id: Uuid::new_v4(),
+                partition: 2,
+                leader: NodeId(1),
+                leader_epoch: Epoch(4),
+                current_isr: vec![NodeId(1), NodeId(2), NodeId(3)],
+                new_isr: vec![NodeId(1), NodeId(3)],
+            }),
         ];
         for c in calls {
             assert_eq!(Call::decode(c.encode()).unwrap(), c);
@@ -333,6 +389,7 @@ mod tests {
             Reply::AutoCreated { applied_index: 5 },
             Reply::Registered { epoch: BrokerEpoch(8) },
             Reply::Heartbeat { is_caught_up: true, is_fenced: false, should_shutdown: false },
+            Reply::PartitionAltered { isr: vec![NodeId(1), NodeId(3)], applied_index: 12 },
             Reply::NotLeader { leader: Some(NodeId(2)) },
             Reply::NotLeader { leader: None },
             Reply::Error { code: 41, message: "no".into() },
