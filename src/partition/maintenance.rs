@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::OwnedPartition as Partition;
 use crate::metrics::{self, Count, Level};
-use crate::shard::{now_ms, sleep, ShardCtx};
+use crate::shard::{sleep, ShardCtx};
 use crate::storage::cleaner::throttle::Throttler;
 use crate::storage::CleanOptions;
 
@@ -39,7 +39,7 @@ pub async fn retention_pass(ctx: &ShardCtx) {
         if ctx.is_shutting_down() {
             return;
         }
-        match partition.log.enforce_retention(now_ms()).await {
+        match partition.log.enforce_retention(partition.log.now_ms()).await {
             Ok(out) if out.segments_deleted > 0 => {
                 metrics::count(Count::RetentionSegmentsDeleted, out.segments_deleted);
                 metrics::count(Count::RetentionBytesDeleted, out.bytes_deleted);
@@ -129,7 +129,7 @@ async fn back_off(ctx: &ShardCtx) {
 /// highest dirty ratio among logs past `min.cleanable.dirty.ratio` or `max.compaction.lag.ms`;
 /// failing that, a log whose tombstones' delete horizon has passed.
 async fn filthiest(ctx: &ShardCtx) -> Option<Rc<Partition>> {
-    let now = now_ms();
+    let now = ctx.partitions.now_ms();
     let mut best: Option<(f64, Rc<Partition>)> = None;
     let mut horizon_due = None;
     let mut max_dirty = 0.0f64;
@@ -171,7 +171,7 @@ async fn clean_one(
     let opts =
         CleanOptions { key_map_bytes, throttle, abort: &abort, force: false, stop_after: None };
     let started = Instant::now();
-    match partition.log.clean(now_ms(), &opts).await {
+    match partition.log.clean(partition.log.now_ms(), &opts).await {
         Ok(out) if out.cleaned => {
             metrics::count(Count::CleanerRuns, 1);
             metrics::count(Count::CleanerSegmentsRewritten, out.segments_rewritten);

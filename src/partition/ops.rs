@@ -14,7 +14,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
 use crate::protocol::errors::storage_error_code;
-use crate::shard::{now_ms, OwnedPartition, ShardCtx};
+use crate::shard::{OwnedPartition, ShardCtx};
 use crate::storage::error::RecordError;
 use crate::storage::StorageError;
 use crate::types::{Epoch, Offset};
@@ -219,7 +219,7 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
                 producer_epoch,
                 commit,
                 coordinator_epoch,
-                now_ms(),
+                ctx.partitions.now_ms(),
             );
             PartitionResult::WriteMarker(write_marker(ctx, &topic, partition, marker).await)
         }
@@ -309,7 +309,7 @@ async fn produce(
     }
     let batch = records.unwrap_or_default();
     let (started, batch_bytes) = (std::time::Instant::now(), batch.len());
-    let info = p.log.append(batch, p.leader_epoch.get(), now_ms()).await?;
+    let info = p.log.append(batch, p.leader_epoch.get(), p.log.now_ms()).await?;
     // Followers' long-polls hear of the data at once (they read up to the log end).
     p.replication.appended.notify_all();
     // A duplicate (an idempotent producer's retry) waits for its original, like Kafka's
@@ -499,8 +499,11 @@ async fn write_marker(
 ) -> Result<Option<crate::storage::producer_state::CompletedTxn>, OpError> {
     let p = owned(ctx, topic, partition)?;
     let storage = |err: StorageError| (storage_error_code(&err), Some(err.to_string()));
-    let (info, done) =
-        p.log.append_coordinator(marker, p.leader_epoch.get(), now_ms()).await.map_err(storage)?;
+    let (info, done) = p
+        .log
+        .append_coordinator(marker, p.leader_epoch.get(), p.log.now_ms())
+        .await
+        .map_err(storage)?;
     p.log.wait_committed(info.last_offset).await.map_err(storage)?;
     p.hw_changed.notify_all();
     if let Some(txn) = &done {

@@ -24,7 +24,7 @@ use super::OwnedPartition;
 use crate::io::FileSystem;
 use crate::protocol::errors::storage_error_code;
 use crate::replication::truncation::diverging_epoch;
-use crate::shard::{now_ms, ShardCtx};
+use crate::shard::ShardCtx;
 use crate::storage::{PartitionLog, StorageError};
 use crate::sync::Notify;
 use crate::types::{Epoch, NodeId, Offset};
@@ -166,7 +166,7 @@ pub async fn run(ctx: &ShardCtx, op: ReplicaFetchOp) -> FetchPart {
     if let Err((err, _)) = check_epoch(&p, op.current_leader_epoch) {
         return fail(err);
     }
-    match serve_replica_fetch(&p.log, &p.replication, &op.request, now_ms()).await {
+    match serve_replica_fetch(&p.log, &p.replication, &op.request, p.log.now_ms()).await {
         Ok(answer) => {
             if answer.high_watermark_moved {
                 p.hw_changed.notify_all();
@@ -198,7 +198,8 @@ pub async fn wait_for_isr(
 ) -> Result<(), ProduceError> {
     let epoch = p.leader_epoch.get();
     let waiter = IsrWait { log: &p.log, replication: &p.replication, hw_changed: &p.hw_changed };
-    let result = waiter.wait(required_end, timeout_ms, now_ms).await;
+    let log = p.log.clone();
+    let result = waiter.wait(required_end, timeout_ms, move || log.now_ms()).await;
     // Demoted (or a new leader epoch) while waiting: the ISR that was to hold the batch is
     // not this one's any more, so the batch may be lost (Kafka answers a delayed produce of
     // a demoted leader NOT_LEADER_OR_FOLLOWER).

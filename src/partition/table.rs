@@ -60,7 +60,7 @@ impl OwnedPartition {
     /// log's own.
     #[must_use]
     pub fn high_watermark(&self) -> Offset {
-        self.replication.high_watermark(&self.log, crate::shard::now_ms())
+        self.replication.high_watermark(&self.log, self.log.now_ms())
     }
 
     /// The last stable offset: the high watermark, or the first offset of the oldest open
@@ -82,6 +82,12 @@ pub struct PartitionTable {
 }
 
 impl PartitionTable {
+    /// Wall-clock ms from the partitions' file system (the clock seam a simulator replaces).
+    #[must_use]
+    pub fn now_ms(&self) -> i64 {
+        crate::io::FileSystem::now_ms(&*self.fs)
+    }
+
     #[must_use]
     pub fn new(data_dir: PathBuf, cache_bytes: usize) -> Self {
         Self {
@@ -351,7 +357,7 @@ fn sync_replication(p: &OwnedPartition, image: &MetadataImage, topic: &TopicImag
     } else {
         p.log.committed_offset()
     };
-    let now_ms = crate::shard::now_ms();
+    let now_ms = p.log.now_ms();
     let epoch_start = p.log.log_end_offset();
     p.replication.sync(me, pi.leader_epoch, epoch_start, &replicas, &isr, hw, settings, now_ms);
 }

@@ -469,6 +469,18 @@ impl<F: FileSystem> LogInner<F> {
 }
 
 impl<F: FileSystem> PartitionLog<F> {
+    /// Wall-clock ms from the log's file system (the clock seam: a simulator's virtual one).
+    #[must_use]
+    pub fn now_ms(&self) -> i64 {
+        self.inner.fs.now_ms()
+    }
+
+    /// Monotonic time from the log's file system.
+    #[must_use]
+    pub fn monotonic(&self) -> Duration {
+        self.inner.fs.monotonic()
+    }
+
     /// Opens (creating if missing) the log in `dir`, recovering it if it was not shut down
     /// cleanly. See `recovery`.
     pub async fn open(
