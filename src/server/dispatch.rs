@@ -58,6 +58,10 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::DescribeQuorum, admin::describe_quorum::VERSIONS),
     ApiRange::new(ApiKey::DescribeClientQuotas, admin::describe_client_quotas::VERSIONS),
     ApiRange::new(ApiKey::AlterClientQuotas, admin::alter_client_quotas::VERSIONS),
+    ApiRange::new(
+        ApiKey::DescribeUserScramCredentials,
+        admin::describe_user_scram_credentials::VERSIONS,
+    ),
     ApiRange::new(ApiKey::FindCoordinator, group::find_coordinator::VERSIONS),
     ApiRange::new(ApiKey::JoinGroup, group::join_group::VERSIONS),
     ApiRange::new(ApiKey::SyncGroup, group::sync_group::VERSIONS),
@@ -71,12 +75,13 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::OffsetDelete, group::offset_delete::VERSIONS),
 ];
 
-/// Starts processing one request frame from a client at `peer`, or says why the
-/// connection must close.
+/// Starts processing one request frame from a client at `peer` authenticated as
+/// `principal`, or says why the connection must close.
 pub async fn dispatch(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     peer: Option<IpAddr>,
+    principal: &crate::quota::Principal,
 ) -> Result<ResponseFuture, String> {
     let peek = peek_api(&frame).map_err(|e| e.to_string())?;
     let api =
@@ -94,14 +99,17 @@ pub async fn dispatch(
     let version = peek.version;
     tracing::trace!(shard = %ctx.id, ?api, version, correlation_id = peek.correlation_id, "request");
     match api {
-        ApiKey::Produce => produce::start(ctx, frame, version).await,
-        ApiKey::Fetch => fetch::start(ctx, frame, version).await,
+        ApiKey::Produce => produce::start(ctx, frame, version, principal).await,
+        ApiKey::Fetch => fetch::start(ctx, frame, version, principal).await,
         ApiKey::ListOffsets => list_offsets::start(ctx, frame, version).await,
         ApiKey::Metadata => metadata::start(ctx, frame, version),
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
         ApiKey::DeleteRecords => delete_records::start(ctx, frame, version).await,
         ApiKey::DescribeProducers => describe_producers::start(ctx, frame, version).await,
-        ApiKey::DescribeConfigs | ApiKey::DescribeCluster | ApiKey::DescribeClientQuotas => {
+        ApiKey::DescribeConfigs
+        | ApiKey::DescribeCluster
+        | ApiKey::DescribeClientQuotas
+        | ApiKey::DescribeUserScramCredentials => {
             metadata::start_read_only(ctx, api, frame, version)
         }
         api if CONTROLLER_APIS.contains(&api) || api == ApiKey::DescribeQuorum => {

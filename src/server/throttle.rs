@@ -10,6 +10,7 @@
 //! the socket buffer (or, one already read, waiting to be dispatched).
 
 use std::cell::Cell;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::dispatch::Outcome;
@@ -24,14 +25,20 @@ pub struct Throttle {
     pub mute: bool,
 }
 
-/// Records `bytes` of `kind` for `client_id` on this shard and returns the throttle time in
-/// ms (0: within quota or no quota). Counts the bytes moved and the throttle time in the
-/// per-client metrics too.
-pub fn record(ctx: &ShardCtx, kind: QuotaKind, client_id: Option<&str>, bytes: u64) -> u64 {
+/// Records `bytes` of `kind` for a request of `user` (the connection's principal name) with
+/// `client_id` on this shard and returns the throttle time in ms (0: within quota or no
+/// quota). Counts the bytes moved and the throttle time in the per-client metrics too.
+pub fn record(
+    ctx: &ShardCtx,
+    kind: QuotaKind,
+    (user, client_id): (&str, Option<&str>),
+    bytes: u64,
+) -> u64 {
     let client = client_id.unwrap_or("");
     let image = ctx.image();
     let now_ms = ctx.quota_clock_ms();
-    let ms = ctx.quotas.borrow_mut().record(&image.client_quotas, kind, client, bytes, now_ms);
+    let ms =
+        ctx.quotas.borrow_mut().record(&image.client_quotas, kind, (user, client), bytes, now_ms);
     // A throttled fetch is answered empty: its bytes never reach the client.
     let moved = if kind == QuotaKind::Fetch && ms > 0 { 0 } else { bytes };
     crate::metrics::client_quota(kind, client, moved, ms);
@@ -40,11 +47,31 @@ pub fn record(ctx: &ShardCtx, kind: QuotaKind, client_id: Option<&str>, bytes: u
 
 /// Takes back bytes recorded for a response that is replaced by an empty throttled one
 /// (Kafka's `unrecordQuotaSensor`), so the data not sent does not count.
-pub fn unrecord(ctx: &ShardCtx, kind: QuotaKind, client_id: Option<&str>, bytes: u64) {
+pub fn unrecord(
+    ctx: &ShardCtx,
+    kind: QuotaKind,
+    (user, client_id): (&str, Option<&str>),
+    bytes: u64,
+) {
     let client = client_id.unwrap_or("");
     let image = ctx.image();
     let now_ms = ctx.quota_clock_ms();
-    ctx.quotas.borrow_mut().unrecord(&image.client_quotas, kind, client, bytes, now_ms);
+    ctx.quotas.borrow_mut().unrecord(&image.client_quotas, kind, (user, client), bytes, now_ms);
+}
+
+/// The shard's share task: once per quota window, exchanges this shard's per-budget demand
+/// with the other shards and takes its new fractions of each quota ([`crate::quota::share`]).
+/// Runs on the shard's background queue; the request path never waits for it.
+pub async fn share_loop(ctx: Rc<ShardCtx>) {
+    let window = Duration::from_millis(ctx.config.quota_window.window_ms.max(1));
+    loop {
+        crate::shard::sleep(window).await;
+        if ctx.is_shutting_down() {
+            return;
+        }
+        let now_ms = ctx.quota_clock_ms();
+        ctx.quotas.borrow_mut().exchange_shares(now_ms);
+    }
 }
 
 /// Wraps `outcome` with its throttle when there is one.
