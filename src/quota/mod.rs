@@ -9,11 +9,9 @@
 //! metadata image; each shard owns one [`ShardQuotas`] and touches it only from its own
 //! thread, so the request path takes no lock.
 //!
-//! Sharing a client's budget between shards: a client's connections may land on several
-//! shards, and each shard enforces `quota / shard_count` on the traffic it serves. A client
-//! spread evenly over the shards gets its whole quota; a client whose connections all land on
-//! one shard gets `1 / shard_count` of it. Rebalancing shares by measured use (so a
-//! one-shard client gets its whole quota) is not built yet.
+//! Sharing a budget between shards: a client's connections may land on several shards; each
+//! shard enforces `quota × fraction` on the traffic it serves, the fractions re-split every
+//! quota window in proportion to measured demand ([`share`]).
 //!
 //! Invariants: a shard keeps at most [`CLIENT_QUOTA_STATES_MAX`] client states (idle ones are
 //! dropped first); a client without a quota costs one map lookup and no state.
