@@ -16,6 +16,7 @@
 //! Invariants: a shard keeps at most [`CLIENT_QUOTA_STATES_MAX`] client states (idle ones are
 //! dropped first); a client without a quota costs one map lookup and no state.
 
+pub mod mutation;
 pub mod rate;
 pub mod share;
 
@@ -31,6 +32,8 @@ use crate::constants::CLIENT_QUOTA_STATES_MAX;
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 /// Kafka's quota key for fetch bytes/s per broker.
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+/// Kafka's quota key for partition mutations/s (KIP-599).
+pub const CONTROLLER_MUTATION_RATE: &str = "controller_mutation_rate";
 /// Kafka's entity type of a client-id quota.
 pub const ENTITY_CLIENT_ID: &str = "client-id";
 
@@ -224,7 +227,10 @@ impl ClientQuotaConfigs {
 /// Why a quota value is refused (Kafka answers INVALID_REQUEST with these messages).
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum QuotaConfigError {
-    #[error("Unknown quota key {0} (supported: producer_byte_rate, consumer_byte_rate)")]
+    #[error(
+        "Unknown quota key {0} (supported: producer_byte_rate, consumer_byte_rate, \
+         controller_mutation_rate)"
+    )]
     UnknownKey(String),
     #[error("Configuration {0} must be a Long value")]
     NotALong(String),
@@ -243,10 +249,13 @@ pub enum QuotaConfigError {
 /// Checks one value the way Kafka's `ClientQuotaControlManager` checks a byte rate: a
 /// known key and a whole, positive number.
 pub fn validate(key: &str, value: f64) -> Result<(), QuotaConfigError> {
-    if key != PRODUCER_BYTE_RATE && key != CONSUMER_BYTE_RATE {
-        return Err(QuotaConfigError::UnknownKey(key.to_string()));
-    }
-    if value.fract() != 0.0 || !value.is_finite() {
+    let whole = match key {
+        PRODUCER_BYTE_RATE | CONSUMER_BYTE_RATE => true,
+        // A Double in Kafka.
+        CONTROLLER_MUTATION_RATE => false,
+        _ => return Err(QuotaConfigError::UnknownKey(key.to_string())),
+    };
+    if !value.is_finite() || (whole && value.fract() != 0.0) {
         return Err(QuotaConfigError::NotALong(key.to_string()));
     }
     if value <= 0.0 {

@@ -113,7 +113,17 @@ pub async fn dispatch(
             metadata::start_read_only(ctx, api, frame, version)
         }
         api if CONTROLLER_APIS.contains(&api) || api == ApiKey::DescribeQuorum => {
-            Ok(controller_api(ctx, api, version, frame))
+            let delay_ms = match super::mutation_quota::gate(ctx, api, version, &frame, principal)?
+            {
+                super::mutation_quota::Gate::Forward { delay_ms } => delay_ms,
+                super::mutation_quota::Gate::Answer(outcome) => return Ok(ready(outcome)),
+            };
+            let fut = controller_api(ctx, api, version, frame);
+            if delay_ms == 0 {
+                return Ok(fut);
+            }
+            // KIP-599, permissive version over quota: answered, but late.
+            Ok(Box::pin(async move { super::throttle::wrap(fut.await, delay_ms, false) }))
         }
         ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version),
         ApiKey::JoinGroup => group::join_group::start(ctx, frame, version, peer).await,
