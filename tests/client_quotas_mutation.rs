@@ -3,7 +3,8 @@
 //! 10-partition topic (allowed: the bucket was not negative), then its next CreateTopics v7,
 //! CreatePartitions v3 and DeleteTopics v6 are refused with THROTTLING_QUOTA_EXCEEDED and a
 //! `throttle_time_ms`, and nothing is created or deleted; its CreateTopics v5 (before KIP-599)
-//! is accepted but answered late; a client without the quota is not held.
+//! is accepted but answered late; a client without the quota is not held. And
+//! `request_percentage`: a client flooding Metadata is held by muting, another is not.
 
 mod common;
 
@@ -92,4 +93,48 @@ fn mutation_rate_refuses_new_versions_and_delays_old_ones() {
     assert_eq!(create(&mut free, 7, "mut-d", 10).topics[0].error_code, 0);
     assert_eq!(create(&mut free, 7, "mut-e", 10).topics[0].error_code, 0);
     eprintln!("client without a quota: two creates in {:?}", start.elapsed());
+}
+
+/// Metadata requests back to back as `client` for `secs`: requests answered per second.
+fn metadata_flood(addr: &str, client: &'static str, secs: f64) -> f64 {
+    let mut wire = Wire::connect_as(addr, client);
+    let req = MetadataRequest::default().with_topics(None);
+    let start = Instant::now();
+    let mut n = 0u32;
+    while start.elapsed().as_secs_f64() < secs {
+        let _: MetadataResponse = wire.call(ApiKey::Metadata, 9, &req);
+        n += 1;
+    }
+    f64::from(n) / start.elapsed().as_secs_f64()
+}
+
+/// `request_percentage`: a client flooding Metadata with 1 % of a core is held far below
+/// what it does unthrottled (muting only: it does not look at `throttle_time_ms`), while
+/// another client flooding at the same time is not.
+#[test]
+fn request_percentage_holds_a_flooding_client_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flags = ["--shards", "1", "--quota-window-num", "2", "--quota-window-size-seconds", "1"];
+    let broker = Broker::start_with(dir.path(), &flags);
+    let addr = broker.addr.clone();
+    Wire::connect(&addr).create_topic("rp-t", 4, &[]);
+    let before = metadata_flood(&addr, "rp-slow", 2.0);
+    let entity =
+        EntityData::default().with_entity_type(s("client-id")).with_entity_name(Some(s("rp-slow")));
+    let op = OpData::default().with_key(s("request_percentage")).with_value(1.0);
+    let req = AlterClientQuotasRequest::default()
+        .with_entries(vec![EntryData::default().with_entity(vec![entity]).with_ops(vec![op])]);
+    let resp: AlterClientQuotasResponse =
+        Wire::connect(&addr).call(ApiKey::AlterClientQuotas, 1, &req);
+    assert_eq!(resp.entries[0].error_code, 0, "{:?}", resp.entries[0].error_message);
+    let free_addr = addr.clone();
+    let free = std::thread::spawn(move || metadata_flood(&free_addr, "rp-free", 4.0));
+    let slow = metadata_flood(&addr, "rp-slow", 4.0);
+    let free = free.join().expect("free flooder");
+    eprintln!(
+        "Metadata/s: rp-slow {before:.0} unthrottled, {slow:.0} at request_percentage=1; \
+         rp-free alongside {free:.0}"
+    );
+    assert!(slow < before / 3.0, "the flooding client is held: {slow:.0} vs {before:.0}");
+    assert!(free > slow * 3.0, "the other client is not: {free:.0} vs {slow:.0}");
 }

@@ -32,6 +32,9 @@ use crate::constants::CLIENT_QUOTA_STATES_MAX;
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 /// Kafka's quota key for fetch bytes/s per broker.
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+/// Kafka's quota key for request time: percent of one core (here: of the shard's core) per
+/// quota window spent on the client's requests.
+pub const REQUEST_PERCENTAGE: &str = "request_percentage";
 /// Kafka's quota key for partition mutations/s (KIP-599).
 pub const CONTROLLER_MUTATION_RATE: &str = "controller_mutation_rate";
 /// Kafka's entity type of a client-id quota.
@@ -205,6 +208,12 @@ impl ClientQuotaConfigs {
         })
     }
 
+    /// Whether any entity sets `key` (the request path skips a quota nobody uses).
+    #[must_use]
+    pub fn uses(&self, key: &str) -> bool {
+        self.entities.values().any(|v| v.contains_key(key))
+    }
+
     /// The quota value alone (see [`Self::resolve`]).
     #[must_use]
     pub fn quota(&self, user: &str, client_id: &str, key: &str) -> Option<f64> {
@@ -229,7 +238,7 @@ impl ClientQuotaConfigs {
 pub enum QuotaConfigError {
     #[error(
         "Unknown quota key {0} (supported: producer_byte_rate, consumer_byte_rate, \
-         controller_mutation_rate)"
+         request_percentage, controller_mutation_rate)"
     )]
     UnknownKey(String),
     #[error("Configuration {0} must be a Long value")]
@@ -251,8 +260,8 @@ pub enum QuotaConfigError {
 pub fn validate(key: &str, value: f64) -> Result<(), QuotaConfigError> {
     let whole = match key {
         PRODUCER_BYTE_RATE | CONSUMER_BYTE_RATE => true,
-        // A Double in Kafka.
-        CONTROLLER_MUTATION_RATE => false,
+        // Doubles in Kafka.
+        CONTROLLER_MUTATION_RATE | REQUEST_PERCENTAGE => false,
         _ => return Err(QuotaConfigError::UnknownKey(key.to_string())),
     };
     if !value.is_finite() || (whole && value.fract() != 0.0) {
@@ -285,12 +294,19 @@ impl KindState {
 struct ClientState {
     produce: KindState,
     fetch: KindState,
+    /// Request time in percent-seconds (never shared: each shard's own core).
+    request: KindState,
     last_ms: u64,
 }
 
 impl ClientState {
     fn new(fraction: f64) -> Self {
-        Self { produce: KindState::new(fraction), fetch: KindState::new(fraction), last_ms: 0 }
+        Self {
+            produce: KindState::new(fraction),
+            fetch: KindState::new(fraction),
+            request: KindState::new(1.0),
+            last_ms: 0,
+        }
     }
 
     fn kind(&mut self, kind: QuotaKind) -> &mut KindState {
@@ -394,6 +410,32 @@ impl ShardQuotas {
         k.used += bytes;
         k.throttled |= ms > 0;
         ms
+    }
+
+    /// Records `busy_ns` of this shard's time spent on a request by `user` with `client_id`
+    /// against its `request_percentage` (Kafka's request quota: percent of one core; here the
+    /// shard's core, so not shared between shards) and returns the throttle time in ms.
+    pub fn record_request_time(
+        &mut self,
+        configs: &ClientQuotaConfigs,
+        (user, client_id): (&str, &str),
+        busy_ns: u64,
+        now_ms: u64,
+    ) -> u64 {
+        let Some((quota, budget)) = configs.resolve(user, client_id, REQUEST_PERCENTAGE) else {
+            return 0;
+        };
+        let window = self.window;
+        if !self.clients.contains_key(&budget) && !self.make_room(now_ms) {
+            return 0;
+        }
+        let even = self.board.even();
+        let state = self.clients.entry(budget).or_insert_with(|| ClientState::new(even));
+        state.last_ms = now_ms;
+        // Percent-seconds: 10 ms of the core is 1 % for one second.
+        #[allow(clippy::cast_precision_loss)]
+        let value = busy_ns as f64 * 100.0 / 1e9;
+        record_and_throttle_ms(&mut state.request.rate, window, quota, value, now_ms)
     }
 
     /// Takes back `bytes` recorded at `now_ms` (Kafka's `unrecordQuotaSensor`, for a fetch
@@ -577,6 +619,17 @@ mod tests {
         // A shard that has not served the client yet starts at the even split.
         let cap = s1.max_bytes_in_window(&c, QuotaKind::Produce, app).unwrap();
         assert!(cap <= 250, "{cap}");
+    }
+
+    #[test]
+    fn request_time_is_held_to_its_percentage_of_the_shard() {
+        let mut c = ClientQuotaConfigs::default();
+        c.set(&QuotaEntity::client(Some("busy".into())), REQUEST_PERCENTAGE, Some(10.0));
+        let mut q = ShardQuotas::new(QuotaWindow::new(2, 1), 1, Arc::new(ShareBoard::new(2)));
+        // 10 % of a core over the 1 s minimum window: 100 ms of shard time.
+        assert_eq!(q.record_request_time(&c, (ANON, "busy"), 90_000_000, 0), 0);
+        assert!(q.record_request_time(&c, (ANON, "busy"), 20_000_000, 0) > 0);
+        assert_eq!(q.record_request_time(&c, (ANON, "idle"), 1_000_000_000, 0), 0);
     }
 
     #[test]

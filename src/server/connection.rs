@@ -28,7 +28,7 @@ use futures::future::{Either, LocalBoxFuture};
 use futures::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures::{SinkExt, StreamExt};
 
-use super::dispatch::{dispatch, Outcome, ResponseFuture};
+use super::dispatch::{Outcome, ResponseFuture};
 use super::limits::{self, ConnectionPermit, QueuedBytes, RequestBudget};
 use super::throttle::Mute;
 use crate::constants::CONNECTION_IN_FLIGHT_MAX;
@@ -147,7 +147,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
         let api_key = crate::protocol::peek_api(&frame).map_or(-1, |p| p.api_key);
         let mut timer = RequestTimer::start(api_key, frame.len());
         timer.handler_started();
-        match dispatch(ctx, frame, peer, &conn.principal).await {
+        match super::throttle::dispatch_timed(ctx, frame, peer, &conn.principal).await {
             Ok(fut) => {
                 let fut: ResponseFuture = Box::pin(timer.watch(fut));
                 if tx.send((fut, timer, charge)).await.is_err() {
