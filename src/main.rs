@@ -41,6 +41,8 @@ enum Command {
     Configs(shardlog::controller::cli::ConfigsArgs),
     /// List, describe (leader, AR, ISR, OSR, preferred leader), create or delete topics.
     Topics(shardlog::controller::topics_cli::TopicsArgs),
+    /// Describe or alter client quotas (user / client-id entities, like kafka-configs.sh).
+    Quotas(shardlog::quota::cli::QuotasArgs),
 }
 
 impl Command {
@@ -59,6 +61,7 @@ impl Command {
             Command::Groups(_) => ("groups", Uses::Bootstrap),
             Command::Configs(_) => ("configs", Uses::Bootstrap),
             Command::Topics(_) => ("topics", Uses::Bootstrap),
+            Command::Quotas(_) => ("quotas", Uses::Bootstrap),
         }
     }
 }
@@ -86,6 +89,7 @@ fn main() {
         Command::Groups(args) => shardlog::group::cli::run(args),
         Command::Configs(args) => shardlog::controller::cli::run(args),
         Command::Topics(args) => shardlog::controller::topics_cli::run(args),
+        Command::Quotas(args) => shardlog::quota::cli::run(args),
     };
     if let Err(err) = result {
         let status = shardlog::cli::exit_status(&err);
