@@ -31,6 +31,9 @@ pub enum Gate {
     Answer(Outcome),
 }
 
+/// Builds the THROTTLING_QUOTA_EXCEEDED answer of a request, given its throttle time.
+type Refusal = Box<dyn Fn(i32) -> Outcome>;
+
 /// The first strict (KIP-599) version of each API.
 fn strict_from(api: ApiKey) -> Option<i16> {
     match api {
@@ -62,106 +65,104 @@ pub fn gate(
     let code = ResponseError::ThrottlingQuotaExceeded.code();
     let partitions_of = |name: &str| image.topic(name).map_or(0, |t| t.partitions.len());
 
-    let (header_client, mutations, refuse): (Option<String>, usize, Box<dyn Fn(i32) -> Outcome>) =
-        match api {
-            ApiKey::CreateTopics => {
-                let (h, r) = decode_request::<CreateTopicsRequest>(frame.clone(), api, version)
-                    .map_err(|e| e.to_string())?;
-                let default = usize::try_from(image.broker_defaults.num_partitions).unwrap_or(1);
-                let n = r
-                    .topics
-                    .iter()
-                    .map(|t| match usize::try_from(t.num_partitions) {
-                        Ok(n) => n,
-                        Err(_) if !t.assignments.is_empty() => t.assignments.len(),
-                        Err(_) => default,
-                    })
-                    .sum();
-                let cid = h.correlation_id;
-                let refuse = move |ms: i32| {
-                    let topics = r
-                        .topics
-                        .iter()
-                        .map(|t| {
-                            CreatableTopicResult::default()
-                                .with_name(t.name.clone())
-                                .with_error_code(code)
-                                .with_error_message(message())
-                                .with_num_partitions(-1)
-                                .with_replication_factor(-1)
-                        })
-                        .collect();
-                    let resp = CreateTopicsResponse::default()
-                        .with_throttle_time_ms(ms)
-                        .with_topics(topics);
-                    respond(api, version, cid, &resp)
-                };
-                (h.client_id.map(|c| c.to_string()), n, Box::new(refuse))
-            }
-            ApiKey::CreatePartitions => {
-                let (h, r) = decode_request::<CreatePartitionsRequest>(frame.clone(), api, version)
-                    .map_err(|e| e.to_string())?;
-                let n = r
+    let (header_client, mutations, refuse): (Option<String>, usize, Refusal) = match api {
+        ApiKey::CreateTopics => {
+            let (h, r) = decode_request::<CreateTopicsRequest>(frame.clone(), api, version)
+                .map_err(|e| e.to_string())?;
+            let default = usize::try_from(image.broker_defaults.num_partitions).unwrap_or(1);
+            let n = r
+                .topics
+                .iter()
+                .map(|t| match usize::try_from(t.num_partitions) {
+                    Ok(n) => n,
+                    Err(_) if !t.assignments.is_empty() => t.assignments.len(),
+                    Err(_) => default,
+                })
+                .sum();
+            let cid = h.correlation_id;
+            let refuse = move |ms: i32| {
+                let topics = r
                     .topics
                     .iter()
                     .map(|t| {
-                        usize::try_from(t.count).unwrap_or(0).saturating_sub(partitions_of(&t.name))
+                        CreatableTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_error_code(code)
+                            .with_error_message(message())
+                            .with_num_partitions(-1)
+                            .with_replication_factor(-1)
                     })
-                    .sum();
-                let cid = h.correlation_id;
-                let refuse = move |ms: i32| {
-                    let results = r
-                        .topics
-                        .iter()
-                        .map(|t| {
-                            CreatePartitionsTopicResult::default()
-                                .with_name(t.name.clone())
-                                .with_error_code(code)
-                                .with_error_message(message())
-                        })
-                        .collect();
-                    let resp = CreatePartitionsResponse::default()
-                        .with_throttle_time_ms(ms)
-                        .with_results(results);
-                    respond(api, version, cid, &resp)
-                };
-                (h.client_id.map(|c| c.to_string()), n, Box::new(refuse))
-            }
-            _ => {
-                let (h, r) = decode_request::<DeleteTopicsRequest>(frame.clone(), api, version)
-                    .map_err(|e| e.to_string())?;
-                let names: Vec<(Option<TopicName>, uuid::Uuid)> = if r.topics.is_empty() {
-                    r.topic_names.iter().map(|n| (Some(n.clone()), Default::default())).collect()
-                } else {
-                    r.topics.iter().map(|t| (t.name.clone(), t.topic_id)).collect()
-                };
-                let n = names
+                    .collect();
+                let resp =
+                    CreateTopicsResponse::default().with_throttle_time_ms(ms).with_topics(topics);
+                respond(api, version, cid, &resp)
+            };
+            (h.client_id.map(|c| c.to_string()), n, Box::new(refuse))
+        }
+        ApiKey::CreatePartitions => {
+            let (h, r) = decode_request::<CreatePartitionsRequest>(frame.clone(), api, version)
+                .map_err(|e| e.to_string())?;
+            let n = r
+                .topics
+                .iter()
+                .map(|t| {
+                    usize::try_from(t.count).unwrap_or(0).saturating_sub(partitions_of(&t.name))
+                })
+                .sum();
+            let cid = h.correlation_id;
+            let refuse = move |ms: i32| {
+                let results = r
+                    .topics
                     .iter()
-                    .map(|(name, id)| match name {
-                        Some(name) => partitions_of(name),
-                        None => image.topic_by_id(id).map_or(0, |t| t.partitions.len()),
+                    .map(|t| {
+                        CreatePartitionsTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_error_code(code)
+                            .with_error_message(message())
                     })
-                    .sum();
-                let cid = h.correlation_id;
-                let refuse = move |ms: i32| {
-                    let responses = names
-                        .iter()
-                        .map(|(name, id)| {
-                            DeletableTopicResult::default()
-                                .with_name(name.clone())
-                                .with_topic_id(*id)
-                                .with_error_code(code)
-                                .with_error_message(message())
-                        })
-                        .collect();
-                    let resp = DeleteTopicsResponse::default()
-                        .with_throttle_time_ms(ms)
-                        .with_responses(responses);
-                    respond(api, version, cid, &resp)
-                };
-                (h.client_id.map(|c| c.to_string()), n, Box::new(refuse))
-            }
-        };
+                    .collect();
+                let resp = CreatePartitionsResponse::default()
+                    .with_throttle_time_ms(ms)
+                    .with_results(results);
+                respond(api, version, cid, &resp)
+            };
+            (h.client_id.map(|c| c.to_string()), n, Box::new(refuse))
+        }
+        _ => {
+            let (h, r) = decode_request::<DeleteTopicsRequest>(frame.clone(), api, version)
+                .map_err(|e| e.to_string())?;
+            let names: Vec<(Option<TopicName>, uuid::Uuid)> = if r.topics.is_empty() {
+                r.topic_names.iter().map(|n| (Some(n.clone()), Default::default())).collect()
+            } else {
+                r.topics.iter().map(|t| (t.name.clone(), t.topic_id)).collect()
+            };
+            let n = names
+                .iter()
+                .map(|(name, id)| match name {
+                    Some(name) => partitions_of(name),
+                    None => image.topic_by_id(id).map_or(0, |t| t.partitions.len()),
+                })
+                .sum();
+            let cid = h.correlation_id;
+            let refuse = move |ms: i32| {
+                let responses = names
+                    .iter()
+                    .map(|(name, id)| {
+                        DeletableTopicResult::default()
+                            .with_name(name.clone())
+                            .with_topic_id(*id)
+                            .with_error_code(code)
+                            .with_error_message(message())
+                    })
+                    .collect();
+                let resp = DeleteTopicsResponse::default()
+                    .with_throttle_time_ms(ms)
+                    .with_responses(responses);
+                respond(api, version, cid, &resp)
+            };
+            (h.client_id.map(|c| c.to_string()), n, Box::new(refuse))
+        }
+    };
     let who = (principal.name(), header_client.as_deref().unwrap_or(""));
     let mutations = u32::try_from(mutations).unwrap_or(u32::MAX);
     let now_ms = ctx.quota_clock_ms();
