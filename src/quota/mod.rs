@@ -188,18 +188,23 @@ impl ClientQuotaConfigs {
         if self.entities.is_empty() {
             return None;
         }
-        let (u, c) = (Some(user.to_string()), Some(client_id.to_string()));
-        let order = [
-            QuotaEntity::user_client(u.clone(), c.clone()),
-            QuotaEntity::user_client(u.clone(), None),
-            QuotaEntity::user(u.clone()),
-            QuotaEntity::user_client(None, c.clone()),
-            QuotaEntity::user_client(None, None),
-            QuotaEntity::user(None),
-            QuotaEntity::client(c),
-            QuotaEntity::client(None),
-        ];
-        order.into_iter().find_map(|entity| {
+        // Entities sort user-less first, so the last one tells whether any has a user; without
+        // one the six user levels are skipped (and their lookups' allocations).
+        let any_user = self.entities.keys().next_back().is_some_and(|e| e.user.is_some());
+        let c = Some(client_id.to_string());
+        let user_levels = any_user.then(|| {
+            let u = Some(user.to_string());
+            [
+                QuotaEntity::user_client(u.clone(), c.clone()),
+                QuotaEntity::user_client(u.clone(), None),
+                QuotaEntity::user(u),
+                QuotaEntity::user_client(None, c.clone()),
+                QuotaEntity::user_client(None, None),
+                QuotaEntity::user(None),
+            ]
+        });
+        let client_levels = [QuotaEntity::client(c), QuotaEntity::client(None)];
+        user_levels.into_iter().flatten().chain(client_levels).find_map(|entity| {
             let value = *self.entities.get(&entity)?.get(key)?;
             let budget = (
                 if entity.user.is_some() { user.to_string() } else { String::new() },
