@@ -26,15 +26,15 @@ run_one() { # $1 = none|configured; prints MiB/s
     "$BIN" quotas alter --client-default --add producer_byte_rate=100GiB \
       -b "127.0.0.1:$PORT" >/dev/null
   fi
-  local out
-  out="$(taskset -c 0 "$BIN" bench produce -b "127.0.0.1:$PORT" --topic q --partitions 4 \
-    --duration "${SECS}s" --warmup 2s --record-size 1KiB --connections 2 --json /dev/stdout \
-    --quiet 2>/dev/null | tr -d '\n')"
-  kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$data"
-  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d.get("mib_per_s") or d.get("throughput_mib_s") or d)' "$out"
+  taskset -c 0 "$BIN" bench produce -b "127.0.0.1:$PORT" --topic q --partitions 4 \
+    --duration "${SECS}s" --warmup 2s --record-size 1KiB --connections 2 \
+    --json "$data/bench.json" --quiet >/dev/null 2>&1
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.1f MiB/s, p99 %s us" % (d["mib_per_s"], d["latency_us"]["p99"]))' "$data/bench.json"
+  rm -rf "$data"
 }
 for r in $(seq "$ROUNDS"); do
   for mode in none configured; do
-    echo "round $r $mode: $(run_one "$mode") MiB/s"
+    echo "round $r $mode: $(run_one "$mode")"
   done
 done
