@@ -17,6 +17,8 @@ fn record(c: &mut Criterion) {
     let mut some = ClientQuotaConfigs::default();
     some.set(&QuotaEntity::client(Some("app".into())), PRODUCER_BYTE_RATE, Some(1e12));
     some.set(&QuotaEntity::user(Some("alice".into())), PRODUCER_BYTE_RATE, Some(1e12));
+    let mut clients_only = ClientQuotaConfigs::default();
+    clients_only.set(&QuotaEntity::client(Some("app".into())), PRODUCER_BYTE_RATE, Some(1e12));
     let mut q = ShardQuotas::new(QuotaWindow::KAFKA_DEFAULT, 0, Arc::new(ShareBoard::new(2)));
     let mut now_ms = 0u64;
     c.bench_function("quota_record_no_quotas", |b| {
@@ -24,6 +26,11 @@ fn record(c: &mut Criterion) {
     });
     c.bench_function("quota_record_configured_not_this_client", |b| {
         b.iter(|| q.record(&some, QuotaKind::Produce, black_box(("ANONYMOUS", "other")), 1024, 0));
+    });
+    c.bench_function("quota_record_client_quotas_only_not_this_client", |b| {
+        b.iter(|| {
+            q.record(&clients_only, QuotaKind::Produce, black_box(("ANONYMOUS", "other")), 1024, 0)
+        });
     });
     c.bench_function("quota_record_client_within_quota", |b| {
         b.iter(|| {
