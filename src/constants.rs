@@ -102,6 +102,10 @@ pub const REQUEST_RECEIVE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Client states (measured rates) one shard keeps for client quotas; beyond it idle states are
 /// dropped, and a new client is not throttled until room frees up (bounded memory per shard).
 pub const CLIENT_QUOTA_STATES_MAX: usize = 100_000;
+/// The part of a client's quota kept spread over all shards whatever their measured demand
+/// (`quota::share`): the floor that lets a shard where the client newly connects serve it
+/// at once, and the most of the quota idle shards can leave unused.
+pub const QUOTA_SHARE_FLOOR_PERCENT: u32 = 5;
 /// `quota.window.num`: samples a client's byte rate is measured over (Kafka's default).
 pub const QUOTA_WINDOW_NUM_DEFAULT: u32 = 11;
 /// `quota.window.size.seconds`: the span of one sample (Kafka's default).

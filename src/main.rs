@@ -43,6 +43,8 @@ enum Command {
     Topics(shardlog::controller::topics_cli::TopicsArgs),
     /// Open transactions with their age and partitions (`--all`: every transactional id).
     Transactions(shardlog::txn::cli::TransactionsArgs),
+    /// Describe or alter client quotas (user / client-id entities, like kafka-configs.sh).
+    Quotas(shardlog::quota::cli::QuotasArgs),
 }
 
 impl Command {
@@ -62,6 +64,7 @@ impl Command {
             Command::Configs(_) => ("configs", Uses::Bootstrap),
             Command::Topics(_) => ("topics", Uses::Bootstrap),
             Command::Transactions(_) => ("transactions", Uses::Bootstrap),
+            Command::Quotas(_) => ("quotas", Uses::Bootstrap),
         }
     }
 }
@@ -90,6 +93,7 @@ fn main() {
         Command::Configs(args) => shardlog::controller::cli::run(args),
         Command::Topics(args) => shardlog::controller::topics_cli::run(args),
         Command::Transactions(args) => shardlog::txn::cli::run(&args),
+        Command::Quotas(args) => shardlog::quota::cli::run(args),
     };
     if let Err(err) = result {
         let status = shardlog::cli::exit_status(&err);

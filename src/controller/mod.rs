@@ -73,7 +73,7 @@ use uuid::Uuid;
 use self::log::{parse_log, FileStore, MetadataStore};
 use self::records::MetadataRecord;
 use crate::constants::PRODUCER_ID_BLOCK_SIZE;
-use crate::quota::{ClientEntity, ClientQuotaConfigs};
+use crate::quota::{ClientQuotaConfigs, QuotaEntity};
 use crate::types::{NodeId, ProducerId};
 
 /// The single-node controller: a [`ControllerState`] made durable by the legacy metadata
@@ -358,7 +358,7 @@ impl Controller {
     /// See [`ControllerState::alter_client_quotas`].
     pub fn alter_client_quotas(
         &mut self,
-        entity: &ClientEntity,
+        entity: &QuotaEntity,
         changes: &[QuotaChange],
         validate_only: bool,
     ) -> Result<bool, ControllerError> {

@@ -25,12 +25,12 @@ use super::configs::{BrokerDefaults, TopicConfig};
 use super::image::BrokerImage;
 use super::log::{decode_frame, encode_frame, parse_log, METADATA_DIR, METADATA_FILE};
 use super::records::{
-    BrokerConfigRecord, ClientQuotaRecord, ConfigRecord, EntityPart, MetadataRecord,
-    PartitionRecord, RegisterBrokerRecord, TopicRecord,
+    BrokerConfigRecord, ClientQuotaRecord, ConfigRecord, MetadataRecord, PartitionRecord,
+    RegisterBrokerRecord, TopicRecord,
 };
 use super::{placement, ControllerError, MetadataImage, PartitionImage, TopicImage};
 use crate::constants::METADATA_FRAME_BYTES_MAX;
-use crate::quota::{ClientQuotaConfigs, ENTITY_CLIENT_ID};
+use crate::quota::ClientQuotaConfigs;
 use crate::types::{NodeId, ShardId};
 
 /// Version byte of the snapshot layout: `[version u8][last applied index u64]
@@ -217,13 +217,10 @@ impl ControllerState {
                 }));
             }
         }
-        for (entity, quotas) in &self.client_quotas.clients {
+        for (entity, quotas) in &self.client_quotas.entities {
             for (key, value) in quotas {
                 cluster.push(MetadataRecord::ClientQuota(ClientQuotaRecord {
-                    entity: vec![EntityPart {
-                        kind: ENTITY_CLIENT_ID.into(),
-                        name: entity.clone(),
-                    }],
+                    entity: super::client_quotas::record_parts(entity),
                     key: key.clone(),
                     value: Some(*value),
                 }));

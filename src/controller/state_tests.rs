@@ -124,7 +124,7 @@ fn run(s: &mut ControllerState, op: &Op) {
             .map(drop),
         Op::Quota(v) => s
             .alter_client_quotas(
-                &Some("app".into()),
+                &crate::quota::QuotaEntity::client(Some("app".into())),
                 &[(crate::quota::PRODUCER_BYTE_RATE.into(), Some(f64::from(*v)))],
                 false,
             )
@@ -173,8 +173,12 @@ fn snapshot_round_trip_is_deterministic_and_keeps_everything() {
     s.create_topics(&[topic("a", 3, 3), topic("b", 2, 1)], false);
     s.alter_topic_configs("a", &[("retention.ms".into(), Some("5".into()))], false).unwrap();
     s.alter_broker_configs(None, &[("log.retention.ms".into(), Some("7".into()))], false).unwrap();
-    s.alter_client_quotas(&None, &[(crate::quota::CONSUMER_BYTE_RATE.into(), Some(9.0))], false)
-        .unwrap();
+    s.alter_client_quotas(
+        &crate::quota::QuotaEntity::client(None),
+        &[(crate::quota::CONSUMER_BYTE_RATE.into(), Some(9.0))],
+        false,
+    )
+    .unwrap();
     s.allocate_producer_id().unwrap();
     s.fence_broker(NodeId(2), BrokerEpoch(s.brokers()[&NodeId(2)].epoch)).unwrap();
     let mut committed = state();
@@ -257,7 +261,7 @@ fn legacy_log_imports_into_a_snapshot_once() {
         c.alter_broker_configs(None, &[("log.retention.ms".into(), Some("7".into()))], false)
             .unwrap();
         c.alter_client_quotas(
-            &Some("app".into()),
+            &crate::quota::QuotaEntity::client(Some("app".into())),
             &[(crate::quota::PRODUCER_BYTE_RATE.into(), Some(1024.0))],
             false,
         )

@@ -28,7 +28,7 @@ use futures::future::{Either, LocalBoxFuture};
 use futures::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures::{SinkExt, StreamExt};
 
-use super::dispatch::{dispatch, Outcome, ResponseFuture};
+use super::dispatch::{Outcome, ResponseFuture};
 use super::limits::{self, ConnectionPermit, QueuedBytes, RequestBudget};
 use super::throttle::Mute;
 use crate::constants::CONNECTION_IN_FLIGHT_MAX;
@@ -86,7 +86,9 @@ async fn run_admitted<S>(
     let mute = Rc::new(Mute::default());
     let writer_task =
         ctx.spawn(write_loop(writer, rx, closed.clone(), activity.clone(), mute.clone()));
-    let conn = Conn { closed: &closed, peer, activity: &activity, mute: &mute };
+    // No authentication yet: every connection is Kafka's `User:ANONYMOUS`.
+    let principal = crate::quota::Principal::anonymous();
+    let conn = Conn { closed: &closed, peer, activity: &activity, mute: &mute, principal };
     read_loop(&ctx, &mut reader, tx, &conn).await;
     let _ = writer_task.await;
     drop(permit);
@@ -101,6 +103,8 @@ struct Conn<'a> {
     peer: Option<IpAddr>,
     activity: &'a Activity,
     mute: &'a Mute,
+    /// Who the connection authenticated as (user quotas are keyed by its name).
+    principal: crate::quota::Principal,
 }
 
 /// Waits out a mute, unless shutdown or the writer's close comes first (then `false`).
@@ -143,7 +147,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
         let api_key = crate::protocol::peek_api(&frame).map_or(-1, |p| p.api_key);
         let mut timer = RequestTimer::start(api_key, frame.len());
         timer.handler_started();
-        match dispatch(ctx, frame, peer).await {
+        match super::throttle::dispatch_timed(ctx, frame, peer, &conn.principal).await {
             Ok(fut) => {
                 let fut: ResponseFuture = Box::pin(timer.watch(fut));
                 if tx.send((fut, timer, charge)).await.is_err() {

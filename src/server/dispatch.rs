@@ -58,6 +58,10 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::DescribeQuorum, admin::describe_quorum::VERSIONS),
     ApiRange::new(ApiKey::DescribeClientQuotas, admin::describe_client_quotas::VERSIONS),
     ApiRange::new(ApiKey::AlterClientQuotas, admin::alter_client_quotas::VERSIONS),
+    ApiRange::new(
+        ApiKey::DescribeUserScramCredentials,
+        admin::describe_user_scram_credentials::VERSIONS,
+    ),
     ApiRange::new(ApiKey::FindCoordinator, group::find_coordinator::VERSIONS),
     ApiRange::new(ApiKey::JoinGroup, group::join_group::VERSIONS),
     ApiRange::new(ApiKey::SyncGroup, group::sync_group::VERSIONS),
@@ -78,12 +82,13 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::ListTransactions, txn::list_transactions::VERSIONS),
 ];
 
-/// Starts processing one request frame from a client at `peer`, or says why the
-/// connection must close.
+/// Starts processing one request frame from a client at `peer` authenticated as
+/// `principal`, or says why the connection must close.
 pub async fn dispatch(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     peer: Option<IpAddr>,
+    principal: &crate::quota::Principal,
 ) -> Result<ResponseFuture, String> {
     let peek = peek_api(&frame).map_err(|e| e.to_string())?;
     let api =
@@ -101,14 +106,17 @@ pub async fn dispatch(
     let version = peek.version;
     tracing::trace!(shard = %ctx.id, ?api, version, correlation_id = peek.correlation_id, "request");
     match api {
-        ApiKey::Produce => produce::start(ctx, frame, version).await,
-        ApiKey::Fetch => fetch::start(ctx, frame, version).await,
+        ApiKey::Produce => produce::start(ctx, frame, version, principal).await,
+        ApiKey::Fetch => fetch::start(ctx, frame, version, principal).await,
         ApiKey::ListOffsets => list_offsets::start(ctx, frame, version).await,
         ApiKey::Metadata => metadata::start(ctx, frame, version),
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
         ApiKey::DeleteRecords => delete_records::start(ctx, frame, version).await,
         ApiKey::DescribeProducers => describe_producers::start(ctx, frame, version).await,
-        ApiKey::DescribeConfigs | ApiKey::DescribeCluster | ApiKey::DescribeClientQuotas => {
+        ApiKey::DescribeConfigs
+        | ApiKey::DescribeCluster
+        | ApiKey::DescribeClientQuotas
+        | ApiKey::DescribeUserScramCredentials => {
             metadata::start_read_only(ctx, api, frame, version)
         }
         // A transactional id's InitProducerId goes to its transaction coordinator.
@@ -116,7 +124,17 @@ pub async fn dispatch(
             txn::init_producer_id::start(ctx, frame, version).await
         }
         api if CONTROLLER_APIS.contains(&api) || api == ApiKey::DescribeQuorum => {
-            Ok(controller_api(ctx, api, version, frame))
+            let delay_ms = match super::mutation_quota::gate(ctx, api, version, &frame, principal)?
+            {
+                super::mutation_quota::Gate::Forward { delay_ms } => delay_ms,
+                super::mutation_quota::Gate::Answer(outcome) => return Ok(ready(outcome)),
+            };
+            let fut = controller_api(ctx, api, version, frame);
+            if delay_ms == 0 {
+                return Ok(fut);
+            }
+            // KIP-599, permissive version over quota: answered, but late.
+            Ok(Box::pin(async move { super::throttle::wrap(fut.await, delay_ms, false) }))
         }
         ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version),
         ApiKey::JoinGroup => group::join_group::start(ctx, frame, version, peer).await,

@@ -91,6 +91,8 @@ struct Plan {
     client_id: Option<String>,
     /// isolation_level = 1 (transactions: stop at the last stable offset).
     read_committed: bool,
+    /// The connection's principal name (the `user` of user quotas).
+    user: String,
     /// A follower's fetch: its broker id and broker epoch (-1 before v15).
     replica: Option<(NodeId, i64)>,
 }
@@ -110,6 +112,7 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    principal: &crate::quota::Principal,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<FetchRequest>(frame, ApiKey::Fetch, version).map_err(|e| e.to_string())?;
@@ -119,7 +122,7 @@ pub async fn start(
     let quota_window_bytes = ctx.quotas.borrow().max_bytes_in_window(
         &image.client_quotas,
         QuotaKind::Fetch,
-        client_id.as_deref().unwrap_or(""),
+        (principal.name(), client_id.as_deref().unwrap_or("")),
     );
     let max_bytes = usize::try_from(req.max_bytes)
         .unwrap_or(0)
@@ -165,6 +168,7 @@ pub async fn start(
         // Without sessions, only "no session" (id 0) is valid.
         session_error: (req.session_id != 0).then_some(ResponseError::FetchSessionIdNotFound),
         client_id,
+        user: principal.name().to_string(),
         replica,
         read_committed: req.isolation_level == 1,
     };
@@ -190,6 +194,7 @@ async fn run(ctx: &Rc<ShardCtx>, plan: Plan) -> Outcome {
     let leaders = Leaders::of(ctx);
     let (version, correlation_id) = (plan.version, plan.correlation_id);
     let client_id = plan.client_id.clone();
+    let user = plan.user.clone();
     let from_replica = plan.replica.is_some();
     let response = build_response(plan, parts, &leaders);
     let outcome = respond(ApiKey::Fetch, version, correlation_id, &response);
@@ -198,7 +203,7 @@ async fn run(ctx: &Rc<ShardCtx>, plan: Plan) -> Outcome {
         // replication quotas).
         return outcome;
     }
-    apply_quota(ctx, outcome, (version, correlation_id), client_id.as_deref())
+    apply_quota(ctx, outcome, (version, correlation_id), (&user, client_id.as_deref()))
 }
 
 /// Counts the response against the client's `consumer_byte_rate`; over quota, the data is
@@ -208,16 +213,16 @@ fn apply_quota(
     ctx: &ShardCtx,
     outcome: Outcome,
     (version, correlation_id): (i16, i32),
-    client_id: Option<&str>,
+    who: (&str, Option<&str>),
 ) -> Outcome {
     use super::throttle;
     let Outcome::Respond(frame) = &outcome else { return outcome };
     let bytes = frame.len() as u64;
-    let ms = throttle::record(ctx, QuotaKind::Fetch, client_id, bytes);
+    let ms = throttle::record(ctx, QuotaKind::Fetch, who, bytes);
     if ms == 0 {
         return outcome;
     }
-    throttle::unrecord(ctx, QuotaKind::Fetch, client_id, bytes);
+    throttle::unrecord(ctx, QuotaKind::Fetch, who, bytes);
     let empty =
         FetchResponse::default().with_session_id(0).with_throttle_time_ms(throttle::as_field(ms));
     let empty = respond(ApiKey::Fetch, version, correlation_id, &empty);
@@ -499,6 +504,7 @@ mod tests {
             max_wait: Duration::ZERO,
             session_error: None,
             client_id: None,
+            user: String::new(),
             replica: None,
             read_committed: false,
         }

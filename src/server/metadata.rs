@@ -8,7 +8,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use kafka_protocol::messages::{
     ApiKey, DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    MetadataRequest,
+    DescribeUserScramCredentialsRequest, MetadataRequest,
 };
 
 use super::admin::{self, Advertised};
@@ -63,6 +63,13 @@ pub fn start_read_only(
             let (header, req) = decode_request::<DescribeClientQuotasRequest>(frame, api, version)
                 .map_err(|e| e.to_string())?;
             let response = admin::describe_client_quotas::handle(&image, &req, version);
+            respond(api, version, header.correlation_id, &response)
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            let (header, req) =
+                decode_request::<DescribeUserScramCredentialsRequest>(frame, api, version)
+                    .map_err(|e| e.to_string())?;
+            let response = admin::describe_user_scram_credentials::handle(&req, version);
             respond(api, version, header.correlation_id, &response)
         }
         other => return Err(format!("{other:?} is not a read-only metadata API")),

@@ -20,6 +20,7 @@ pub mod group;
 pub mod limits;
 pub mod list_offsets;
 pub mod metadata;
+mod mutation_quota;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod route;

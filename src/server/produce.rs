@@ -56,6 +56,7 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    principal: &crate::quota::Principal,
 ) -> Result<ResponseFuture, String> {
     if version < SERVED_MIN_VERSION {
         return Err(format!("Produce v{version} uses a message format Kafka 4 no longer accepts"));
@@ -64,7 +65,8 @@ pub async fn start(
     let (header, req) = decode_request::<ProduceRequest>(frame, ApiKey::Produce, version)
         .map_err(|e| e.to_string())?;
     let client_id = header.client_id.as_ref().map(|c| c.as_str());
-    let throttle_ms = super::throttle::record(ctx, QuotaKind::Produce, client_id, request_bytes);
+    let who = (principal.name(), client_id);
+    let throttle_ms = super::throttle::record(ctx, QuotaKind::Produce, who, request_bytes);
     let mute = version >= CLIENT_THROTTLE_VERSION;
     let acks = req.acks;
     let acks_error = (![0, 1, -1].contains(&acks)).then_some(ResponseError::InvalidRequiredAcks);

@@ -10,10 +10,17 @@
 //! the socket buffer (or, one already read, waiting to be dispatched).
 
 use std::cell::Cell;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::dispatch::Outcome;
-use crate::quota::QuotaKind;
+use bytes::Bytes;
+
+use super::dispatch::{dispatch, Outcome, ResponseFuture};
+use crate::quota::{Principal, QuotaKind, REQUEST_PERCENTAGE};
 use crate::shard::ShardCtx;
 
 /// What the writer does with a throttled outcome.
@@ -24,14 +31,20 @@ pub struct Throttle {
     pub mute: bool,
 }
 
-/// Records `bytes` of `kind` for `client_id` on this shard and returns the throttle time in
-/// ms (0: within quota or no quota). Counts the bytes moved and the throttle time in the
-/// per-client metrics too.
-pub fn record(ctx: &ShardCtx, kind: QuotaKind, client_id: Option<&str>, bytes: u64) -> u64 {
+/// Records `bytes` of `kind` for a request of `user` (the connection's principal name) with
+/// `client_id` on this shard and returns the throttle time in ms (0: within quota or no
+/// quota). Counts the bytes moved and the throttle time in the per-client metrics too.
+pub fn record(
+    ctx: &ShardCtx,
+    kind: QuotaKind,
+    (user, client_id): (&str, Option<&str>),
+    bytes: u64,
+) -> u64 {
     let client = client_id.unwrap_or("");
     let image = ctx.image();
     let now_ms = ctx.quota_clock_ms();
-    let ms = ctx.quotas.borrow_mut().record(&image.client_quotas, kind, client, bytes, now_ms);
+    let ms =
+        ctx.quotas.borrow_mut().record(&image.client_quotas, kind, (user, client), bytes, now_ms);
     // A throttled fetch is answered empty: its bytes never reach the client.
     let moved = if kind == QuotaKind::Fetch && ms > 0 { 0 } else { bytes };
     crate::metrics::client_quota(kind, client, moved, ms);
@@ -40,11 +53,95 @@ pub fn record(ctx: &ShardCtx, kind: QuotaKind, client_id: Option<&str>, bytes: u
 
 /// Takes back bytes recorded for a response that is replaced by an empty throttled one
 /// (Kafka's `unrecordQuotaSensor`), so the data not sent does not count.
-pub fn unrecord(ctx: &ShardCtx, kind: QuotaKind, client_id: Option<&str>, bytes: u64) {
+pub fn unrecord(
+    ctx: &ShardCtx,
+    kind: QuotaKind,
+    (user, client_id): (&str, Option<&str>),
+    bytes: u64,
+) {
     let client = client_id.unwrap_or("");
     let image = ctx.image();
     let now_ms = ctx.quota_clock_ms();
-    ctx.quotas.borrow_mut().unrecord(&image.client_quotas, kind, client, bytes, now_ms);
+    ctx.quotas.borrow_mut().unrecord(&image.client_quotas, kind, (user, client), bytes, now_ms);
+}
+
+/// The shard's share task: once per quota window, exchanges this shard's per-budget demand
+/// with the other shards and takes its new fractions of each quota ([`crate::quota::share`]).
+/// Runs on the shard's background queue; the request path never waits for it.
+pub async fn share_loop(ctx: Rc<ShardCtx>) {
+    let window = Duration::from_millis(ctx.config.quota_window.window_ms.max(1));
+    loop {
+        crate::shard::sleep(window).await;
+        if ctx.is_shutting_down() {
+            return;
+        }
+        let now_ms = ctx.quota_clock_ms();
+        ctx.quotas.borrow_mut().exchange_shares(now_ms);
+    }
+}
+
+/// The client id of a request frame (header v1+: after api key, version and correlation id,
+/// a nullable int16-length string; `""` when absent or malformed).
+fn client_id_of(frame: &[u8]) -> &str {
+    let Some(len) = frame.get(8..10).map(|b| i16::from_be_bytes([b[0], b[1]])) else { return "" };
+    let Ok(len) = usize::try_from(len) else { return "" };
+    frame.get(10..10 + len).and_then(|b| std::str::from_utf8(b).ok()).unwrap_or("")
+}
+
+/// A future that adds up the time spent polling it: the shard's time on the request.
+struct Timed<'a, T> {
+    fut: Pin<Box<dyn Future<Output = T> + 'a>>,
+    spent: Duration,
+}
+
+impl<T> Future for Timed<'_, T> {
+    type Output = (T, Duration);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let start = Instant::now();
+        let polled = self.fut.as_mut().poll(cx);
+        self.spent += start.elapsed();
+        polled.map(|v| (v, self.spent))
+    }
+}
+
+/// Dispatches a request and, when any `request_percentage` quota exists, counts the shard's
+/// time on it (polling its start and its response; not other shards' time on its parts)
+/// against the client's quota; over it, the connection is muted after the response
+/// (KIP-219's mechanism; `throttle_time_ms` of the response is left to the byte quotas).
+pub async fn dispatch_timed(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    peer: Option<IpAddr>,
+    principal: &Principal,
+) -> Result<ResponseFuture, String> {
+    if !ctx.image().client_quotas.uses(REQUEST_PERCENTAGE) {
+        return dispatch(ctx, frame, peer, principal).await;
+    }
+    let who = (principal.name().to_string(), client_id_of(&frame).to_string());
+    let timed =
+        Timed { fut: Box::pin(dispatch(ctx, frame, peer, principal)), spent: Duration::ZERO };
+    let (started, spent) = timed.await;
+    let fut = started?;
+    let ctx = ctx.clone();
+    Ok(Box::pin(async move {
+        let (outcome, more) = Timed { fut, spent: Duration::ZERO }.await;
+        let busy_ns = u64::try_from((spent + more).as_nanos()).unwrap_or(u64::MAX);
+        let image = ctx.image();
+        let now_ms = ctx.quota_clock_ms();
+        let ms = ctx.quotas.borrow_mut().record_request_time(
+            &image.client_quotas,
+            (&who.0, &who.1),
+            busy_ns,
+            now_ms,
+        );
+        match outcome {
+            Outcome::Throttled(inner, t) => {
+                Outcome::Throttled(inner, Throttle { ms: t.ms.max(ms), mute: t.mute })
+            }
+            other => wrap(other, ms, true),
+        }
+    }))
 }
 
 /// Wraps `outcome` with its throttle when there is one.

@@ -61,7 +61,11 @@ impl ShardCtx {
     pub(crate) fn new(parts: CtxParts) -> Self {
         let id = ShardId(u32::try_from(parts.senders.peer_id()).unwrap_or(u32::MAX));
         let image = Arc::new(placeholder_image(&parts.config));
-        let quotas = crate::quota::ShardQuotas::new(parts.config.quota_window, parts.config.shards);
+        let quotas = crate::quota::ShardQuotas::new(
+            parts.config.quota_window,
+            id.0 as usize,
+            crate::quota::ShareBoard::global(parts.config.shards),
+        );
         Self {
             id,
             shard_count: parts.config.shards,

@@ -288,6 +288,7 @@ async fn shard_main(
     drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
     ctx.spawn_background(crate::partition::maintenance::retention_loop(ctx.clone()));
     ctx.spawn_background(crate::partition::maintenance::cleaner_loop(ctx.clone()));
+    ctx.spawn_background(crate::server::throttle::share_loop(ctx.clone()));
     accept_loop(&ctx, listener, app).await;
     drain(&ctx, &shared).await;
     ctx.partitions.close_all().await;

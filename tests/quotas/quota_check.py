@@ -6,8 +6,8 @@
   removes the default's.
 - A confluent-kafka producer with client.id qc-slow, producing as fast as it can for a few
   seconds, sees throttling in librdkafka's statistics (`brokers.*.throttle.max > 0`) and its
-  acknowledged rate stays near its share of the quota (the broker's shards each enforce
-  quota / shard count; its one connection lands on one shard), within 2x; a producer with
+  acknowledged rate stays near its quota (the shards re-split it by measured demand every
+  window, so its one connection's shard soon holds nearly all of it), within 2x; a producer with
   another client id is not throttled.
 - The Java producer (client.id qc-java, its own quota) reports the throttling in its
   `produce-throttle-time-avg`/`-max` metrics and is held near its share
@@ -109,8 +109,8 @@ def main():
     time.sleep(0.5)
     rate, throttle = produce(bs, topic, "qc-slow", 8)
     share = RATE / shards
-    print(f"     qc-slow: {rate:.0f} B/s acknowledged (quota {RATE}, per-shard share "
-          f"{share:.0f}), librdkafka throttle max {throttle} ms", flush=True)
+    print(f"     qc-slow: {rate:.0f} B/s acknowledged over 8 s (quota {RATE}, even split "
+          f"{share:.0f} until the first re-split), librdkafka throttle max {throttle} ms", flush=True)
     check(throttle > 0, "librdkafka reports the broker's throttle_time_ms")
     check(share / 2 < rate < RATE * 2, f"rate {rate:.0f} B/s near the quota")
     rate, throttle = produce(bs, topic, "qc-free", 3)

@@ -5,7 +5,8 @@
 # producer_byte_rate is throttled (librdkafka's `throttle` statistics) and held near its
 # share by the broker's muting, while another client id is not; the Java producer's
 # produce-throttle-time metrics show the throttling (java/ThrottleCheck.java).
-# Prerequisites: tests/interop/install.sh (confluent-kafka, Kafka jars). Bounded: < 2 min.
+# tests/quotas/entities.py does the same for user and user+client-id entities.
+# Prerequisites: tests/interop/install.sh (confluent-kafka, Kafka jars). Bounded: < 5 min.
 # Usage: tests/quotas/run.sh [PORT]   (default 26190)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,3 +28,5 @@ KAFKA_CLASSPATH="$("$REPO/perf/kafka/kafka.sh" classpath)"
 export KAFKA_CLASSPATH
 echo "== ConfigCommand + confluent-kafka producer throttled"
 timeout 110 python3 "$HERE/quota_check.py" "127.0.0.1:$PORT" 2
+echo "== ConfigCommand users / users+clients entities (KIP-55)"
+timeout 170 python3 "$HERE/entities.py" "127.0.0.1:$PORT" 2

@@ -1,7 +1,7 @@
-//! AlterClientQuotas (API key 49), v0–1: sets or removes `producer_byte_rate` and
-//! `consumer_byte_rate` of client-id entities (one client id, or `<default>` by a null
+//! AlterClientQuotas (API key 49), v0–1: sets or removes quota values of `user`,
+//! `client-id` and `user`+`client-id` entities (each part one name, or `<default>` by a null
 //! name), each entry validated and written as one metadata-log operation; `validate_only`.
-//! Entities naming `user` or `ip` are refused with INVALID_REQUEST until those quotas exist.
+//! Entities naming `ip` (connection-rate quotas) are refused with INVALID_REQUEST.
 //!
 //! Runs on the controller shard (a [`Mutation`]: the new image reaches every shard before
 //! the answer leaves, so the quota applies from the client's next request).
@@ -17,7 +17,7 @@ use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasRespon
 
 use super::{error_code, sb, Mutation};
 use crate::controller::{ControllerState, QuotaChange};
-use crate::quota::{ClientEntity, ENTITY_CLIENT_ID};
+use crate::quota::QuotaEntity;
 
 /// Every version Kafka 4.1 defines (v1 is the flexible encoding of v0).
 pub const VERSIONS: (i16, i16) = (0, 1);
@@ -62,7 +62,7 @@ fn alter_one(
     entry: &EntryData,
     validate_only: bool,
 ) -> Result<bool, (i16, String)> {
-    let entity = client_entity(entry)?;
+    let entity = quota_entity(entry)?;
     let invalid = |m: String| (ResponseError::InvalidRequest.code(), m);
     let mut seen = HashSet::new();
     let mut changes: Vec<QuotaChange> = Vec::new();
@@ -78,23 +78,13 @@ fn alter_one(
     controller.alter_client_quotas(&entity, &changes, validate_only).map_err(|e| error_code(&e))
 }
 
-/// The client-id entity an entry names; Kafka's INVALID_REQUEST for anything else.
-fn client_entity(entry: &EntryData) -> Result<ClientEntity, (i16, String)> {
-    let invalid = |m: String| (ResponseError::InvalidRequest.code(), m);
-    match entry.entity.as_slice() {
-        [part] if part.entity_type.as_str() == ENTITY_CLIENT_ID => {
-            let name = part.entity_name.as_ref().map(|n| n.to_string());
-            if name.as_deref() == Some("") {
-                return Err(invalid("Invalid empty client-id entity name".into()));
-            }
-            Ok(name)
-        }
-        [] => Err(invalid("Invalid empty client quota entity".into())),
-        parts => {
-            let types: Vec<&str> = parts.iter().map(|p| p.entity_type.as_str()).collect();
-            Err(invalid(format!(
-                "Unsupported quota entity {types:?}: only client-id quotas are served so far"
-            )))
-        }
-    }
+/// The entity an entry names; Kafka's INVALID_REQUEST for anything else.
+fn quota_entity(entry: &EntryData) -> Result<QuotaEntity, (i16, String)> {
+    QuotaEntity::from_parts(
+        entry
+            .entity
+            .iter()
+            .map(|p| (p.entity_type.as_str(), p.entity_name.as_ref().map(|n| n.as_str()))),
+    )
+    .map_err(|e| (ResponseError::InvalidRequest.code(), e.to_string()))
 }

@@ -20,6 +20,7 @@ pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_quorum;
+pub mod describe_user_scram_credentials;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod metadata;
