@@ -2,21 +2,21 @@
 //! quorum, as `server::cluster` runs them, driven by virtual time ([`TICK_MS`] per tick).
 //!
 //! - Every node's state machine is a real committed [`ControllerState`] ([`super::node`]).
-//! - The ready leader keeps an [`Active`] controller as `server::cluster::ClusterNode::run_op`
+//! - The ready leader keeps an `Active` controller as `server::cluster::ClusterNode::run_op`
 //!   does: a working copy (`committed.clone()` + `become_active()`) and [`BrokerHeartbeats`]
 //!   (`activate` at once), both replaced on a new term, when a proposal is superseded or
 //!   refused, or when the process restarts. Operations run one at a time (`op_lock`) on the
 //!   working copy; its `take_proposals()` frames (plus the heartbeat/expiry frames) are
 //!   proposed, and the caller is answered once they are applied here (NOT_LEADER if the
 //!   leadership went meanwhile, REQUEST_TIMED_OUT after the propose timeout, the working copy
-//!   kept). Expiry runs every [`EXPIRY_CHECK_MS`].
+//!   kept). Expiry runs every `EXPIRY_CHECK_MS`.
 //! - One broker per node (the learner included) registers through the leader (a new
 //!   incarnation per process start), heartbeats with its node's applied index and sometimes
 //!   shuts down in a controlled way, as `server::cluster::lifecycle` does; clients create
 //!   topics (replication factor 1..3, names reused) and delete them. Requests and answers
 //!   are [`Rpc`]s over the simulated network: lost, delayed, duplicated, cut by partitions.
 //!
-//! Single-threaded, owned by [`super::Sim`]. Invariants checked ([`ClusterCheck`] and
+//! Single-threaded, owned by `super::Sim`. Invariants checked ([`ClusterCheck`] and
 //! [`Cluster::after_drain`]): every node's committed state equals a replay of the committed
 //! log up to its applied index; applying a committed entry never fails; in every committed
 //! state a partition's leader is -1 or an unfenced registered broker among its replicas and
