@@ -192,7 +192,13 @@ fn file_seeds() {
     write("cleaner_checkpoint", "offset", checkpoint::encode(Offset(12_345)).as_bytes());
     let mut m = ProducerStateMap::default();
     for (id, seq) in [(1000i64, 0i32), (1000, 5), (2000, 0)] {
-        let b = ProducerBatch { producer_id: id, epoch: 0, first_seq: seq, offset_delta: 4 };
+        let b = ProducerBatch {
+            producer_id: id,
+            epoch: 0,
+            first_seq: seq,
+            offset_delta: 4,
+            transactional: false,
+        };
         m.apply(&b, i64::from(seq) + id, 1_700_000_000_000);
     }
     write("producer_snapshot", "two-producers", &m.encode(3000));
