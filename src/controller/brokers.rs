@@ -111,13 +111,7 @@ impl ControllerState {
         node: NodeId,
         epoch: BrokerEpoch,
     ) -> Result<(), ControllerError> {
-        self.check_epoch(node, epoch)?;
-        let mut live = self.live_set();
-        live.retain(|n| *n != node);
-        let mut records =
-            vec![MetadataRecord::FenceBroker(BrokerEpochRecord { node, broker_epoch: epoch.0 })];
-        records.extend(self.leadership_changes(&live));
-        self.propose(records)
+        self.broker_change(node, epoch, MetadataRecord::FenceBroker, false)
     }
 
     /// Unfences a broker: leaderless partitions whose ISR holds it get it as leader; it
@@ -127,15 +121,7 @@ impl ControllerState {
         node: NodeId,
         epoch: BrokerEpoch,
     ) -> Result<(), ControllerError> {
-        self.check_epoch(node, epoch)?;
-        let mut live = self.live_set();
-        if !live.contains(&node) {
-            live.push(node);
-        }
-        let mut records =
-            vec![MetadataRecord::UnfenceBroker(BrokerEpochRecord { node, broker_epoch: epoch.0 })];
-        records.extend(self.leadership_changes(&live));
-        self.propose(records)
+        self.broker_change(node, epoch, MetadataRecord::UnfenceBroker, true)
     }
 
     /// Removes a broker's registration (its leaderships move as when fenced).
@@ -144,14 +130,26 @@ impl ControllerState {
         node: NodeId,
         epoch: BrokerEpoch,
     ) -> Result<(), ControllerError> {
+        self.broker_change(node, epoch, MetadataRecord::UnregisterBroker, false)
+    }
+
+    /// One operation: the broker's record (`make`), then the leadership changes that follow
+    /// from the broker being live (`live`) or not.
+    fn broker_change(
+        &mut self,
+        node: NodeId,
+        epoch: BrokerEpoch,
+        make: fn(BrokerEpochRecord) -> MetadataRecord,
+        live: bool,
+    ) -> Result<(), ControllerError> {
         self.check_epoch(node, epoch)?;
-        let mut live = self.live_set();
-        live.retain(|n| *n != node);
-        let mut records = vec![MetadataRecord::UnregisterBroker(BrokerEpochRecord {
-            node,
-            broker_epoch: epoch.0,
-        })];
-        records.extend(self.leadership_changes(&live));
+        let mut live_set = self.live_set();
+        live_set.retain(|n| *n != node);
+        if live {
+            live_set.push(node);
+        }
+        let mut records = vec![make(BrokerEpochRecord { node, broker_epoch: epoch.0 })];
+        records.extend(self.leadership_changes(&live_set));
         self.propose(records)
     }
 

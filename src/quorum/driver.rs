@@ -22,7 +22,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::channel::oneshot;
@@ -191,7 +191,7 @@ pub struct QuorumHandle {
 pub struct QuorumDriver;
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    u64::try_from(crate::io::real_now_ms()).unwrap_or(0)
 }
 
 impl QuorumDriver {

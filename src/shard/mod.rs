@@ -58,8 +58,5 @@ pub async fn with_timeout<T>(duration: Duration, fut: impl Future<Output = T>) -
 /// Wall-clock milliseconds since the Unix epoch (Kafka timestamps).
 #[must_use]
 pub fn now_ms() -> i64 {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO);
-    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+    crate::io::real_now_ms()
 }

@@ -24,7 +24,7 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -147,9 +147,7 @@ pub struct ClusterNode {
 /// Wall-clock milliseconds (broker sessions and DescribeQuorum timestamps).
 #[must_use]
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    u64::try_from(crate::io::real_now_ms()).unwrap_or(0)
 }
 
 /// The broker epoch a registration asks for (`register_broker`'s `epoch_hint`): the index its
