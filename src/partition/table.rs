@@ -122,6 +122,11 @@ impl PartitionTable {
         ctx: &ShardCtx,
         image: &MetadataImage,
     ) -> Result<(), String> {
+        // Once shutdown began, `close_all` owns the logs (it writes their clean-shutdown
+        // markers): a late image, such as this broker's own fencing, changes nothing.
+        if ctx.is_shutting_down() {
+            return Ok(());
+        }
         let wanted = owned_by(image, ctx.id);
         let stale: Vec<Rc<OwnedPartition>> = {
             let mut map = self.map.borrow_mut();
@@ -134,8 +139,7 @@ impl PartitionTable {
         };
         let mut failures = Vec::new();
         for (tp, w) in &wanted {
-            // Once shutdown began, `close_all` may have taken the logs already: an image
-            // arriving now (this broker's own fencing) must not open them again.
+            // Shutdown may begin while this image opens logs: open no more then.
             if self.map.borrow().contains_key(tp) || ctx.is_shutting_down() {
                 continue;
             }

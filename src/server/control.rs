@@ -86,11 +86,6 @@ pub async fn apply_image(ctx: &Rc<ShardCtx>, image: Arc<MetadataImage>) -> Shard
     if image.version < ctx.image().version {
         return ShardReply::ImageApplied; // an older publication overtaken by a newer one
     }
-    if ctx.is_shutting_down() {
-        // The logs are being closed (clean-shutdown markers written): a late image, such as
-        // the one fencing this broker for its controlled shutdown, must not reopen them.
-        return ShardReply::ImageApplied;
-    }
     // Installed before the logs open so routing matches what the controller decided;
     // partitions that fail to open answer NOT_LEADER_OR_FOLLOWER until reopened.
     ctx.set_image(image.clone());
