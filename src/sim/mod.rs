@@ -20,6 +20,7 @@
 
 pub mod check;
 pub mod cluster;
+mod cluster_check;
 pub mod net;
 pub mod node;
 

@@ -1,0 +1,186 @@
+//! The cluster simulation's reference check: a replay of the committed log against which
+//! every node's committed state, the brokers' epochs and unfencing are compared after each
+//! step (see [`super::cluster`]'s module docs for the invariants).
+//!
+//! Single-threaded, owned by the simulation; no I/O.
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use super::check::Checker;
+use super::cluster::fresh_state;
+use super::node::SimNode;
+use crate::controller::{BrokerEpoch, ControllerState, NO_LEADER};
+use crate::types::NodeId;
+
+/// Fills `out` with the snapshot bytes of `state` minus the last-applied index (bytes 1..9
+/// of the header): a node restored from a snapshot taken at an empty entry records that
+/// index, a replay records the last non-empty entry; nothing else may differ.
+pub(super) fn masked_snapshot(state: &ControllerState) -> Vec<u8> {
+    let mut s = state.snapshot();
+    if s.len() >= 9 {
+        s[1..9].fill(0);
+    }
+    s
+}
+
+/// The reference replay of the committed log and the checks on it; see the module docs.
+pub struct ClusterCheck {
+    reference: ControllerState,
+    /// Index of the last committed entry replayed.
+    replayed: u64,
+    /// (index, masked snapshot) after each non-empty committed entry, index 0 first.
+    snaps: Vec<(u64, Vec<u8>)>,
+    /// Last (epoch, fenced) per node in the committed log.
+    log_epochs: BTreeMap<NodeId, (i64, bool)>,
+    /// The committed entry that registered each (node, epoch).
+    registered_at: BTreeMap<(NodeId, i64), u64>,
+    /// What brokers were told: node → (incarnation, epoch).
+    told: BTreeMap<NodeId, (Uuid, i64)>,
+    /// `changes` of each node when last compared.
+    compared: BTreeMap<u64, u64>,
+    /// Times a registered broker went from unfenced to fenced in the committed log.
+    pub fences: u64,
+}
+
+impl ClusterCheck {
+    pub(super) fn new() -> Self {
+        let reference = fresh_state(1);
+        let snaps = vec![(0, masked_snapshot(&reference))];
+        Self {
+            reference,
+            replayed: 0,
+            snaps,
+            log_epochs: BTreeMap::new(),
+            told: BTreeMap::new(),
+            registered_at: BTreeMap::new(),
+            compared: BTreeMap::new(),
+            fences: 0,
+        }
+    }
+
+    /// A broker was told `epoch` for `incarnation`: never below an epoch told before, and
+    /// above it for a new incarnation.
+    pub(super) fn broker_told(
+        &mut self,
+        node: NodeId,
+        incarnation: Uuid,
+        epoch: BrokerEpoch,
+    ) -> Result<(), String> {
+        if let Some((inc, e)) = self.told.get(&node) {
+            if epoch.0 < *e || (*inc != incarnation && epoch.0 == *e) {
+                return Err(format!(
+                    "broker {node} was told epoch {} (incarnation {incarnation}) after epoch {e} \
+                     (incarnation {inc})",
+                    epoch.0
+                ));
+            }
+        }
+        self.told.insert(node, (incarnation, epoch.0));
+        Ok(())
+    }
+
+    /// A heartbeat reporting `offset` unfenced `node` at `epoch`: its registration entry, if
+    /// committed, must be at or below `offset`.
+    pub(super) fn unfenced(
+        &self,
+        node: NodeId,
+        epoch: BrokerEpoch,
+        offset: u64,
+    ) -> Result<(), String> {
+        match self.registered_at.get(&(node, epoch.0)) {
+            Some(at) if *at > offset => Err(format!(
+                "broker {node} (epoch {}) was unfenced at metadata offset {offset}, before \
+                 applying its registration (entry {at})",
+                epoch.0
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Replays newly committed entries into the reference and checks each resulting state,
+    /// then compares every changed node's committed state with the reference.
+    pub fn check(&mut self, check: &Checker, nodes: &[SimNode]) -> Result<(), String> {
+        while let Some((_, data)) = check.entry(self.replayed + 1) {
+            let index = self.replayed + 1;
+            self.replayed = index;
+            if data.is_empty() {
+                continue;
+            }
+            self.reference
+                .apply_entry(index, data)
+                .map_err(|e| format!("committed entry {index} does not apply: {e}"))?;
+            self.check_state(index)?;
+            self.snaps.push((index, masked_snapshot(&self.reference)));
+        }
+        for n in nodes {
+            let Some(m) = n.machine() else { continue };
+            if self.compared.get(&n.id) == Some(&n.changes) {
+                continue;
+            }
+            self.compared.insert(n.id, n.changes);
+            let applied = n.applied_index();
+            let pos = self.snaps.partition_point(|(i, _)| *i <= applied);
+            let Some((at, expected)) = pos.checked_sub(1).and_then(|p| self.snaps.get(p)) else {
+                return Err(format!("node {}: no reference state for index {applied}", n.id));
+            };
+            if masked_snapshot(m) != *expected {
+                return Err(format!(
+                    "node {}'s committed state at applied index {applied} differs from the \
+                     committed log replayed to {at}",
+                    n.id
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Invariants of one committed state (the reference after entry `index`).
+    fn check_state(&mut self, index: u64) -> Result<(), String> {
+        let state = &self.reference;
+        let brokers = state.brokers();
+        for (node, b) in brokers {
+            let (last, was_fenced) =
+                self.log_epochs.insert(*node, (b.epoch, b.fenced)).unwrap_or((i64::MIN, true));
+            if b.fenced && !was_fenced && b.epoch == last {
+                self.fences += 1;
+            }
+            if b.epoch != last {
+                self.registered_at.insert((*node, b.epoch), index);
+            }
+            if b.epoch < last {
+                return Err(format!(
+                    "entry {index}: broker {node}'s epoch went back from {last} to {}",
+                    b.epoch
+                ));
+            }
+        }
+        if brokers.is_empty() {
+            // Before any registration the single-node fallback places on the controller.
+            return Ok(());
+        }
+        let image = state.image();
+        for t in image.topics.values() {
+            for p in &t.partitions {
+                if p.leader == NO_LEADER {
+                    continue;
+                }
+                let live = brokers.get(&p.leader).is_some_and(|b| !b.fenced);
+                if !live || !p.replicas.contains(&p.leader) || !p.isr.contains(&p.leader) {
+                    return Err(format!(
+                        "entry {index}: {}-{} is led by {} (replicas {:?}, isr {:?}), which is \
+                         not an unfenced registered replica (brokers {:?})",
+                        t.name,
+                        p.index,
+                        p.leader,
+                        p.replicas,
+                        p.isr,
+                        brokers.iter().map(|(n, b)| (n.0, b.epoch, b.fenced)).collect::<Vec<_>>()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
