@@ -95,22 +95,26 @@ fn mutation_rate_refuses_new_versions_and_delays_old_ones() {
     eprintln!("client without a quota: two creates in {:?}", start.elapsed());
 }
 
-/// Metadata requests back to back as `client` for `secs`: requests answered per second.
-fn metadata_flood(addr: &str, client: &'static str, secs: f64) -> f64 {
+/// Metadata requests back to back as `client` for `secs`: requests answered per second, and
+/// the largest `throttle_time_ms` the responses carried.
+fn metadata_flood(addr: &str, client: &'static str, secs: f64) -> (f64, i32) {
     let mut wire = Wire::connect_as(addr, client);
     let req = MetadataRequest::default().with_topics(None);
     let start = Instant::now();
     let mut n = 0u32;
+    let mut throttle_ms_max = 0;
     while start.elapsed().as_secs_f64() < secs {
-        let _: MetadataResponse = wire.call(ApiKey::Metadata, 9, &req);
+        let resp: MetadataResponse = wire.call(ApiKey::Metadata, 9, &req);
+        throttle_ms_max = throttle_ms_max.max(resp.throttle_time_ms);
         n += 1;
     }
-    f64::from(n) / start.elapsed().as_secs_f64()
+    (f64::from(n) / start.elapsed().as_secs_f64(), throttle_ms_max)
 }
 
 /// `request_percentage`: a client flooding Metadata with 1 % of a core is held far below
-/// what it does unthrottled (muting only: it does not look at `throttle_time_ms`), while
-/// another client flooding at the same time is not.
+/// what it does unthrottled (muting alone: this client does not look at `throttle_time_ms`,
+/// which its responses carry all the same, KIP-219), while another client flooding at the
+/// same time is not.
 #[test]
 fn request_percentage_holds_a_flooding_client_only() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -118,7 +122,8 @@ fn request_percentage_holds_a_flooding_client_only() {
     let broker = Broker::start_with(dir.path(), &flags);
     let addr = broker.addr.clone();
     Wire::connect(&addr).create_topic("rp-t", 4, &[]);
-    let before = metadata_flood(&addr, "rp-slow", 2.0);
+    let (before, unthrottled_ms) = metadata_flood(&addr, "rp-slow", 2.0);
+    assert_eq!(unthrottled_ms, 0, "no quota yet, no throttle time");
     let entity =
         EntityData::default().with_entity_type(s("client-id")).with_entity_name(Some(s("rp-slow")));
     let op = OpData::default().with_key(s("request_percentage")).with_value(1.0);
@@ -129,12 +134,14 @@ fn request_percentage_holds_a_flooding_client_only() {
     assert_eq!(resp.entries[0].error_code, 0, "{:?}", resp.entries[0].error_message);
     let free_addr = addr.clone();
     let free = std::thread::spawn(move || metadata_flood(&free_addr, "rp-free", 4.0));
-    let slow = metadata_flood(&addr, "rp-slow", 4.0);
-    let free = free.join().expect("free flooder");
+    let (slow, slow_throttle_ms) = metadata_flood(&addr, "rp-slow", 4.0);
+    let (free, free_throttle_ms) = free.join().expect("free flooder");
     eprintln!(
-        "Metadata/s: rp-slow {before:.0} unthrottled, {slow:.0} at request_percentage=1; \
-         rp-free alongside {free:.0}"
+        "Metadata/s: rp-slow {before:.0} unthrottled, {slow:.0} at request_percentage=1 \
+         (throttle_time_ms up to {slow_throttle_ms}); rp-free alongside {free:.0}"
     );
+    assert!(slow_throttle_ms > 0, "the throttled client's responses say so");
+    assert_eq!(free_throttle_ms, 0, "the other client's responses carry no throttle");
     assert!(slow < before / 3.0, "the flooding client is held: {slow:.0} vs {before:.0}");
     assert!(free > slow * 3.0, "the other client is not: {free:.0} vs {slow:.0}");
 }

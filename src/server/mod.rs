@@ -25,6 +25,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod route;
 pub mod throttle;
+pub mod throttle_field;
 pub mod txn;
 
 // Replication wiring: partition leaders' ISR changes (AlterPartition).

@@ -108,7 +108,8 @@ impl<T> Future for Timed<'_, T> {
 /// Dispatches a request and, when any `request_percentage` quota exists, counts the shard's
 /// time on it (polling its start and its response; not other shards' time on its parts)
 /// against the client's quota; over it, the connection is muted after the response
-/// (KIP-219's mechanism; `throttle_time_ms` of the response is left to the byte quotas).
+/// (KIP-219's mechanism), and the throttle goes into the response's `throttle_time_ms` where
+/// that field leads the body ([`super::throttle_field`]; Produce keeps its byte-quota value).
 pub async fn dispatch_timed(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
@@ -119,6 +120,7 @@ pub async fn dispatch_timed(
         return dispatch(ctx, frame, peer, principal).await;
     }
     let who = (principal.name().to_string(), client_id_of(&frame).to_string());
+    let (api, version) = api_and_version(&frame);
     let timed =
         Timed { fut: Box::pin(dispatch(ctx, frame, peer, principal)), spent: Duration::ZERO };
     let (started, spent) = timed.await;
@@ -136,12 +138,34 @@ pub async fn dispatch_timed(
             now_ms,
         );
         match outcome {
-            Outcome::Throttled(inner, t) => {
-                Outcome::Throttled(inner, Throttle { ms: t.ms.max(ms), mute: t.mute })
-            }
-            other => wrap(other, ms, true),
+            Outcome::Throttled(inner, t) => Outcome::Throttled(
+                Box::new(with_field(*inner, api, version, ms)),
+                Throttle { ms: t.ms.max(ms), mute: t.mute },
+            ),
+            other => wrap(with_field(other, api, version, ms), ms, true),
         }
     }))
+}
+
+/// `outcome` with its response's `throttle_time_ms` raised to `ms` where it has that field.
+fn with_field(outcome: Outcome, api: i16, version: i16, ms: u64) -> Outcome {
+    match outcome {
+        Outcome::Respond(frame) if ms > 0 => {
+            match super::throttle_field::raise(&frame, api, version, ms) {
+                Some(raised) => Outcome::Respond(raised),
+                None => Outcome::Respond(frame),
+            }
+        }
+        other => other,
+    }
+}
+
+/// The api key and version of a request frame (`-1` when it is too short to say).
+fn api_and_version(frame: &[u8]) -> (i16, i16) {
+    match frame.get(..4) {
+        Some(b) => (i16::from_be_bytes([b[0], b[1]]), i16::from_be_bytes([b[2], b[3]])),
+        None => (-1, -1),
+    }
 }
 
 /// Wraps `outcome` with its throttle when there is one.
