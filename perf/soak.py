@@ -66,11 +66,17 @@ class Broker:
         self.lifetimes = []  # one list of (t, rss_kib, fds) per process
 
     def start(self):
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            raise SystemExit(f"port {self.port} is already served by another process")
-        except OSError:
-            pass
+        # A killed broker's listening socket can outlive the process for a moment (its
+        # io_uring is torn down asynchronously): wait for the port to be free, bounded.
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            except OSError:
+                break
+            if time.time() > deadline:
+                raise SystemExit(f"port {self.port} is still served by another process")
+            time.sleep(0.2)
         logf = open(self.log_path, "a")
         self.proc = subprocess.Popen(
             [self.binary, "serve", "--listen", f"127.0.0.1:{self.port}",
