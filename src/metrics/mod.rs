@@ -171,10 +171,13 @@ pub enum Level {
     /// Open transactions (Ongoing, PrepareCommit, PrepareAbort) of the transactional ids
     /// this shard coordinates.
     OpenTransactions = 9,
+    /// Bytes held by this shard's batch cache (bounded by `BATCH_CACHE_BYTES_PER_SHARD`), so
+    /// memory watchers can tell the bounded cache from growth elsewhere.
+    BatchCacheBytes = 10,
 }
 
 impl Level {
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
     pub const ALL: [Level; Level::COUNT] = [
         Level::ConnectionsActive,
         Level::RequestsInFlight,
@@ -186,6 +189,7 @@ impl Level {
         Level::LogsOutOfSpace,
         Level::LogsOffline,
         Level::OpenTransactions,
+        Level::BatchCacheBytes,
     ];
 }
 

@@ -230,6 +230,11 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             l(Level::OpenTransactions),
         ),
         (
+            "shardlog_batch_cache_bytes",
+            "Bytes held by the shards' batch caches (bounded per shard)",
+            l(Level::BatchCacheBytes),
+        ),
+        (
             "shardlog_cleaner_max_dirty_percent",
             "Largest dirty ratio (percent) of a compacted log at the last cleaner check",
             m.max_dirty_percent,

@@ -49,6 +49,7 @@ impl BatchCache {
             return;
         }
         let mut st = self.state.borrow_mut();
+        let before = st.used_bytes;
         st.used_bytes += batch.len();
         if let Some((_, old)) = st.entries.insert((log, base), (last, batch)) {
             st.used_bytes -= old.len();
@@ -61,6 +62,7 @@ impl BatchCache {
                 st.used_bytes -= b.len();
             }
         }
+        report_change(before, st.used_bytes);
     }
 
     /// The cached batch of `log` containing `offset`: (base, last, bytes).
@@ -100,6 +102,7 @@ impl BatchCache {
     /// Drops every batch of `log` with a last offset >= `from` (truncation).
     pub(crate) fn invalidate_from(&self, log: u64, from: i64) {
         let mut st = self.state.borrow_mut();
+        let before = st.used_bytes;
         let doomed: Vec<(u64, i64)> = st
             .entries
             .range((log, i64::MIN)..=(log, i64::MAX))
@@ -113,6 +116,7 @@ impl BatchCache {
         }
         let st = &mut *st;
         st.order.retain(|k| st.entries.contains_key(k));
+        report_change(before, st.used_bytes);
     }
 
     #[must_use]
@@ -124,6 +128,20 @@ impl BatchCache {
     #[must_use]
     pub fn hit_counts(&self) -> (u64, u64) {
         (self.hits.get(), self.misses.get())
+    }
+}
+
+/// Moves the shard's cache-bytes gauge by the change from `before` to `after`.
+fn report_change(before: usize, after: usize) {
+    if before != after {
+        let delta = i64::try_from(after).unwrap_or(i64::MAX) - i64::try_from(before).unwrap_or(0);
+        crate::metrics::adjust(crate::metrics::Level::BatchCacheBytes, delta);
+    }
+}
+
+impl Drop for BatchCache {
+    fn drop(&mut self) {
+        report_change(self.state.get_mut().used_bytes, 0);
     }
 }
 
