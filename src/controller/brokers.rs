@@ -347,7 +347,11 @@ impl BrokerHeartbeats {
         Ok(HeartbeatOutcome {
             is_caught_up: caught_up,
             is_fenced: now_fenced,
-            should_shutdown: hb.want_shutdown,
+            // Kafka's SHUTDOWN_NOW once the broker leads nothing; fencing it above moved
+            // every leadership (to a live ISR member, or NO_LEADER when it was the last), and
+            // the answer leaves only once those records are committed (`run_op`), Kafka's
+            // "controlled shutdown offset committed" condition.
+            should_shutdown: hb.want_shutdown && !state.leads_any(hb.node),
             records: state.split_proposals(before),
         })
     }

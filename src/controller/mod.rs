@@ -25,6 +25,7 @@ pub mod cli;
 mod client_quotas;
 pub mod configs;
 mod delta;
+pub mod election;
 mod error;
 mod image;
 pub mod log;

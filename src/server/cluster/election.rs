@@ -1,0 +1,90 @@
+//! Automatic leader rebalancing on the active controller (`auto.leader.rebalance.enable`,
+//! every `leader.imbalance.check.interval.seconds`, as Kafka 4.x's
+//! `QuorumController.maybeScheduleNextBalancePartitionLeaders`: the first check one interval
+//! after this node became the active controller), and the leadership gauges of `/metrics`.
+//!
+//! Runs on the controller shard of every node (the same loop refreshes the cluster and
+//! leadership gauges every `REBALANCE_POLL_MS`). The elections themselves are
+//! [`ControllerState::rebalance_leaders`], one controller operation per check (`run_op`).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use super::ClusterNode;
+use crate::controller::election::{election_counts, has_preferred_leader};
+use crate::controller::{MetadataImage, NO_LEADER};
+use crate::metrics::leadership::LeadershipGauges;
+use crate::shard::ShardCtx;
+use crate::types::NodeId;
+
+/// How often the loop looks at its role and settings (a check runs at most this late).
+const REBALANCE_POLL_MS: u64 = 500;
+
+/// On the active controller: a preferred election for every imbalanced partition, every
+/// check interval, while the setting is on.
+pub async fn rebalance_loop(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
+    // When this node became the active controller (term), or when it last checked.
+    let mut since: Option<(u64, Instant)> = None;
+    while !ctx.is_shutting_down() {
+        crate::shard::sleep(Duration::from_millis(REBALANCE_POLL_MS)).await;
+        node.update_metrics();
+        if !node.is_ready_leader() {
+            since = None;
+            continue;
+        }
+        let term = node.quorum.status().term;
+        let (_, last) = *since.get_or_insert((term, Instant::now()));
+        if since.is_some_and(|(t, _)| t != term) {
+            since = Some((term, Instant::now()));
+            continue;
+        }
+        let defaults = ctx.image().broker_defaults.clone();
+        if defaults.current("auto.leader.rebalance.enable").as_deref() == Some("false") {
+            continue;
+        }
+        let interval_s = u64::try_from(defaults.long("leader.imbalance.check.interval.seconds"))
+            .unwrap_or(1)
+            .max(1);
+        if last.elapsed() < Duration::from_secs(interval_s) {
+            continue;
+        }
+        since = Some((term, Instant::now()));
+        match node.run_op(&ctx, |w, _, _| w.rebalance_leaders()).await {
+            Ok((Ok(0), _)) => {}
+            Ok((Ok(moved), _)) => {
+                tracing::info!(moved, "automatic leader rebalance: preferred leaders elected");
+            }
+            Ok((Err(err), _)) => tracing::warn!("automatic leader rebalance refused: {err}"),
+            Err(err) => tracing::debug!("automatic leader rebalance: {err:?}"),
+        }
+    }
+}
+
+/// The leadership gauges from this node's image (`node`: this broker).
+#[must_use]
+pub fn leadership_gauges(image: &MetadataImage, node: NodeId) -> LeadershipGauges {
+    let mut by_broker: BTreeMap<i32, i64> = image.brokers.keys().map(|b| (b.0, 0)).collect();
+    let mut by_shard: BTreeMap<u32, i64> = BTreeMap::new();
+    let mut imbalance = 0;
+    for t in image.topics.values() {
+        for p in &t.partitions {
+            if p.leader != NO_LEADER {
+                *by_broker.entry(p.leader.0).or_default() += 1;
+            }
+            if p.leader == node {
+                *by_shard.entry(p.owner_shard.0).or_default() += 1;
+            }
+            if !has_preferred_leader(p) {
+                imbalance += 1;
+            }
+        }
+    }
+    let (preferred, unclean, auto) = election_counts();
+    LeadershipGauges {
+        leaders_by_broker: by_broker.into_iter().collect(),
+        leaders_by_shard: by_shard.into_iter().collect(),
+        preferred_imbalance: imbalance,
+        elections: vec![("preferred", preferred), ("unclean", unclean), ("auto_rebalance", auto)],
+    }
+}
