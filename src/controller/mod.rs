@@ -26,6 +26,7 @@ mod client_quotas;
 pub mod configs;
 mod delta;
 pub mod election;
+pub mod election_cli;
 mod error;
 mod image;
 pub mod log;
