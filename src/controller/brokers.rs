@@ -306,8 +306,11 @@ impl BrokerHeartbeats {
             // The active controller's own broker registering again is this very process
             // restarted: its previous incarnation cannot be alive, so no session wait.
             let restarted_self = req.node == state.node_id();
+            // A fenced broker has no valid session (Kafka's `BrokerHeartbeatManager
+            // .hasValidSession`): after a controlled shutdown its restart registers at once.
             if b.incarnation_id != req.incarnation_id
                 && !restarted_self
+                && !b.fenced
                 && self.session_live(req.node, now_ms)
             {
                 return Err(ControllerError::DuplicateBrokerRegistration(req.node));

@@ -153,7 +153,10 @@ mod tests {
             parse_json(text).unwrap(),
             vec![("a".to_string(), vec![0, 1]), ("b".to_string(), vec![2])]
         );
-        assert!(parse_json(r#"{"partitions":[{"topic":"a","partition":0},{"topic":"a","partition":0}]}"#).is_err());
+        assert!(parse_json(
+            r#"{"partitions":[{"topic":"a","partition":0},{"topic":"a","partition":0}]}"#
+        )
+        .is_err());
         assert!(parse_json(r#"{"partitions":[{"topic":"a"}]}"#).is_err());
         assert!(parse_json("{}").is_err());
     }

@@ -169,3 +169,40 @@ fn working_copy_and_replayed_frames_agree() {
     assert!(!replica.leads_any(NodeId(99)));
     assert!(replica.leads_any(preferred));
 }
+
+/// Controlled shutdown (Kafka's `BrokerHeartbeatManager`): the broker leaves every ISR it
+/// is not the last member of, its leaderships move, it is told to go once it leads nothing
+/// (fenced: no valid session), so its restart registers at once.
+#[test]
+fn controlled_shutdown_moves_leaderships_and_the_restart_registers_at_once() {
+    use crate::controller::{BrokerHeartbeat, BrokerHeartbeats};
+    let mut st = with_topic();
+    let mut hbs = BrokerHeartbeats::new(9_000);
+    hbs.activate(&st, 0);
+    let p = partition(&st);
+    let leaving = p.leader;
+    let hb = BrokerHeartbeat {
+        node: leaving,
+        epoch: epoch_of(&st, leaving),
+        metadata_offset: u64::MAX,
+        want_fence: false,
+        want_shutdown: true,
+    };
+    let out = hbs.heartbeat(&mut st, hb, 1_000).unwrap();
+    assert!(out.should_shutdown && out.is_fenced);
+    assert!(!out.records.is_empty());
+    let after = partition(&st);
+    assert_ne!(after.leader, leaving);
+    assert!(after.isr.contains(&after.leader));
+    assert!(!after.isr.contains(&leaving));
+    assert!(!st.leads_any(leaving));
+    // Its restart, within the old session's 9 s: accepted, not a duplicate.
+    let req = BrokerRegistration {
+        node: leaving,
+        incarnation_id: Uuid::new_v4(),
+        endpoints: Vec::new(),
+        rack: None,
+    };
+    let epoch = hbs.register(&mut st, &req, 0, 2_000).unwrap();
+    assert!(epoch.0 > hb.epoch.0);
+}
