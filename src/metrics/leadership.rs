@@ -1,6 +1,6 @@
 //! Leadership gauges and election counters, as this node sees the committed metadata:
-//! partition leaders per broker, partitions this broker leads per shard, the
-//! preferred-leader imbalance (partitions not led by the first replica of their assignment,
+//! partition leaders per broker (per shard of this broker: `shardlog_shard_leaders`, fed by
+//! the shards themselves), the preferred-leader imbalance (partitions not led by the first replica of their assignment,
 //! Kafka's `PreferredReplicaImbalanceCount`), and the leader elections this process ran as
 //! the active controller, by type.
 //!
@@ -18,8 +18,6 @@ use prometheus_client::metrics::MetricType;
 pub struct LeadershipGauges {
     /// (broker id, partitions it leads), every registered broker listed.
     pub leaders_by_broker: Vec<(i32, i64)>,
-    /// (shard, partitions this broker leads whose log that shard owns).
-    pub leaders_by_shard: Vec<(u32, i64)>,
     /// Partitions with a leader other than their preferred replica (or none).
     pub preferred_imbalance: i64,
     /// Leader elections run here as the active controller: (type, count since start).
@@ -53,23 +51,13 @@ pub(super) fn encode(enc: &mut DescriptorEncoder) -> fmt::Result {
     )?
     .encode_gauge(&g.preferred_imbalance)?;
     let mut metric = enc.encode_descriptor(
-        "shardlog_partition_leaders",
-        "Partitions each broker leads, in the committed metadata",
+        "shardlog_broker_partition_leaders",
+        "Partitions each broker leads, in the committed metadata this node applied",
         None,
         MetricType::Gauge,
     )?;
     for (broker, count) in &g.leaders_by_broker {
         let labels: Vec<(&str, String)> = vec![("broker", broker.to_string())];
-        metric.encode_family(&labels)?.encode_gauge(count)?;
-    }
-    let mut metric = enc.encode_descriptor(
-        "shardlog_shard_partition_leaders",
-        "Partitions this broker leads, by the shard that owns their log",
-        None,
-        MetricType::Gauge,
-    )?;
-    for (shard, count) in &g.leaders_by_shard {
-        let labels: Vec<(&str, String)> = vec![("shard", shard.to_string())];
         metric.encode_family(&labels)?.encode_gauge(count)?;
     }
     let mut metric = enc.encode_descriptor(

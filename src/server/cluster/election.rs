@@ -16,7 +16,6 @@ use crate::controller::election::{election_counts, has_preferred_leader};
 use crate::controller::{MetadataImage, NO_LEADER};
 use crate::metrics::leadership::LeadershipGauges;
 use crate::shard::ShardCtx;
-use crate::types::NodeId;
 
 /// How often the loop looks at its role and settings (a check runs at most this late).
 const REBALANCE_POLL_MS: u64 = 500;
@@ -61,19 +60,15 @@ pub async fn rebalance_loop(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
     }
 }
 
-/// The leadership gauges from this node's image (`node`: this broker).
+/// The leadership gauges from this node's image.
 #[must_use]
-pub fn leadership_gauges(image: &MetadataImage, node: NodeId) -> LeadershipGauges {
+pub fn leadership_gauges(image: &MetadataImage) -> LeadershipGauges {
     let mut by_broker: BTreeMap<i32, i64> = image.brokers.keys().map(|b| (b.0, 0)).collect();
-    let mut by_shard: BTreeMap<u32, i64> = BTreeMap::new();
     let mut imbalance = 0;
     for t in image.topics.values() {
         for p in &t.partitions {
             if p.leader != NO_LEADER {
                 *by_broker.entry(p.leader.0).or_default() += 1;
-            }
-            if p.leader == node {
-                *by_shard.entry(p.owner_shard.0).or_default() += 1;
             }
             if !has_preferred_leader(p) {
                 imbalance += 1;
@@ -83,8 +78,52 @@ pub fn leadership_gauges(image: &MetadataImage, node: NodeId) -> LeadershipGauge
     let (preferred, unclean, auto) = election_counts();
     LeadershipGauges {
         leaders_by_broker: by_broker.into_iter().collect(),
-        leaders_by_shard: by_shard.into_iter().collect(),
         preferred_imbalance: imbalance,
         elections: vec![("preferred", preferred), ("unclean", unclean), ("auto_rebalance", auto)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use uuid::Uuid;
+
+    use super::leadership_gauges;
+    use crate::controller::{
+        BrokerDefaults, BrokerEpoch, BrokerRegistration, ControllerState, NewTopic,
+    };
+    use crate::types::NodeId;
+
+    #[test]
+    fn gauges_count_leaders_per_broker_and_the_imbalance() {
+        let mut st =
+            ControllerState::new("c".into(), NodeId(1), 1, BrokerDefaults::default()).unwrap();
+        st.become_active();
+        for n in 1..=3 {
+            let req = BrokerRegistration {
+                node: NodeId(n),
+                incarnation_id: Uuid::new_v4(),
+                endpoints: Vec::new(),
+                rack: None,
+            };
+            let epoch = st.register_broker(&req, 0).unwrap();
+            st.unfence_broker(NodeId(n), epoch).unwrap();
+        }
+        let topic =
+            NewTopic { num_partitions: 3, replication_factor: 3, ..NewTopic::with_defaults("t") };
+        for r in st.create_topics(&[topic], false) {
+            r.unwrap();
+        }
+        let g = leadership_gauges(&st.image());
+        assert_eq!(g.preferred_imbalance, 0);
+        assert_eq!(g.leaders_by_broker.iter().map(|(_, n)| n).sum::<i64>(), 3);
+        assert_eq!(g.leaders_by_broker.len(), 3);
+        // Broker 1 fenced: its leaderships move, each to a non-preferred replica.
+        let led_by_1 = g.leaders_by_broker.iter().find(|(b, _)| *b == 1).map_or(0, |(_, n)| *n);
+        let epoch = BrokerEpoch(st.brokers()[&NodeId(1)].epoch);
+        st.fence_broker(NodeId(1), epoch).unwrap();
+        let g = leadership_gauges(&st.image());
+        assert_eq!(g.preferred_imbalance, led_by_1);
+        assert_eq!(g.leaders_by_broker.iter().find(|(b, _)| *b == 1), Some(&(1, 0)));
+        assert_eq!(g.elections.len(), 3);
     }
 }

@@ -214,7 +214,7 @@ impl ClusterNode {
             connections_refused: n(m.connections_refused),
         });
         if let Some((_, image)) = self.previous.borrow().as_ref() {
-            crate::metrics::leadership::set(election::leadership_gauges(image, self.node_id));
+            crate::metrics::leadership::set(election::leadership_gauges(image));
         }
     }
 
