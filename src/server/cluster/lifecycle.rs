@@ -185,6 +185,12 @@ async fn controlled_shutdown(
                 return;
             }
             Reply::Heartbeat { .. } => SHUTDOWN_RETRY_MS,
+            Reply::Error { code, message } if code == ResponseError::NotController.code() => {
+                // No quorum leader known for a whole call: no controller will approve soon
+                // (the last voters stopping); waiting out the deadline would only delay.
+                tracing::warn!("controlled shutdown: no active controller ({message}); stopping");
+                return;
+            }
             Reply::Error { code, message } if code == ResponseError::StaleBrokerEpoch.code() => {
                 tracing::info!(
                     "controlled shutdown: the controller no longer knows this broker ({message})"
