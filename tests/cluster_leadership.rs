@@ -171,8 +171,23 @@ fn restart_and_catch_up(c: &mut Cluster, i: usize, topic: &str) {
         let ps = parts(w, topic)?;
         ps.iter().all(|p| p.leader != id && p.leader > 0).then_some(())
     });
-    c.start_node(i);
+    start_again(c, i);
     wait_full_isr(c, topic);
+}
+
+/// Restarts node `i`, once more if its controller port was taken meanwhile (the block lies
+/// in the kernel's ephemeral range: a peer's reconnect to the stopped node can land on it).
+fn start_again(c: &mut Cluster, i: usize) {
+    for attempt in 1..=3 {
+        let started =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.start_node(i))).is_ok();
+        if started {
+            return;
+        }
+        eprintln!("[harness] node {} did not start (attempt {attempt}); again", c.nodes[i].id);
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    panic!("node {} did not restart", c.nodes[i].id);
 }
 
 fn all_preferred(ps: &[Part]) -> bool {
@@ -294,10 +309,13 @@ fn sigterm_under_acks_all_load_loses_nothing() {
         .spawn()
         .expect("start the load");
     std::thread::sleep(Duration::from_secs(4));
+    let sigterm_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     let took = terminate(&mut c, v);
-    eprintln!("[figure] controlled shutdown under load: {took:?}");
+    eprintln!("[figure] controlled shutdown under load: {took:?} (SIGTERM at {sigterm_unix_s:.3})");
     std::thread::sleep(Duration::from_secs(3));
-    c.start_node(v);
+    start_again(&mut c, v);
     wait_full_isr(&c, "cs");
     std::thread::sleep(Duration::from_secs(2));
     std::fs::write(&stop, b"").expect("stop file");
