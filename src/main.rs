@@ -41,6 +41,8 @@ enum Command {
     Configs(shardlog::controller::cli::ConfigsArgs),
     /// List, describe (leader, AR, ISR, OSR, preferred leader), create or delete topics.
     Topics(shardlog::controller::topics_cli::TopicsArgs),
+    /// Preferred or unclean leader election (like kafka-leader-election.sh).
+    ElectLeaders(shardlog::controller::election_cli::ElectLeadersArgs),
     /// Open transactions with their age and partitions (`--all`: every transactional id).
     Transactions(shardlog::txn::cli::TransactionsArgs),
     /// Describe or alter client quotas (user / client-id entities, like kafka-configs.sh).
@@ -63,6 +65,7 @@ impl Command {
             Command::Groups(_) => ("groups", Uses::Bootstrap),
             Command::Configs(_) => ("configs", Uses::Bootstrap),
             Command::Topics(_) => ("topics", Uses::Bootstrap),
+            Command::ElectLeaders(_) => ("elect-leaders", Uses::Bootstrap),
             Command::Transactions(_) => ("transactions", Uses::Bootstrap),
             Command::Quotas(_) => ("quotas", Uses::Bootstrap),
         }
@@ -92,6 +95,7 @@ fn main() {
         Command::Groups(args) => shardlog::group::cli::run(args),
         Command::Configs(args) => shardlog::controller::cli::run(args),
         Command::Topics(args) => shardlog::controller::topics_cli::run(args),
+        Command::ElectLeaders(args) => shardlog::controller::election_cli::run(args),
         Command::Transactions(args) => shardlog::txn::cli::run(&args),
         Command::Quotas(args) => shardlog::quota::cli::run(args),
     };

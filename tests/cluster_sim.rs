@@ -31,6 +31,7 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
     let (mut count, mut committed, mut registrations, mut topics, mut fences, mut superseded) =
         (0, 0, 0, 0, 0, 0);
     let (mut crashes, mut dropped, mut shutdowns, mut deleted, mut timeouts) = (0, 0, 0, 0, 0);
+    let (mut elections, mut rebalanced, mut deaths, mut expansions) = (0, 0, 0, 0);
     for seed in seeds {
         match run(&SimConfig::cluster_for_seed(seed)) {
             Ok(o) => {
@@ -44,6 +45,10 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
                 shutdowns += o.cluster.shutdowns;
                 deleted += o.cluster.topics_deleted;
                 timeouts += o.cluster.timeouts;
+                elections += o.cluster.elections;
+                rebalanced += o.cluster.rebalance_moves;
+                deaths += o.cluster.shutdown_deaths;
+                expansions += o.cluster.isr_expansions;
                 crashes += o.crashes + o.power_losses + o.disk_faults;
             }
             Err(failure) => panic!("{failure}"),
@@ -53,7 +58,9 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
         "{count} cluster seeds in {:.1?}: {committed} entries committed, {registrations} \
          registrations, {topics} topics created, {deleted} deleted, {timeouts} operations timed out, {fences} brokers fenced, {shutdowns} controlled \
          shutdowns, {dropped} working copies dropped with an operation in flight, {superseded} \
-         superseded, {crashes} crashes/power losses/disk faults",
+         superseded, {crashes} crashes/power losses/disk faults, {elections} ElectLeaders \
+         answered, {rebalanced} leaders moved by the automatic rebalance, {deaths} brokers dead \
+         during their controlled shutdown, {expansions} ISR expansions",
         started.elapsed()
     );
 }

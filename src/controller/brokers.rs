@@ -306,8 +306,11 @@ impl BrokerHeartbeats {
             // The active controller's own broker registering again is this very process
             // restarted: its previous incarnation cannot be alive, so no session wait.
             let restarted_self = req.node == state.node_id();
+            // A fenced broker has no valid session (Kafka's `BrokerHeartbeatManager
+            // .hasValidSession`): after a controlled shutdown its restart registers at once.
             if b.incarnation_id != req.incarnation_id
                 && !restarted_self
+                && !b.fenced
                 && self.session_live(req.node, now_ms)
             {
                 return Err(ControllerError::DuplicateBrokerRegistration(req.node));
@@ -347,7 +350,11 @@ impl BrokerHeartbeats {
         Ok(HeartbeatOutcome {
             is_caught_up: caught_up,
             is_fenced: now_fenced,
-            should_shutdown: hb.want_shutdown,
+            // Kafka's SHUTDOWN_NOW once the broker leads nothing; fencing it above moved
+            // every leadership (to a live ISR member, or NO_LEADER when it was the last), and
+            // the answer leaves only once those records are committed (`run_op`), Kafka's
+            // "controlled shutdown offset committed" condition.
+            should_shutdown: hb.want_shutdown && !state.leads_any(hb.node),
             records: state.split_proposals(before),
         })
     }

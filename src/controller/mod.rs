@@ -25,6 +25,8 @@ pub mod cli;
 mod client_quotas;
 pub mod configs;
 mod delta;
+pub mod election;
+pub mod election_cli;
 mod error;
 mod image;
 pub mod log;

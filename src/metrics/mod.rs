@@ -24,6 +24,7 @@ pub mod hgrm;
 pub mod hooks;
 pub mod http;
 pub mod hub;
+pub mod leadership;
 pub mod prom;
 mod recorder;
 pub mod shard_task;

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterConfigsRequest, ApiKey, CreatePartitionsRequest,
-    CreateTopicsRequest, DeleteTopicsRequest, IncrementalAlterConfigsRequest,
+    CreateTopicsRequest, DeleteTopicsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -26,6 +26,7 @@ pub const CONTROLLER_APIS: &[ApiKey] = &[
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
     ApiKey::AlterClientQuotas,
+    ApiKey::ElectLeaders,
 ];
 
 pub(super) fn run(
@@ -65,6 +66,9 @@ pub(super) fn run(
                 admin::alter_client_quotas::handle(c, r, version)
             })
         }
+        ApiKey::ElectLeaders => mutate::<ElectLeadersRequest, _>(c, api, version, frame, |c, r| {
+            admin::elect_leaders::handle(c, r, version)
+        }),
         other => Err(format!("{other:?} is not a controller API")),
     };
     result

@@ -91,7 +91,15 @@ pub async fn apply_image(ctx: &Rc<ShardCtx>, image: Arc<MetadataImage>) -> Shard
     ctx.set_image(image.clone());
     let result = ctx.partitions.apply_image(ctx, &image).await;
     super::isr::ensure_started(ctx);
-    crate::metrics::owned_partitions(ctx.partitions.len(), ctx.partitions.len());
+    // Leaders: the hosted partitions this shard owns whose leader is this broker (in a
+    // cluster not every owned partition is led here).
+    let leaders = image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.hosted && p.owner_shard == ctx.id && p.leader == image.node_id)
+        .count();
+    crate::metrics::owned_partitions(ctx.partitions.len(), leaders);
     match result {
         Ok(()) => ShardReply::ImageApplied,
         Err(reason) => ShardReply::Failed(reason),

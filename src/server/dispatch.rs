@@ -58,6 +58,7 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::DescribeQuorum, admin::describe_quorum::VERSIONS),
     ApiRange::new(ApiKey::DescribeClientQuotas, admin::describe_client_quotas::VERSIONS),
     ApiRange::new(ApiKey::AlterClientQuotas, admin::alter_client_quotas::VERSIONS),
+    ApiRange::new(ApiKey::ElectLeaders, admin::elect_leaders::VERSIONS),
     ApiRange::new(
         ApiKey::DescribeUserScramCredentials,
         admin::describe_user_scram_credentials::VERSIONS,

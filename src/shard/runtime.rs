@@ -32,6 +32,41 @@ use crate::types::ShardId;
 
 /// Set by the signal thread on SIGTERM/SIGINT; every shard polls it.
 static SHUTDOWN_REQUESTED: AtomicBool = AtomicBool::new(false);
+/// Live [`ShutdownHold`]s: while any, shards keep serving after a shutdown request.
+static SHUTDOWN_HOLDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Whether SIGTERM/SIGINT arrived (the shards may still be serving: see [`ShutdownHold`]).
+#[must_use]
+pub fn shutdown_requested() -> bool {
+    SHUTDOWN_REQUESTED.load(Ordering::SeqCst)
+}
+
+/// Delays the start of shutdown on every shard while it lives, so work that must happen
+/// while the broker still serves (a clustered broker's controlled shutdown: its leaderships
+/// move first) can finish. The holder bounds how long it keeps it; the process-wide hard
+/// limit (`SHUTDOWN_HARD_LIMIT_MS`) applies regardless.
+#[derive(Debug)]
+pub struct ShutdownHold(());
+
+impl ShutdownHold {
+    #[must_use]
+    pub fn new() -> Self {
+        SHUTDOWN_HOLDS.fetch_add(1, Ordering::SeqCst);
+        ShutdownHold(())
+    }
+}
+
+impl Default for ShutdownHold {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for ShutdownHold {
+    fn drop(&mut self) {
+        SHUTDOWN_HOLDS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// Core ids this process may run on (its affinity mask), e.g. as narrowed by `taskset`.
 #[must_use]
@@ -355,7 +390,7 @@ async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener, app: App) {
 }
 
 async fn watch_shutdown_flag(ctx: Rc<ShardCtx>) {
-    while !SHUTDOWN_REQUESTED.load(Ordering::SeqCst) {
+    while !SHUTDOWN_REQUESTED.load(Ordering::SeqCst) || SHUTDOWN_HOLDS.load(Ordering::SeqCst) > 0 {
         super::sleep(Duration::from_millis(SHUTDOWN_POLL_INTERVAL_MS)).await;
     }
     ctx.begin_shutdown();

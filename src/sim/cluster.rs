@@ -12,8 +12,11 @@
 //!   kept). Expiry runs every `EXPIRY_CHECK_MS`.
 //! - One broker per node (the learner included) registers through the leader (a new
 //!   incarnation per process start), heartbeats with its node's applied index and sometimes
-//!   shuts down in a controlled way, as `server::cluster::lifecycle` does; clients create
-//!   topics (replication factor 1..3, names reused) and delete them. Requests and answers
+//!   shuts down in a controlled way (heartbeats until approved or its deadline; sometimes it
+//!   dies midway), as `server::cluster::lifecycle` does; clients create topics (replication
+//!   factor 1..3, names reused), delete them and run ElectLeaders (preferred, sometimes
+//!   unclean) on every partition; the active controller rebalances leaders every
+//!   `REBALANCE_CHECK_MS`, as `server::cluster::election` does. Requests and answers
 //!   are [`Rpc`]s over the simulated network: lost, delayed, duplicated, cut by partitions.
 //!
 //! Single-threaded, owned by `super::Sim`. Invariants checked ([`ClusterCheck`] and
@@ -22,7 +25,8 @@
 //! state a partition's leader is -1 or an unfenced registered broker among its replicas and
 //! in its ISR; a node's broker epoch never goes backwards (in the log and as brokers are
 //! told); a heartbeat unfences a broker only once its offset covers its registration entry;
-//! a working copy whose proposals are all applied equals the committed state.
+//! a working copy whose proposals are all applied equals the committed state; a partition
+//! has one leader per leader epoch and its epoch never goes back.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -35,7 +39,9 @@ use super::cluster_check::masked_snapshot;
 pub use super::cluster_check::ClusterCheck;
 use super::net::{Network, Packet};
 use super::node::SimNode;
+use crate::controller::election::ElectionType;
 use crate::controller::records::BrokerEndpoint;
+use crate::controller::AlterPartitionRequest;
 use crate::controller::{
     BrokerDefaults, BrokerEpoch, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration,
     ControllerError, ControllerState, NewTopic, NO_LEADER,
@@ -56,7 +62,12 @@ pub const HEARTBEAT_INTERVAL_MS: u64 = 1_000;
 const FENCED_HEARTBEAT_MS: u64 = 100;
 const RETRY_PAUSE_MS: u64 = 500;
 const CALL_LIMIT_MS: u64 = 5_000;
-const SHUTDOWN_HEARTBEAT_MS: u64 = 2_000;
+/// `controlled.shutdown.timeout.ms` in the simulation: the broker exits by then at the latest.
+const CONTROLLED_SHUTDOWN_TIMEOUT_MS: u64 = 5_000;
+/// As `lifecycle::SHUTDOWN_RETRY_MS`: heartbeats of a shutdown the controller did not approve.
+const SHUTDOWN_RETRY_MS: u64 = 100;
+/// `leader.imbalance.check.interval.seconds` in the simulation (short, so it runs often).
+const REBALANCE_CHECK_MS: u64 = 2_000;
 const EXPIRY_CHECK_MS: u64 = 500;
 const CLUSTER_ID: &str = "sim-cluster";
 /// Requests queued behind the running operation (the server's `op_lock` waiters).
@@ -87,11 +98,24 @@ pub enum Body {
     Heartbeat(BrokerHeartbeat),
     CreateTopic(NewTopic),
     DeleteTopic(String),
+    /// ElectLeaders on every partition (`None` targets), preferred or unclean.
+    Elect(ElectionType),
+    /// A partition leader adds a caught-up follower back to the ISR (AlterPartition).
+    AlterIsr(AlterPartitionRequest),
     Registered(BrokerEpoch),
-    HeartbeatReply { is_fenced: bool, should_shutdown: bool },
+    HeartbeatReply {
+        is_fenced: bool,
+        should_shutdown: bool,
+    },
     Created,
     Deleted,
-    Failed { stale_epoch: bool, exists: bool, reason: String },
+    Elected,
+    Altered,
+    Failed {
+        stale_epoch: bool,
+        exists: bool,
+        reason: String,
+    },
     NotLeader(Option<u64>),
 }
 
@@ -110,6 +134,8 @@ struct Active {
     /// Requests waiting for the running operation.
     queue: VecDeque<Rpc>,
     next_expiry_ms: u64,
+    /// Next automatic leader rebalance (`server::cluster::election::rebalance_loop`).
+    next_rebalance_ms: u64,
 }
 
 /// One node's broker process.
@@ -143,8 +169,15 @@ pub struct ClusterStats {
     pub supersessions: u64,
     /// Working copies dropped with an operation in flight (leadership lost meanwhile).
     pub dropped_in_flight: u64,
-    /// Controlled shutdowns (shutdown heartbeat, then the process exits).
+    /// Controlled shutdowns (shutdown heartbeats, then the process exits).
     pub shutdowns: u64,
+    /// Brokers that died (crashed) while their controlled shutdown was under way.
+    pub shutdown_deaths: u64,
+    /// ElectLeaders requests answered, and leaders the automatic rebalance moved.
+    pub elections: u64,
+    pub rebalance_moves: u64,
+    /// ISR expansions (AlterPartition) the controller accepted.
+    pub isr_expansions: u64,
 }
 
 /// The cluster layer; see the module docs.
@@ -249,10 +282,24 @@ impl Cluster {
             if self.ensure_active(i, nodes, now_ms) {
                 self.time_out(i, nodes, net, rng, now)?;
                 self.expiry(i, nodes, net, rng, now);
+                self.rebalance(i, nodes, net, rng, now);
             }
         }
         if clients && rng.gen_range(0..100) < 8 {
             self.client_create(nodes, net, rng, now, None);
+        }
+        if clients && rng.gen_range(0..100) < 2 {
+            // ElectLeaders on every partition; unclean now and then.
+            let host = self.ids[rng.gen_range(0..self.ids.len())];
+            let kind = if rng.gen_range(0..4) == 0 {
+                ElectionType::Unclean
+            } else {
+                ElectionType::Preferred
+            };
+            self.client_send(host, nodes, net, rng, now, Body::Elect(kind));
+        }
+        if clients && rng.gen_range(0..100) < 10 {
+            self.isr_expansion(nodes, net, rng, now);
         }
         Ok(())
     }
@@ -274,6 +321,38 @@ impl Cluster {
                 ..NewTopic::default()
             };
             self.client_create(nodes, net, rng, now, Some(topic));
+        }
+    }
+
+    /// A partition leader's ISR expansion, from its node's committed view (the data plane is
+    /// not simulated: a live follower counts as caught up). Stale views are refused by the
+    /// controller, as they are in the server.
+    fn isr_expansion(&mut self, nodes: &[SimNode], net: &mut Network, rng: &mut StdRng, now: u64) {
+        let i = rng.gen_range(0..nodes.len());
+        let Some(m) = nodes[i].machine() else { return };
+        let me = NodeId(i32::try_from(self.ids[i]).unwrap_or(i32::MAX));
+        let image = m.image();
+        let live = |r: &NodeId| m.brokers().get(r).is_some_and(|b| !b.fenced);
+        let found = image.topics.values().find_map(|t| {
+            t.partitions.iter().find_map(|p| {
+                let joiner = p.replicas.iter().find(|r| !p.isr.contains(r) && live(r))?;
+                (p.leader == me).then(|| {
+                    let mut new_isr = p.isr.clone();
+                    new_isr.push(*joiner);
+                    AlterPartitionRequest {
+                        topic_id: t.topic_id,
+                        partition: p.index,
+                        leader: me,
+                        leader_epoch: p.leader_epoch,
+                        current_isr: p.isr.clone(),
+                        new_isr,
+                    }
+                })
+            })
+        });
+        if let Some(req) = found {
+            let host = self.ids[i];
+            self.client_send(host, nodes, net, rng, now, Body::AlterIsr(req));
         }
     }
 
@@ -366,17 +445,27 @@ impl Cluster {
             };
         }
         if chaos && self.brokers[i].exit_ms.is_none() && rng.gen_range(0..1000) < 3 {
-            // Controlled shutdown (`lifecycle::run` on exit): a shutdown heartbeat, bounded.
+            // Controlled shutdown (`lifecycle::controlled_shutdown`): shutdown heartbeats
+            // until approved, bounded by `controlled.shutdown.timeout.ms`.
             self.stats.shutdowns += 1;
             self.events.push(format!("broker {id} starts a controlled shutdown"));
             let b = &mut self.brokers[i];
-            b.exit_ms = Some(now_ms + SHUTDOWN_HEARTBEAT_MS);
+            b.exit_ms = Some(now_ms + CONTROLLED_SHUTDOWN_TIMEOUT_MS);
             b.inflight = None;
             b.next_ms = now_ms;
         }
         if !chaos {
             // Faults stopped: a shutdown under way is called off (the node stays up).
             self.brokers[i].exit_ms = None;
+        }
+        if chaos && self.brokers[i].exit_ms.is_some() && rng.gen_range(0..100) < 3 {
+            // The broker dies (power loss, SIGKILL) in the middle of its controlled shutdown:
+            // its session expiry must finish what the shutdown started.
+            self.stats.shutdown_deaths += 1;
+            self.events.push(format!("broker {id} dies during its controlled shutdown"));
+            nodes[i].crash();
+            self.notice_restarts(nodes);
+            return;
         }
         let b = &self.brokers[i];
         if let Some(exit) = b.exit_ms {
@@ -449,6 +538,7 @@ impl Cluster {
             running_deadline_ms: 0,
             queue: VecDeque::new(),
             next_expiry_ms: now_ms + EXPIRY_CHECK_MS,
+            next_rebalance_ms: now_ms + REBALANCE_CHECK_MS,
         });
         true
     }
@@ -493,6 +583,34 @@ impl Cluster {
         let extra = a.heartbeats.expire(&mut a.working, now_ms);
         let mut frames = a.working.take_proposals();
         frames.extend(extra);
+        self.propose(i, nodes, net, rng, now, frames, None);
+    }
+
+    /// The automatic leader rebalance on the active controller, one operation per check
+    /// (skipped while another runs, as it would wait for `op_lock`).
+    fn rebalance(
+        &mut self,
+        i: usize,
+        nodes: &mut [SimNode],
+        net: &mut Network,
+        rng: &mut StdRng,
+        now: u64,
+    ) {
+        let now_ms = now * TICK_MS;
+        let Some(a) = self.active[i].as_mut() else { return };
+        if now_ms < a.next_rebalance_ms || a.running.is_some() {
+            return;
+        }
+        a.next_rebalance_ms = now_ms + REBALANCE_CHECK_MS;
+        match a.working.rebalance_leaders() {
+            Ok(0) => {}
+            Ok(moved) => {
+                self.stats.rebalance_moves += moved as u64;
+                self.events.push(format!("node {} rebalances {moved} leaders", self.ids[i]));
+            }
+            Err(e) => self.events.push(format!("rebalance refused: {e}")),
+        }
+        let frames = a.working.take_proposals();
         self.propose(i, nodes, net, rng, now, frames, None);
     }
 
@@ -621,7 +739,9 @@ impl Cluster {
             Body::Register(_)
             | Body::Heartbeat(_)
             | Body::CreateTopic(_)
-            | Body::DeleteTopic(_) => self.serve(i, rpc, nodes, net, rng, now),
+            | Body::DeleteTopic(_)
+            | Body::Elect(_)
+            | Body::AlterIsr(_) => self.serve(i, rpc, nodes, net, rng, now),
             _ => self.answer(i, rpc, nodes, net, rng, now),
         }
     }
@@ -751,6 +871,22 @@ impl Cluster {
                 };
                 (body, a.working.take_proposals(), Vec::new())
             }
+            Body::AlterIsr(r) => {
+                let body = match a.working.alter_partition(r) {
+                    Ok(_) => Body::Altered,
+                    Err(e) => {
+                        Body::Failed { stale_epoch: false, exists: false, reason: e.to_string() }
+                    }
+                };
+                (body, a.working.take_proposals(), Vec::new())
+            }
+            Body::Elect(kind) => {
+                let body = match a.working.elect_leaders(*kind, &None) {
+                    Ok(_) => Body::Elected,
+                    Err(e) => error_body(&e),
+                };
+                (body, a.working.take_proposals(), Vec::new())
+            }
             _ => return Ok(()),
         };
         frames.extend(extra);
@@ -778,6 +914,8 @@ impl Cluster {
                     self.calm_created |= calm;
                 }
                 Body::Deleted => self.stats.topics_deleted += 1,
+                Body::Elected => self.stats.elections += 1,
+                Body::Altered => self.stats.isr_expansions += 1,
                 Body::Failed { exists: true, .. } => self.calm_created |= calm,
                 Body::NotLeader(Some(l)) if call.hops > 0 => {
                     // Retried at once towards the named leader.
@@ -811,12 +949,18 @@ impl Cluster {
                 b.next_ms = now_ms;
             }
             Body::HeartbeatReply { is_fenced, should_shutdown } => {
-                if should_shutdown {
+                if should_shutdown && b.exit_ms.is_some() {
                     b.exit_ms = Some(now_ms);
                 }
                 b.fenced = is_fenced;
-                b.next_ms =
-                    now_ms + if is_fenced { FENCED_HEARTBEAT_MS } else { HEARTBEAT_INTERVAL_MS };
+                b.next_ms = now_ms
+                    + if b.exit_ms.is_some() {
+                        SHUTDOWN_RETRY_MS
+                    } else if is_fenced {
+                        FENCED_HEARTBEAT_MS
+                    } else {
+                        HEARTBEAT_INTERVAL_MS
+                    };
             }
             Body::Failed { stale_epoch: true, .. } => {
                 b.epoch = None;

@@ -42,6 +42,9 @@ pub struct ClusterCheck {
     compared: BTreeMap<u64, u64>,
     /// Times a registered broker went from unfenced to fenced in the committed log.
     pub fences: u64,
+    /// Per partition (topic id, index): the leader of each leader epoch seen in a committed
+    /// state, and so the highest epoch (one leader per epoch; epochs never go back).
+    leaders: BTreeMap<(Uuid, i32), BTreeMap<i32, NodeId>>,
 }
 
 impl ClusterCheck {
@@ -57,6 +60,7 @@ impl ClusterCheck {
             registered_at: BTreeMap::new(),
             compared: BTreeMap::new(),
             fences: 0,
+            leaders: BTreeMap::new(),
         }
     }
 
@@ -163,6 +167,24 @@ impl ClusterCheck {
         let image = state.image();
         for t in image.topics.values() {
             for p in &t.partitions {
+                let epochs = self.leaders.entry((t.topic_id, p.index)).or_default();
+                if let Some((top, _)) = epochs.last_key_value() {
+                    if p.leader_epoch.0 < *top {
+                        return Err(format!(
+                            "entry {index}: {}-{}'s leader epoch went back from {top} to {}",
+                            t.name, p.index, p.leader_epoch.0
+                        ));
+                    }
+                }
+                match epochs.insert(p.leader_epoch.0, p.leader) {
+                    Some(before) if before != p.leader => {
+                        return Err(format!(
+                            "entry {index}: {}-{} has two leaders in epoch {}: {before} and {}",
+                            t.name, p.index, p.leader_epoch.0, p.leader
+                        ));
+                    }
+                    _ => {}
+                }
                 if p.leader == NO_LEADER {
                     continue;
                 }

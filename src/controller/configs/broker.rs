@@ -68,7 +68,7 @@ const fn only(
 
 use ConfigType::{Boolean as B, Double as D, Int as I, Long as L, String as S};
 use UpdateMode::{ClusterWide as DYNAMIC, ReadOnly as READ_ONLY};
-use Validator::{AtLeast, None as Any};
+use Validator::{AtLeast, Between, None as Any};
 
 /// Kafka's default of the replication throttles, `Long.MAX_VALUE` bytes/s (no throttle).
 const THROTTLE_DEFAULT: &str = "9223372036854775807";
@@ -91,6 +91,17 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         Any,
         READ_ONLY,
         "Enable auto creation of topic on the server.",
+    ),
+    only(
+        "auto.leader.rebalance.enable",
+        B,
+        Some("true"),
+        Any,
+        READ_ONLY,
+        "Enables auto leader balancing: the active controller checks the leadership balance \
+         every leader.imbalance.check.interval.seconds and runs a preferred-leader election \
+         for every partition not led by its preferred replica (first in the assignment) while \
+         that replica is live and in the ISR (Kafka 4.x: no percentage threshold).",
     ),
     only(
         "broker.heartbeat.interval.ms",
@@ -117,6 +128,26 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         READ_ONLY,
         "Idle connections timeout: the server closes a connection that has had no request \
          and no response for this many milliseconds. Negative disables the timeout.",
+    ),
+    only(
+        "controlled.shutdown.enable",
+        B,
+        Some("true"),
+        Any,
+        READ_ONLY,
+        "Enable controlled shutdown of the broker: on SIGTERM a clustered broker asks the \
+         active controller (BrokerHeartbeat want_shut_down) to move its leaderships to other \
+         ISR members and take it out of the ISRs, and keeps serving until it is told to go.",
+    ),
+    only(
+        "controlled.shutdown.timeout.ms",
+        I,
+        Some("30000"),
+        Between(0, 40_000),
+        READ_ONLY,
+        "Shardlog's own: how long a clustered broker's controlled shutdown may take before the \
+         broker logs it and stops anyway (then its leaderships move when its session expires). \
+         At most 40000, so it fits inside the 60 s hard shutdown limit with the 10 s drain.",
     ),
     only(
         "controller.quorum.election.timeout.ms",
@@ -205,6 +236,14 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         "The minimum allowed session timeout for registered consumers. Shorter timeouts result \
          in quicker failure detection at the cost of more frequent consumer heartbeating, \
          which can overwhelm broker resources.",
+    ),
+    only(
+        "leader.imbalance.check.interval.seconds",
+        L,
+        Some("300"),
+        AtLeast(1),
+        READ_ONLY,
+        "The frequency with which the partition rebalance check is triggered by the controller.",
     ),
     only(
         "leader.replication.throttled.rate",

@@ -21,6 +21,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_quorum;
 pub mod describe_user_scram_credentials;
+pub mod elect_leaders;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod metadata;

@@ -14,9 +14,9 @@ use kafka_protocol::messages::{
     alter_client_quotas_response, alter_configs_response, incremental_alter_configs_response,
     AlterClientQuotasRequest, AlterClientQuotasResponse, AlterConfigsRequest, AlterConfigsResponse,
     ApiKey, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
-    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, InitProducerIdRequest,
-    InitProducerIdResponse, ProducerId,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest,
+    ElectLeadersResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId,
 };
 
 use super::sb;
@@ -148,6 +148,36 @@ pub fn response(
                 )
             })
         }
+        ApiKey::ElectLeaders => answer!(ElectLeadersRequest, |r: ElectLeadersRequest| {
+            use kafka_protocol::messages::elect_leaders_response::{
+                PartitionResult, ReplicaElectionResult,
+            };
+            // Every named partition gets the error; a null list has only the top-level one.
+            let results = r
+                .topic_partitions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| {
+                    ReplicaElectionResult::default().with_topic(t.topic).with_partition_result(
+                        t.partitions
+                            .into_iter()
+                            .map(|p| {
+                                PartitionResult::default()
+                                    .with_partition_id(p)
+                                    .with_error_code(code)
+                                    .with_error_message(msg.clone())
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            let response = ElectLeadersResponse::default().with_replica_election_results(results);
+            if version >= 1 {
+                response.with_error_code(code)
+            } else {
+                response
+            }
+        }),
         other => Err(format!("{other:?} is not a controller API")),
     }
 }

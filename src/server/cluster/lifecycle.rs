@@ -1,8 +1,12 @@
 //! A broker's life as the active controller sees it, KRaft's way: register (a new
 //! incarnation per process start, fenced until it has caught up with the metadata log),
-//! heartbeat every `broker.heartbeat.interval.ms`, and on shutdown ask to be fenced so its
-//! leaderships move first. On the active controller, [`expiry_loop`] fences brokers silent
-//! for `broker.session.timeout.ms`.
+//! heartbeat every `broker.heartbeat.interval.ms`, and on shutdown a controlled shutdown
+//! (Kafka's `BrokerLifecycleManager.beginControlledShutdown`): heartbeats with
+//! `want_shut_down` until the controller answers `should_shut_down` (it moved this broker's
+//! leaderships to other ISR members and took it out of the ISRs), while the broker keeps
+//! serving, holding the shards' shutdown ([`ShutdownHold`]); bounded by
+//! `controlled.shutdown.timeout.ms`, after which it logs and stops anyway. On the active
+//! controller, [`expiry_loop`] fences brokers silent for `broker.session.timeout.ms`.
 //!
 //! Runs on the controller shard. Every call is bounded; a failed one is retried after a
 //! pause, and a STALE_BROKER_EPOCH answer (the controller no longer knows this incarnation)
@@ -18,6 +22,7 @@ use super::rpc::{Call, Reply};
 use super::{now_ms, ClusterNode};
 use crate::controller::records::BrokerEndpoint;
 use crate::controller::{BrokerEpoch, BrokerHeartbeat, BrokerRegistration};
+use crate::shard::runtime::{shutdown_requested, ShutdownHold};
 use crate::shard::ShardCtx;
 
 /// Pause after a failed registration or heartbeat.
@@ -28,8 +33,10 @@ const FENCED_HEARTBEAT_MS: u64 = 100;
 const CALL_LIMIT_MS: u64 = 5_000;
 /// How often the active controller looks for expired broker sessions.
 const EXPIRY_CHECK_MS: u64 = 500;
-/// Bound on the shutdown heartbeat.
-const SHUTDOWN_HEARTBEAT_MS: u64 = 2_000;
+/// Pause between controlled-shutdown heartbeats the controller did not approve yet.
+const SHUTDOWN_RETRY_MS: u64 = 100;
+/// Step of the pauses between calls: a shutdown request is noticed within it.
+const PAUSE_STEP_MS: u64 = 50;
 
 fn heartbeat_interval_ms(ctx: &ShardCtx) -> u64 {
     u64::try_from(ctx.image().broker_defaults.long("broker.heartbeat.interval.ms"))
@@ -37,8 +44,30 @@ fn heartbeat_interval_ms(ctx: &ShardCtx) -> u64 {
         .max(10)
 }
 
-/// Registers this broker and heartbeats until shutdown.
+/// Whether this broker should stop heartbeating: a shutdown was requested (the shards may
+/// still be serving, held by this task) or has begun.
+fn stopping(ctx: &ShardCtx) -> bool {
+    shutdown_requested() || ctx.is_shutting_down()
+}
+
+/// Sleeps `ms`, or less once a shutdown is requested.
+async fn pause(ctx: &ShardCtx, ms: u64) {
+    let until = Instant::now() + Duration::from_millis(ms);
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || stopping(ctx) {
+            return;
+        }
+        crate::shard::sleep(left.min(Duration::from_millis(PAUSE_STEP_MS))).await;
+    }
+}
+
+/// Registers this broker, heartbeats until shutdown, then runs the controlled shutdown.
 pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
+    // A broker of a multi-node cluster keeps serving after SIGTERM until its leaderships
+    // have moved (or the controlled-shutdown deadline passed): the hold delays the shards'
+    // shutdown until this task drops it.
+    let hold = (!node.voters.is_empty()).then(ShutdownHold::new);
     let incarnation_id = Uuid::new_v4();
     let endpoints = vec![BrokerEndpoint {
         listener: "PLAINTEXT".into(),
@@ -49,7 +78,7 @@ pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
     let registration =
         BrokerRegistration { node: node.node_id, incarnation_id, endpoints, rack: None };
     let mut epoch: Option<BrokerEpoch> = None;
-    while !ctx.is_shutting_down() {
+    while !stopping(&ctx) {
         let deadline = Instant::now() + Duration::from_millis(CALL_LIMIT_MS);
         let pause_ms = match epoch {
             None => {
@@ -104,28 +133,77 @@ pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
             }
         };
         if pause_ms > 0 {
-            let seen = ctx.shutdown.version();
-            crate::shard::with_timeout(
-                Duration::from_millis(pause_ms),
-                ctx.shutdown.changed_since(seen),
-            )
-            .await;
+            pause(&ctx, pause_ms).await;
         }
     }
-    // Controlled shutdown: fenced first, so the controller moves leaderships away now
-    // rather than after a session timeout — when another live broker can take them.
+    let defaults = ctx.image().broker_defaults.clone();
+    let enabled = defaults.current("controlled.shutdown.enable").as_deref() != Some("false");
+    let timeout_ms = u64::try_from(defaults.long("controlled.shutdown.timeout.ms")).unwrap_or(0);
+    // Alone, nobody could take the leaderships: stopping at once is as good (they come back
+    // with this broker).
     let others_live = ctx.image().brokers.iter().any(|(id, b)| *id != node.node_id && !b.fenced);
-    if let (Some(e), true) = (epoch, others_live) {
+    if let (Some(e), true, true) = (epoch, others_live, enabled) {
+        controlled_shutdown(&node, &ctx, e, timeout_ms).await;
+    }
+    drop(hold);
+}
+
+/// Heartbeats with `want_shut_down` until the controller answers `should_shut_down`, or
+/// until `timeout_ms` passed (then logs it: the session expiry moves the leaderships).
+async fn controlled_shutdown(
+    node: &Rc<ClusterNode>,
+    ctx: &Rc<ShardCtx>,
+    epoch: BrokerEpoch,
+    timeout_ms: u64,
+) {
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(timeout_ms);
+    tracing::info!(timeout_ms, "controlled shutdown: asking the controller to move leaderships");
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            tracing::warn!(
+                timeout_ms,
+                "controlled shutdown not approved in time (controlled.shutdown.timeout.ms); \
+                 stopping anyway"
+            );
+            return;
+        }
         let hb = BrokerHeartbeat {
             node: node.node_id,
-            epoch: e,
+            epoch,
             metadata_offset: node.applied_index(),
             want_fence: false,
             want_shutdown: true,
         };
-        let deadline = Instant::now() + Duration::from_millis(SHUTDOWN_HEARTBEAT_MS);
-        let reply = node.to_controller(&ctx, Call::Heartbeat(hb), deadline).await;
-        tracing::debug!("shutdown heartbeat: {reply:?}");
+        let call_deadline = deadline.min(now + Duration::from_millis(CALL_LIMIT_MS));
+        let wait_ms = match node.to_controller(ctx, Call::Heartbeat(hb), call_deadline).await {
+            Reply::Heartbeat { should_shutdown: true, .. } => {
+                let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                tracing::info!(elapsed_ms, "controlled shutdown approved: leaderships moved");
+                node.registration.set(Some((epoch.0, true)));
+                return;
+            }
+            Reply::Heartbeat { .. } => SHUTDOWN_RETRY_MS,
+            Reply::Error { code, message } if code == ResponseError::NotController.code() => {
+                // No quorum leader known for a whole call: no controller will approve soon
+                // (the last voters stopping); waiting out the deadline would only delay.
+                tracing::warn!("controlled shutdown: no active controller ({message}); stopping");
+                return;
+            }
+            Reply::Error { code, message } if code == ResponseError::StaleBrokerEpoch.code() => {
+                tracing::info!(
+                    "controlled shutdown: the controller no longer knows this broker ({message})"
+                );
+                return;
+            }
+            other => {
+                tracing::debug!("controlled-shutdown heartbeat: {other:?}");
+                RETRY_PAUSE_MS
+            }
+        };
+        // Not `pause`: the shutdown request that started this must not cut the wait short.
+        crate::shard::sleep(Duration::from_millis(wait_ms)).await;
     }
 }
 

@@ -16,6 +16,7 @@
 //! to the leader it knows and the leader never forwards it again; every wait is bounded.
 
 mod alter_partition;
+pub mod election;
 pub mod lifecycle;
 pub mod rpc;
 mod start;
@@ -212,6 +213,9 @@ impl ClusterNode {
             messages_dropped: n(m.messages_dropped),
             connections_refused: n(m.connections_refused),
         });
+        if let Some((_, image)) = self.previous.borrow().as_ref() {
+            crate::metrics::leadership::set(election::leadership_gauges(image));
+        }
     }
 
     /// Resolves once this node knows a leader other than `leader`.

@@ -72,6 +72,8 @@ pub async fn start(ctx: Rc<ShardCtx>) -> anyhow::Result<()> {
     }
     node.publish(&ctx).await.map_err(|e| anyhow!("cannot open partitions at start: {e}"))?;
     ctx.spawn_background(publish_loop(node.clone(), ctx.clone()));
+    // Every node: the cluster and leadership gauges; rebalancing on the active controller.
+    ctx.spawn_background(super::election::rebalance_loop(node.clone(), ctx.clone()));
     if node.controller_role {
         ctx.spawn_background(lifecycle::expiry_loop(node.clone(), ctx.clone()));
     }
