@@ -9,6 +9,7 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod broker_client;
 pub mod describe_transactions;
 pub mod driver;
 pub mod end_txn;
@@ -130,12 +131,15 @@ pub async fn ensure_txn_topic(ctx: &Rc<ShardCtx>) -> Result<(), TxnError> {
     }
     let c = &ctx.config.txn;
     let wait = std::time::Duration::from_millis(crate::constants::OFFSETS_TOPIC_READY_WAIT_MS_MAX);
-    let created = crate::server::group::create_internal_topic(
-        ctx,
-        TXN_TOPIC,
-        c.state_log_num_partitions,
-        c.state_log_segment_bytes,
-    );
+    // Kafka's settings: compacted, `min.insync.replicas = transaction.state.log.min.isr`.
+    let topic = crate::server::group::InternalTopic {
+        name: TXN_TOPIC,
+        partitions: c.state_log_num_partitions,
+        replication_factor: c.state_log_replication_factor,
+        segment_bytes: c.state_log_segment_bytes,
+        min_insync_replicas: Some(c.state_log_min_isr),
+    };
+    let created = crate::server::group::create_internal_topic(ctx, &topic);
     crate::shard::with_timeout(wait, created)
         .await
         .unwrap_or(Err(crate::group::types::GroupError::CoordinatorNotAvailable))
