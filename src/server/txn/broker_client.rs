@@ -104,36 +104,46 @@ pub async fn write_markers(
     Ok(out)
 }
 
-/// AddPartitionsToTxn v4 `verify_only` for one partition at the coordinator at `addr`:
-/// the partition's error code (0: it is in the producer's ongoing transaction).
-pub async fn verify_partition(
+/// AddPartitionsToTxn v4 `verify_only` at the coordinator at `addr`: each partition with
+/// its error code (0: it is in the producer's ongoing transaction).
+pub async fn verify_partitions(
     addr: &str,
     transactional_id: &str,
     producer_id: i64,
     producer_epoch: i16,
-    partition: &(String, i32),
-) -> Result<i16, String> {
-    let topic = AddPartitionsToTxnTopic::default()
-        .with_name(TopicName(StrBytes::from_string(partition.0.clone())))
-        .with_partitions(vec![partition.1]);
+    partitions: &[(String, i32)],
+) -> Result<Vec<((String, i32), i16)>, String> {
+    let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
+    for (topic, partition) in partitions {
+        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partitions.push(*partition),
+            None => topics.push(
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.clone())))
+                    .with_partitions(vec![*partition]),
+            ),
+        }
+    }
     let txn = AddPartitionsToTxnTransaction::default()
         .with_transactional_id(TransactionalId(StrBytes::from_string(transactional_id.into())))
         .with_producer_id(ProducerId(producer_id))
         .with_producer_epoch(producer_epoch)
         .with_verify_only(true)
-        .with_topics(vec![topic]);
+        .with_topics(topics);
     let req = AddPartitionsToTxnRequest::default().with_transactions(vec![txn]);
     let resp = call(addr, &req, VERIFY_VERSION).await?;
-    if resp.error_code != 0 {
-        return Ok(resp.error_code);
+    let mut out = Vec::new();
+    for t in resp.results_by_transaction {
+        for topic in t.topic_results {
+            for p in topic.results_by_partition {
+                let code =
+                    if resp.error_code != 0 { resp.error_code } else { p.partition_error_code };
+                out.push(((topic.name.0.to_string(), p.partition_index), code));
+            }
+        }
     }
-    let code = resp
-        .results_by_transaction
-        .iter()
-        .flat_map(|t| t.topic_results.iter())
-        .flat_map(|t| t.results_by_partition.iter())
-        .map(|p| p.partition_error_code)
-        .find(|c| *c != 0)
-        .unwrap_or(0);
-    Ok(code)
+    if out.is_empty() && resp.error_code != 0 {
+        out = partitions.iter().map(|tp| (tp.clone(), resp.error_code)).collect();
+    }
+    Ok(out)
 }

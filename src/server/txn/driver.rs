@@ -115,6 +115,15 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: TxnCall) -> TxnAnswer {
                 Err(e) => Err(e),
             })
         }
+        TxnCall::Verify { transactional_id, producer_id, producer_epoch, partitions } => {
+            let c = s.coordinator.borrow();
+            TxnAnswer::Verified(
+                partitions
+                    .iter()
+                    .map(|tp| c.verify(&transactional_id, producer_id, producer_epoch, tp))
+                    .collect(),
+            )
+        }
         TxnCall::Describe(ids) => {
             let c = s.coordinator.borrow();
             let rows = ids
@@ -311,6 +320,9 @@ enum Target {
     Remote(String),
 }
 
+/// A target with the partitions it gets markers for this round.
+type TargetPartitions = (Target, Vec<(String, i32)>);
+
 /// One round of markers to every partition; whether all are durable (or gone).
 async fn write_round(
     ctx: &Rc<ShardCtx>,
@@ -319,7 +331,7 @@ async fn write_round(
     partitions: &[(String, i32)],
 ) -> bool {
     let image = ctx.image();
-    let mut targets: BTreeMap<(u8, String), (Target, Vec<(String, i32)>)> = BTreeMap::new();
+    let mut targets: BTreeMap<(u8, String), TargetPartitions> = BTreeMap::new();
     let mut ok = true;
     for (topic, partition) in partitions {
         let Some(pi) = image.partition(topic, *partition) else {

@@ -16,6 +16,7 @@ pub mod end_txn;
 pub mod init_producer_id;
 pub mod list_transactions;
 pub mod txn_offset_commit;
+pub mod verify;
 pub mod write_txn_markers;
 
 use std::rc::Rc;
@@ -50,6 +51,14 @@ pub enum TxnCall {
         producer_epoch: i16,
         commit: bool,
     },
+    /// KIP-890 part 1 (AddPartitionsToTxn v4 `verify_only`): whether each partition is in
+    /// the producer's ongoing transaction.
+    Verify {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<(String, i32)>,
+    },
     /// DescribeTransactions for ids coordinated by the target shard.
     Describe(Vec<String>),
     /// ListTransactions on one shard: every id it coordinates.
@@ -61,7 +70,8 @@ impl TxnCall {
         match self {
             TxnCall::InitProducerId { transactional_id, .. }
             | TxnCall::AddPartitions { transactional_id, .. }
-            | TxnCall::EndTxn { transactional_id, .. } => Some(transactional_id),
+            | TxnCall::EndTxn { transactional_id, .. }
+            | TxnCall::Verify { transactional_id, .. } => Some(transactional_id),
             TxnCall::Describe(ids) => ids.first().map(String::as_str),
             TxnCall::List => None,
         }
@@ -73,6 +83,8 @@ pub enum TxnAnswer {
     /// Producer id and epoch.
     Init(Result<(i64, i16), TxnError>),
     Done(Result<(), TxnError>),
+    /// Per partition of a `Verify`, in order.
+    Verified(Vec<Result<(), TxnError>>),
     Described(Vec<(String, Result<TxnMeta, TxnError>)>),
     Listed(Vec<(String, TxnMeta)>),
     Failed(TxnError),
