@@ -19,7 +19,11 @@ from collections import Counter
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from confluent_kafka import Producer  # noqa: E402
-from eos import STALL_S, App, committed_total, read  # noqa: E402
+from eos import App, committed_total, read  # noqa: E402
+
+# Longer than eos.py's 20 s: on a loaded two-core host the Java app's source launcher alone
+# can take that long to start, and a watchdog shorter than a start never lets it run.
+STALL_S = 60
 
 
 def wait_progress(bs, group, src, app, target, limit_s):
