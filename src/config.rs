@@ -216,6 +216,8 @@ pub struct ServeConfig {
     /// Partitions `__consumer_offsets` is created with (not changed afterwards).
     pub offsets_topic_num_partitions: i32,
     pub offsets_topic_segment_bytes: i32,
+    /// `offsets.topic.replication.factor`, capped by the live brokers at creation.
+    pub offsets_topic_replication_factor: i32,
     /// `transaction.*` settings of the transaction coordinator (issue 17).
     pub txn: crate::txn::TxnConfig,
     /// `connections.max.idle.ms`; `None` (a negative setting): never closed for idleness.
@@ -382,9 +384,14 @@ impl ServeConfig {
                 .unsigned_abs(),
             offsets_topic_num_partitions: s.int("offsets.topic.num.partitions"),
             offsets_topic_segment_bytes: s.int("offsets.topic.segment.bytes"),
+            offsets_topic_replication_factor: s.int("offsets.topic.replication.factor"),
             txn: crate::txn::TxnConfig {
                 state_log_num_partitions: s.int("transaction.state.log.num.partitions"),
                 state_log_segment_bytes: s.int("transaction.state.log.segment.bytes"),
+                state_log_replication_factor: s.int("transaction.state.log.replication.factor"),
+                state_log_min_isr: s.int("transaction.state.log.min.isr"),
+                partition_verification_enable: s
+                    .boolean("transaction.partition.verification.enable"),
                 max_timeout_ms: s.int("transaction.max.timeout.ms"),
                 id_expiration_ms: i64::from(s.int("transactional.id.expiration.ms")),
                 abort_check_interval_ms: i64::from(

@@ -230,6 +230,9 @@ pub const GROUP_LAG_PARTITIONS_MAX: usize = 10_000;
 /// Longest a group request waits for another request's replay of an offsets partition
 /// before answering COORDINATOR_LOAD_IN_PROGRESS (the client retries the same broker).
 pub const GROUP_LOAD_WAIT_MS_MAX: u64 = 5_000;
+/// Longest a coordinator write waits for the ISR to hold it (Kafka's
+/// `offsets.commit.timeout.ms` default) before answering COORDINATOR_NOT_AVAILABLE.
+pub const COORDINATOR_WRITE_TIMEOUT_MS: u64 = 5_000;
 /// Longest the first FindCoordinator waits for `__consumer_offsets` to be created and
 /// opened on every shard before answering COORDINATOR_NOT_AVAILABLE (the client retries).
 pub const OFFSETS_TOPIC_READY_WAIT_MS_MAX: u64 = 10_000;
@@ -320,3 +323,11 @@ pub const TXN_TIMER_TICK_MS: u64 = 100;
 /// Transaction coordinator: pause between rounds of markers that failed (a partition
 /// loading, a full disk), retried until they succeed.
 pub const TXN_MARKER_RETRY_MS: u64 = 200;
+/// Broker-to-broker transaction requests (WriteTxnMarkers, KIP-890 verification): longest
+/// one call waits for its answer (Kafka's `request.timeout.ms` default).
+pub const BROKER_CALL_TIMEOUT_MS: u64 = 30_000;
+/// Cached broker-to-broker connections per shard (one per other broker in practice).
+pub const BROKER_CONNECTIONS_PER_SHARD_MAX: usize = 64;
+/// Partition side of markers: (partition, producer) coordinator epochs remembered per shard
+/// to refuse a deposed coordinator's markers; past this the oldest half is forgotten.
+pub const TXN_COORDINATOR_EPOCHS_MAX: usize = 100_000;

@@ -38,6 +38,23 @@ impl Coordinator {
         self.groups.keys()
     }
 
+    /// Drops every group `selected` picks (this broker no longer leads its
+    /// `__consumer_offsets` partition): their state now lives with the new leader's
+    /// coordinator. Returns the tokens of their parked joins and syncs, which the driver
+    /// answers NOT_COORDINATOR so the members look for the new coordinator.
+    pub fn unload(&mut self, mut selected: impl FnMut(&str) -> bool) -> Vec<Token> {
+        let gone: Vec<String> = self.groups.keys().filter(|g| selected(g)).cloned().collect();
+        let mut tokens = Vec::new();
+        for group_id in gone {
+            let Some(group) = self.groups.remove(&group_id) else { continue };
+            for member in group.members.values() {
+                tokens.extend(member.awaiting_join);
+                tokens.extend(member.awaiting_sync);
+            }
+        }
+        tokens
+    }
+
     /// JoinGroup: the reply to `token` comes now (errors, MEMBER_ID_REQUIRED, a member
     /// rejoining a stable group) or when the join phase completes.
     pub fn join(&mut self, token: Token, req: JoinRequest, now_ms: i64) -> Effects {

@@ -214,6 +214,16 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
             commit,
             coordinator_epoch,
         } => {
+            // A deposed transaction coordinator's marker is refused (Kafka's rule).
+            let fenced = crate::txn::partition::check_coordinator_epoch(
+                &topic,
+                partition,
+                producer_id,
+                coordinator_epoch,
+            );
+            if let Err(e) = fenced {
+                return PartitionResult::WriteMarker(Err(e));
+            }
             let marker = crate::storage::producer_state::encode_marker(
                 producer_id,
                 producer_epoch,

@@ -75,6 +75,8 @@ pub async fn start(
     let image = ctx.image();
     // Below `log.dir.reserved.bytes` of free space, client data waits (`server::limits`).
     let disk_low = super::limits::data_dir_low_on_space(ctx);
+    // KIP-890 part 1: transactional batches outside the producer's ongoing transaction.
+    let unverified = super::txn::verify::check_produce(ctx, &req, version, &image).await;
     for (t, topic) in req.topic_data.into_iter().enumerate() {
         let (name, unknown_id) = if version >= TOPIC_ID_VERSION {
             match image.topic_by_id(&topic.topic_id) {
@@ -89,6 +91,12 @@ pub async fn start(
                 (Some(error), _) => Err(error),
                 (None, true) => Err(ResponseError::UnknownTopicId),
                 (None, false) if disk_low => Err(ResponseError::KafkaStorageError),
+                (None, false) if !unverified.is_empty() => {
+                    match unverified.get(&(name.clone(), p.index)) {
+                        Some(error) => Err(*error),
+                        None => route::owner(ctx, &name, p.index),
+                    }
+                }
                 (None, false) => route::owner(ctx, &name, p.index),
             };
             let slot = Slot { topic: t, name: name.clone(), partition: p.index };

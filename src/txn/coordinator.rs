@@ -290,6 +290,30 @@ impl Coordinator {
         Ok(m)
     }
 
+    /// KIP-890 part 1 (AddPartitionsToTxn v4 `verify_only`): whether `partition` belongs to
+    /// the producer's ongoing transaction, so its leader may append a transactional batch.
+    /// A pending transition of an ongoing transaction (adding more partitions) still counts.
+    pub fn verify(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partition: &(String, i32),
+    ) -> Result<(), TxnError> {
+        let m = self.txns.get(transactional_id).ok_or(TxnError::InvalidProducerIdMapping)?;
+        if m.producer_id != producer_id {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        if m.producer_epoch != epoch {
+            return Err(TxnError::ProducerFenced);
+        }
+        if m.state == TxnState::Ongoing && m.partitions.contains(partition) {
+            Ok(())
+        } else {
+            Err(TxnError::InvalidTxnState)
+        }
+    }
+
     /// AddPartitionsToTxn (and AddOffsetsToTxn, with the group's offsets partition).
     /// `Ok(None)`: every partition is already in the open transaction.
     pub fn add_partitions(

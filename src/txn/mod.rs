@@ -27,6 +27,12 @@ pub struct TxnConfig {
     /// Partitions `__transaction_state` is created with.
     pub state_log_num_partitions: i32,
     pub state_log_segment_bytes: i32,
+    /// `transaction.state.log.replication.factor`, capped by the live brokers at creation.
+    pub state_log_replication_factor: i32,
+    /// `transaction.state.log.min.isr`: the topic's `min.insync.replicas`.
+    pub state_log_min_isr: i32,
+    /// `transaction.partition.verification.enable` (KIP-890 part 1).
+    pub partition_verification_enable: bool,
     /// `transaction.max.timeout.ms`: InitProducerId asking more gets INVALID_TRANSACTION_TIMEOUT.
     pub max_timeout_ms: i32,
     /// `transactional.id.expiration.ms`: an idle completed transactional id is forgotten.
@@ -42,6 +48,9 @@ impl Default for TxnConfig {
         TxnConfig {
             state_log_num_partitions: 50,
             state_log_segment_bytes: 100 * 1024 * 1024,
+            state_log_replication_factor: 3,
+            state_log_min_isr: 2,
+            partition_verification_enable: true,
             max_timeout_ms: 900_000,
             id_expiration_ms: 7 * 24 * 3600 * 1000,
             abort_check_interval_ms: 10_000,

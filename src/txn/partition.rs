@@ -3,11 +3,22 @@
 //! owner shard once a marker is durable (a marker on `__consumer_offsets` completes the
 //! transaction's pending offset commits in the group coordinator of that shard).
 //!
+//! It also keeps, per partition and producer, the highest coordinator epoch whose marker
+//! the partition took, so a marker from a deposed coordinator (an older epoch, after the
+//! `__transaction_state` partition's leadership moved) is refused with
+//! TRANSACTION_COORDINATOR_FENCED, as Kafka's `ProducerStateEntry.coordinatorEpoch` does.
+//! Kept in memory on the owner shard (bounded, `TXN_COORDINATOR_EPOCHS_MAX`): after a
+//! restart or a leadership change of the data partition the first marker sets it again.
+//!
 //! Runs on the partition's owner shard (fetch, markers) and on the connection's shard
 //! (building the response). Small functions on purpose: `server::fetch` and
 //! `partition::ops` only call them.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::AbortedTransaction;
 use kafka_protocol::messages::ProducerId;
 
@@ -59,6 +70,48 @@ pub fn marker_written(ctx: &ShardCtx, topic: &str, partition: i32, txn: &Complet
     }
 }
 
+thread_local! {
+    /// (topic, partition, producer id) → highest coordinator epoch of a marker taken.
+    static COORDINATOR_EPOCHS: RefCell<HashMap<(String, i32, i64), i32>> =
+        RefCell::new(HashMap::new());
+}
+
+/// Kafka's marker rule: a marker whose coordinator epoch is older than the last one the
+/// partition took for the producer is TRANSACTION_COORDINATOR_FENCED; otherwise its epoch is
+/// remembered. A negative epoch (an operator's `kafka-transactions.sh abort`, since
+/// DescribeProducers reports no coordinator epoch) is not checked.
+pub fn check_coordinator_epoch(
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    coordinator_epoch: i32,
+) -> Result<(), (ResponseError, Option<String>)> {
+    if coordinator_epoch < 0 {
+        return Ok(());
+    }
+    COORDINATOR_EPOCHS.with(|m| {
+        let mut m = m.borrow_mut();
+        let key = (topic.to_string(), partition, producer_id);
+        if let Some(&seen) = m.get(&key) {
+            if coordinator_epoch < seen {
+                let why =
+                    format!("marker from coordinator epoch {coordinator_epoch}, older than {seen}");
+                return Err((ResponseError::TransactionCoordinatorFenced, Some(why)));
+            }
+        }
+        if m.len() >= crate::constants::TXN_COORDINATOR_EPOCHS_MAX && !m.contains_key(&key) {
+            // Bounded: forget an arbitrary half (a forgotten entry only skips one check).
+            let drop_n = m.len() / 2;
+            let victims: Vec<_> = m.keys().take(drop_n).cloned().collect();
+            for k in victims {
+                m.remove(&k);
+            }
+        }
+        m.insert(key, coordinator_epoch);
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +125,16 @@ mod tests {
         both.extend_from_slice(&b);
         assert_eq!(records_end(&Bytes::from(both)), Some(Offset(6)));
         assert_eq!(records_end(&Bytes::new()), None);
+    }
+
+    #[test]
+    fn an_older_coordinator_epoch_is_fenced() {
+        assert!(check_coordinator_epoch("t", 0, 7, 3).is_ok());
+        assert!(check_coordinator_epoch("t", 0, 7, 3).is_ok(), "the same epoch retries");
+        let err = check_coordinator_epoch("t", 0, 7, 2).unwrap_err();
+        assert_eq!(err.0, ResponseError::TransactionCoordinatorFenced);
+        assert!(check_coordinator_epoch("t", 0, 7, 4).is_ok(), "a newer epoch takes over");
+        assert!(check_coordinator_epoch("t", 1, 7, 0).is_ok(), "per partition");
+        assert!(check_coordinator_epoch("t", 0, 7, -1).is_ok(), "an operator's abort");
     }
 }

@@ -390,6 +390,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          deployment: it only applies when __consumer_offsets is created).",
     ),
     only(
+        "offsets.topic.replication.factor",
+        I,
+        Some("3"),
+        AtLeast(1),
+        READ_ONLY,
+        "The replication factor for the offsets topic, capped by the number of live \
+         unfenced brokers when __consumer_offsets is created.",
+    ),
+    only(
         "offsets.topic.segment.bytes",
         I,
         Some("104857600"),
@@ -486,6 +495,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          time exceed this, then the broker will return an error in InitProducerIdRequest.",
     ),
     only(
+        "transaction.partition.verification.enable",
+        B,
+        Some("true"),
+        Any,
+        READ_ONLY,
+        "Enable verification that checks that the partition has been added to the \
+         transaction before writing transactional records to the partition (KIP-890).",
+    ),
+    only(
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         I,
         Some("3600000"),
@@ -495,6 +513,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          transactional.id.expiration.ms passing",
     ),
     only(
+        "transaction.state.log.min.isr",
+        I,
+        Some("2"),
+        AtLeast(1),
+        READ_ONLY,
+        "The minimum number of replicas that must acknowledge a write to the transaction \
+         topic (its min.insync.replicas, capped by its replication factor).",
+    ),
+    only(
         "transaction.state.log.num.partitions",
         I,
         Some("50"),
@@ -502,6 +529,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         READ_ONLY,
         "The number of partitions for the transaction topic (should not change after \
          deployment: it only applies when __transaction_state is created).",
+    ),
+    only(
+        "transaction.state.log.replication.factor",
+        I,
+        Some("3"),
+        AtLeast(1),
+        READ_ONLY,
+        "The replication factor for the transaction topic, capped by the number of live \
+         unfenced brokers when __transaction_state is created.",
     ),
     only(
         "transaction.state.log.segment.bytes",

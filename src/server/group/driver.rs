@@ -1,15 +1,19 @@
 //! The coordinator driver on a group's coordinator shard: keeps the shard's
 //! [`Coordinator`], parks JoinGroup/SyncGroup requests until the coordinator answers
-//! them, persists the records it emits in `__consumer_offsets` (answering only once they
-//! are durable), runs its timers, expires offsets, and replays an offsets partition the
-//! first time a group of it is used on this shard.
+//! them, persists the records it emits in `__consumer_offsets` (answering only once the
+//! ISR holds them: `leader_write`), runs its timers, expires offsets, and moves with
+//! leadership: an offsets partition this broker leads is replayed (up to the high
+//! watermark, once it covers the whole log; COORDINATOR_LOAD_IN_PROGRESS meanwhile) the
+//! first time it is used or at the next timer tick, and unloaded when leadership moves
+//! away or to a new leader epoch (parked requests answered NOT_COORDINATOR).
 //!
 //! One instance per shard (thread-local: a shard is a thread and the state never leaves
-//! it). Invariants: a group request is served only by the shard owning its partition;
-//! appends for one partition are issued in the order the coordinator emitted them.
+//! it). Invariants: a group request is served only by the shard owning its partition, and
+//! only while this broker leads it; appends for one partition are issued in the order the
+//! coordinator emitted them; state loaded at one leader epoch is never served at another.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -19,6 +23,7 @@ use kafka_protocol::records::{
     Compression, Record as KafkaRecord, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
+use super::leader_write::{append_acks_all, WriteError};
 use super::{GroupAnswer, GroupCall};
 use crate::constants::{
     GROUP_LAG_PARTITIONS_MAX, GROUP_LAG_PUBLISH_INTERVAL_MS, GROUP_LOAD_WAIT_MS_MAX,
@@ -29,7 +34,7 @@ use crate::group::records::Record;
 use crate::group::types::{Effects, GroupError, JoinResponse, Reply, SyncResponse, Token};
 use crate::group::Coordinator;
 use crate::shard::{now_ms, OwnedPartition, ShardCtx};
-use crate::types::Offset;
+use crate::types::{Epoch, Offset};
 
 /// Longest the timer loop sleeps, so a deadline added meanwhile is at most this late.
 const TIMER_TICK_MS_MAX: i64 = 100;
@@ -50,7 +55,9 @@ struct GroupShard {
     /// Parked joins (with the member id they carried) and syncs.
     waiters: RefCell<HashMap<Token, Parked>>,
     next_token: Cell<Token>,
-    loaded: RefCell<HashSet<i32>>,
+    /// Offsets partitions whose groups are loaded, with the leader epoch they were loaded
+    /// at.
+    loaded: RefCell<HashMap<i32, Epoch>>,
     load_lock: futures::lock::Mutex<()>,
 }
 
@@ -67,7 +74,7 @@ fn state(ctx: &Rc<ShardCtx>) -> Rc<GroupShard> {
         pending_txn: RefCell::new(HashMap::new()),
         waiters: RefCell::new(HashMap::new()),
         next_token: Cell::new(1),
-        loaded: RefCell::new(HashSet::new()),
+        loaded: RefCell::new(HashMap::new()),
         load_lock: futures::lock::Mutex::new(()),
     });
     SHARD_STATE.with(|cell| *cell.borrow_mut() = Some(s.clone()));
@@ -131,11 +138,10 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
                     s.coordinator.borrow_mut().apply_durable(outcome.records, now_ms());
                     GroupAnswer::Commit(outcome.errors)
                 }
-                Err(reason) => {
-                    tracing::warn!(group = %req.group_id, "offset commit not persisted: {reason}");
-                    let failed =
-                        outcome.errors.iter().map(|_| Some(GroupError::CoordinatorNotAvailable));
-                    GroupAnswer::Commit(failed.collect())
+                Err(err) => {
+                    tracing::warn!(group = %req.group_id, "offset commit not persisted: {err}");
+                    let code = write_error(&err);
+                    GroupAnswer::Commit(outcome.errors.iter().map(|_| Some(code)).collect())
                 }
             }
         }
@@ -151,11 +157,10 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
                     list.extend(outcome.records.into_iter().map(|r| (partition, r)));
                     GroupAnswer::Commit(outcome.errors)
                 }
-                Err(reason) => {
-                    tracing::warn!(group = %req.group_id, "txn offset commit not persisted: {reason}");
-                    let failed =
-                        outcome.errors.iter().map(|_| Some(GroupError::CoordinatorNotAvailable));
-                    GroupAnswer::Commit(failed.collect())
+                Err(err) => {
+                    tracing::warn!(group = %req.group_id, "txn offset commit not persisted: {err}");
+                    let code = write_error(&err);
+                    GroupAnswer::Commit(outcome.errors.iter().map(|_| Some(code)).collect())
                 }
             }
         }
@@ -195,9 +200,9 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
         GroupCall::Delete(group_id) => {
             let result = s.coordinator.borrow_mut().delete_group(&group_id);
             match result {
-                Ok(records) => GroupAnswer::Delete(
-                    persist(ctx, records).await.err().map(|_| GroupError::CoordinatorNotAvailable),
-                ),
+                Ok(records) => {
+                    GroupAnswer::Delete(persist(ctx, records).await.err().map(|e| write_error(&e)))
+                }
                 Err(e) => GroupAnswer::Delete(Some(e)),
             }
         }
@@ -207,11 +212,19 @@ async fn run_call(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>, call: GroupCall) -> Gr
             match result {
                 Ok((errors, records)) => match persist(ctx, records).await {
                     Ok(()) => GroupAnswer::OffsetDelete(Ok(errors)),
-                    Err(_) => GroupAnswer::OffsetDelete(Err(GroupError::CoordinatorNotAvailable)),
+                    Err(e) => GroupAnswer::OffsetDelete(Err(write_error(&e))),
                 },
                 Err(e) => GroupAnswer::OffsetDelete(Err(e)),
             }
         }
+    }
+}
+
+/// The client's error for a coordinator write that did not reach the ISR.
+fn write_error(err: &WriteError) -> GroupError {
+    match err {
+        WriteError::NotLeader => GroupError::NotCoordinator,
+        WriteError::Failed(_) => GroupError::CoordinatorNotAvailable,
     }
 }
 
@@ -253,6 +266,19 @@ impl GroupShard {
     /// coordinator again instead of holding their connection until it closes.
     fn release_all(&self) {
         let parked: Vec<_> = self.waiters.borrow_mut().drain().collect();
+        Self::release(parked);
+    }
+
+    /// Answers the given parked requests NOT_COORDINATOR (their group was unloaded).
+    fn release_tokens(&self, tokens: &[Token]) {
+        let parked: Vec<_> = {
+            let mut waiters = self.waiters.borrow_mut();
+            tokens.iter().filter_map(|t| waiters.remove(t).map(|w| (*t, w))).collect()
+        };
+        Self::release(parked);
+    }
+
+    fn release(parked: Vec<(Token, Parked)>) {
         for (_, (join_member, tx)) in parked {
             let reply = match join_member {
                 Some(member_id) => {
@@ -282,13 +308,10 @@ impl GroupShard {
             for (token, reply) in effects.after_persist {
                 let reply = match (&result, reply) {
                     (Ok(()), reply) => reply,
-                    (Err(_), Reply::Join(j)) => Reply::Join(JoinResponse::error(
-                        GroupError::CoordinatorNotAvailable,
-                        &j.member_id,
-                    )),
-                    (Err(_), Reply::Sync(_)) => {
-                        Reply::Sync(SyncResponse::error(GroupError::CoordinatorNotAvailable))
+                    (Err(e), Reply::Join(j)) => {
+                        Reply::Join(JoinResponse::error(write_error(e), &j.member_id))
                     }
+                    (Err(e), Reply::Sync(_)) => Reply::Sync(SyncResponse::error(write_error(e))),
                 };
                 s.answer(token, reply);
             }
@@ -299,22 +322,52 @@ impl GroupShard {
     }
 }
 
+/// The offsets partition of `group_id`, if this broker leads it and this shard owns it:
+/// NOT_COORDINATOR from a broker that does not lead it (the client asks FindCoordinator
+/// again), COORDINATOR_LOAD_IN_PROGRESS while this shard is still opening or taking over the
+/// partition the image says it leads, COORDINATOR_NOT_AVAILABLE without a leader.
 fn offsets_partition(
     ctx: &ShardCtx,
     group_id: &str,
 ) -> Result<(i32, Rc<OwnedPartition>), GroupError> {
     let n = super::route::offsets_partitions(ctx).ok_or(GroupError::CoordinatorNotAvailable)?;
     let p = partition_for(group_id, n);
-    if let Some(owned) = ctx.partitions.get(OFFSETS_TOPIC, p) {
-        return Ok((p, owned));
+    leading_partition(ctx, OFFSETS_TOPIC, p).map(|owned| (p, owned)).map_err(|e| match e {
+        Leadership::NoLeader => GroupError::CoordinatorNotAvailable,
+        Leadership::Elsewhere => GroupError::NotCoordinator,
+        Leadership::Opening => GroupError::CoordinatorLoadInProgress,
+    })
+}
+
+/// Why this shard cannot act as the leader of an internal-topic partition now.
+pub(crate) enum Leadership {
+    NoLeader,
+    /// Another broker leads it (or another shard of this broker owns it).
+    Elsewhere,
+    /// The image names this broker leader, but the shard has not opened or promoted the
+    /// partition yet.
+    Opening,
+}
+
+/// The partition `topic`-`p` if this shard owns it and this broker leads it.
+pub(crate) fn leading_partition(
+    ctx: &ShardCtx,
+    topic: &str,
+    p: i32,
+) -> Result<Rc<OwnedPartition>, Leadership> {
+    let image = ctx.image();
+    let pi = image.partition(topic, p).ok_or(Leadership::NoLeader)?;
+    if pi.leader.0 < 0 {
+        return Err(Leadership::NoLeader);
     }
-    // The image (installed before the logs open) already assigns the partition here while
-    // this shard is still opening it: Kafka's answer for a partition it leads but has not
-    // loaded is COORDINATOR_LOAD_IN_PROGRESS, which clients retry on the same coordinator.
-    // NOT_COORDINATOR would send them back to FindCoordinator for nothing.
-    match ctx.owner_of(OFFSETS_TOPIC, p) {
-        Some((shard, _)) if shard == ctx.id => Err(GroupError::CoordinatorLoadInProgress),
-        _ => Err(GroupError::NotCoordinator),
+    if pi.leader != image.node_id || pi.owner_shard != ctx.id {
+        return Err(Leadership::Elsewhere);
+    }
+    match ctx.partitions.get(topic, p) {
+        Some(owned) if owned.is_leader.get() && owned.leader_epoch.get() == pi.leader_epoch => {
+            Ok(owned)
+        }
+        _ => Err(Leadership::Opening),
     }
 }
 
@@ -333,37 +386,76 @@ async fn ensure_loaded(
     group_id: &str,
 ) -> Result<(), GroupError> {
     let (p, owned) = offsets_partition(ctx, group_id)?;
-    if s.loaded.borrow().contains(&p) {
+    load_partition(ctx, s, p, &owned).await
+}
+
+/// Loads partition `p`'s groups at the partition's current leader epoch (unloading what an
+/// older epoch loaded first). Bounded: the replay reads up to the high watermark, and starts
+/// only once the high watermark covers the whole log (a new leader's high watermark catches
+/// up as its followers fetch), so no record the ISR may still acknowledge is missed.
+async fn load_partition(
+    ctx: &Rc<ShardCtx>,
+    s: &Rc<GroupShard>,
+    p: i32,
+    owned: &Rc<OwnedPartition>,
+) -> Result<(), GroupError> {
+    let epoch = owned.leader_epoch.get();
+    if s.loaded.borrow().get(&p) == Some(&epoch) {
         return Ok(());
     }
     let _guard = load_lock(s).await?;
-    if s.loaded.borrow().contains(&p) {
+    if s.loaded.borrow().get(&p) == Some(&epoch) {
         return Ok(());
     }
-    replay(s, &owned).await.map_err(|reason| {
+    if s.loaded.borrow().contains_key(&p) {
+        s.unload(ctx, p);
+    }
+    if owned.high_watermark() < owned.log.log_end_offset() {
+        return Err(GroupError::CoordinatorLoadInProgress);
+    }
+    replay(s, owned).await.map_err(|reason| {
         tracing::error!(partition = p, "replay of {OFFSETS_TOPIC} failed: {reason}");
         GroupError::CoordinatorNotAvailable
     })?;
-    s.loaded.borrow_mut().insert(p);
+    if !owned.is_leader.get() || owned.leader_epoch.get() != epoch {
+        // Leadership moved during the replay: drop what it loaded.
+        s.loaded.borrow_mut().insert(p, epoch);
+        s.unload(ctx, p);
+        return Err(GroupError::NotCoordinator);
+    }
+    s.loaded.borrow_mut().insert(p, epoch);
+    tracing::info!(partition = p, leader_epoch = epoch.0, "group coordinator loaded");
     Ok(())
 }
 
-/// Loads every offsets partition this shard owns (before shard-wide calls like ListGroups).
+/// Loads every offsets partition this shard leads (before shard-wide calls like ListGroups).
 async fn load_all_owned(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>) -> Result<(), GroupError> {
     let Some(n) = super::route::offsets_partitions(ctx) else { return Ok(()) };
+    let mut first_error = Ok(());
     for p in 0..n {
-        let Some(owned) = ctx.partitions.get(OFFSETS_TOPIC, p) else { continue };
-        if s.loaded.borrow().contains(&p) {
-            continue;
+        let Ok(owned) = leading_partition(ctx, OFFSETS_TOPIC, p) else { continue };
+        if let Err(e) = load_partition(ctx, s, p, &owned).await {
+            first_error = first_error.and(Err(e));
         }
-        let _guard = load_lock(s).await?;
-        if s.loaded.borrow().contains(&p) {
-            continue;
-        }
-        replay(s, &owned).await.map_err(|_| GroupError::CoordinatorNotAvailable)?;
-        s.loaded.borrow_mut().insert(p);
     }
-    Ok(())
+    first_error
+}
+
+/// Follows leadership (each timer tick): unloads partitions this broker no longer leads at
+/// the epoch they were loaded at, and loads those it now leads, so groups nobody asks about
+/// still expire and a new coordinator is ready when clients come.
+async fn reconcile(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>) {
+    let loaded: Vec<(i32, Epoch)> = s.loaded.borrow().iter().map(|(p, e)| (*p, *e)).collect();
+    for (p, epoch) in loaded {
+        let still = leading_partition(ctx, OFFSETS_TOPIC, p)
+            .is_ok_and(|owned| owned.leader_epoch.get() == epoch);
+        if !still {
+            s.unload(ctx, p);
+        }
+    }
+    if let Err(e) = load_all_owned(ctx, s).await {
+        tracing::debug!("group state not loaded yet: {e:?}");
+    }
 }
 
 /// A transaction marker closed `producer_id`'s transaction on offsets partition
@@ -376,6 +468,23 @@ pub fn complete_txn_offsets(ctx: &ShardCtx, partition: i32, producer_id: i64, co
 }
 
 impl GroupShard {
+    /// Drops partition `p`'s groups and pending transactional offsets (leadership moved):
+    /// their parked joins and syncs are answered NOT_COORDINATOR.
+    fn unload(&self, ctx: &ShardCtx, p: i32) {
+        if self.loaded.borrow_mut().remove(&p).is_none() {
+            return;
+        }
+        let n = super::route::offsets_partitions(ctx).unwrap_or(1);
+        let tokens = self.coordinator.borrow_mut().unload(|g| partition_for(g, n) == p);
+        self.release_tokens(&tokens);
+        let mut pending = self.pending_txn.borrow_mut();
+        for list in pending.values_mut() {
+            list.retain(|(q, _)| *q != p);
+        }
+        pending.retain(|_, list| !list.is_empty());
+        tracing::info!(partition = p, "group coordinator unloaded: leadership moved");
+    }
+
     /// Partitions of `group_id` with offsets pending in an open transaction.
     fn pending_partitions(&self, group_id: &str) -> Vec<(String, i32)> {
         self.pending_txn
@@ -414,17 +523,14 @@ async fn persist_txn(
     records: &[Record],
     producer_id: i64,
     producer_epoch: i16,
-) -> Result<i32, String> {
+) -> Result<i32, WriteError> {
     let Some(Record::Offset { group, .. } | Record::Group { group, .. }) = records.first() else {
-        return Err("nothing to persist".into());
+        return Err(WriteError::Failed("nothing to persist".into()));
     };
-    let (p, owned) = offsets_partition(ctx, group).map_err(|e| e.to_string())?;
-    let batch = encode_batch_as(records, now_ms(), Some((producer_id, producer_epoch)))?;
-    let epoch = owned.leader_epoch.get();
-    let (info, _) =
-        owned.log.append_coordinator(batch, epoch, now_ms()).await.map_err(|e| e.to_string())?;
-    owned.log.wait_committed(info.last_offset).await.map_err(|e| e.to_string())?;
-    owned.hw_changed.notify_all();
+    let (p, owned) = offsets_partition(ctx, group).map_err(|_| WriteError::NotLeader)?;
+    let batch = encode_batch_as(records, now_ms(), Some((producer_id, producer_epoch)))
+        .map_err(WriteError::Failed)?;
+    append_acks_all(&owned, batch, true, now_ms()).await?;
     Ok(p)
 }
 
@@ -500,30 +606,27 @@ fn replay_batches(
     Ok(next)
 }
 
-/// Appends records (grouped per offsets partition) and waits until they are durable.
-async fn persist(ctx: &Rc<ShardCtx>, records: Vec<Record>) -> Result<(), String> {
-    let mut by_partition: Vec<(i32, Vec<Record>)> = Vec::new();
+/// Appends records (grouped per offsets partition) and waits until the ISR holds them.
+async fn persist(ctx: &Rc<ShardCtx>, records: Vec<Record>) -> Result<(), WriteError> {
+    let mut by_partition: Vec<(Rc<OwnedPartition>, Vec<Record>)> = Vec::new();
     for record in records {
         let group = match &record {
             Record::Offset { group, .. } | Record::Group { group, .. } => group.clone(),
         };
-        let (p, _) = offsets_partition(ctx, &group).map_err(|e| e.to_string())?;
-        match by_partition.iter_mut().find(|(q, _)| *q == p) {
+        let (_, owned) = offsets_partition(ctx, &group).map_err(|_| WriteError::NotLeader)?;
+        match by_partition.iter_mut().find(|(q, _)| Rc::ptr_eq(q, &owned)) {
             Some((_, list)) => list.push(record),
-            None => by_partition.push((p, vec![record])),
+            None => by_partition.push((owned, vec![record])),
         }
     }
-    let mut waits = Vec::new();
-    for (p, list) in by_partition {
-        let owned = ctx.partitions.get(OFFSETS_TOPIC, p).ok_or("offsets partition not owned")?;
-        let batch = encode_batch(&list, now_ms())?;
-        let epoch = owned.leader_epoch.get();
-        let info = owned.log.append(batch, epoch, now_ms()).await.map_err(|e| e.to_string())?;
-        waits.push((owned, info.last_offset));
+    // Every append is issued before the first wait (the coordinator's order per partition).
+    let mut writes = Vec::new();
+    for (owned, list) in by_partition {
+        let batch = encode_batch(&list, now_ms()).map_err(WriteError::Failed)?;
+        writes.push(async move { append_acks_all(&owned, batch, false, now_ms()).await });
     }
-    for (owned, last) in waits {
-        owned.log.wait_committed(last).await.map_err(|e| e.to_string())?;
-        owned.hw_changed.notify_all();
+    for result in futures::future::join_all(writes).await {
+        result?;
     }
     Ok(())
 }
@@ -587,6 +690,7 @@ async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
         let next = s.coordinator.borrow().next_deadline();
         let wait_ms = next.map_or(TIMER_TICK_MS_MAX, |d| (d - now).clamp(1, TIMER_TICK_MS_MAX));
         crate::shard::sleep(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1))).await;
+        reconcile(&ctx, &s).await;
         let now = now_ms();
         let effects = s.coordinator.borrow_mut().tick(now);
         s.apply(&ctx, effects);
@@ -687,7 +791,7 @@ mod tests {
             pending_txn: RefCell::new(HashMap::new()),
             waiters: RefCell::new(HashMap::new()),
             next_token: Cell::new(1),
-            loaded: RefCell::new(HashSet::new()),
+            loaded: RefCell::new(HashMap::new()),
             load_lock: futures::lock::Mutex::new(()),
         };
         let mut count = 0;

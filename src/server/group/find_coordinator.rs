@@ -1,7 +1,11 @@
-//! FindCoordinator: this broker coordinates every group and transactional id (single node);
-//! the first request of each key type creates `__consumer_offsets` or `__transaction_state`.
-//! Batched keys from v4. Group keys (type 0) and transactional ids (type 1) are served; share
-//! groups (type 2) are not implemented yet.
+//! FindCoordinator: a group's or transactional id's coordinator is the broker leading its
+//! `__consumer_offsets` / `__transaction_state` partition (the first request of each key
+//! type creates the topic through the controller). The answer is that leader's advertised
+//! endpoint from the image; COORDINATOR_NOT_AVAILABLE while the partition has no leader (or
+//! the leader has no known endpoint). Batched keys from v4. Group keys (type 0) and
+//! transactional ids (type 1) are served; share groups (type 2) are not implemented yet.
+//!
+//! Runs on the connection's shard, from its cached image.
 
 use std::rc::Rc;
 
@@ -11,16 +15,22 @@ use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoo
 use kafka_protocol::protocol::StrBytes;
 
 use super::{ensure_offsets_topic, error_code};
+use crate::controller::MetadataImage;
+use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::group::types::GroupError;
 use crate::protocol::decode_request;
 use crate::server::dispatch::{respond, ResponseFuture};
 use crate::shard::ShardCtx;
+use crate::txn::TXN_TOPIC;
 
 /// Kafka 4's range is 0–6; v6 only adds the share-group key type, answered with an error.
 pub const VERSIONS: (i16, i16) = (0, 6);
 
 const GROUP_KEY_TYPE: i8 = 0;
 const TRANSACTION_KEY_TYPE: i8 = 1;
+
+/// A coordinator's node id, host and port.
+type Endpoint = (i32, StrBytes, i32);
 
 pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
     let (header, req) =
@@ -30,39 +40,84 @@ pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseF
     Ok(Box::pin(async move {
         let keys: Vec<StrBytes> =
             if version >= 4 { req.coordinator_keys.clone() } else { vec![req.key.clone()] };
-        let error = match req.key_type {
-            GROUP_KEY_TYPE => ensure_offsets_topic(&ctx).await.err(),
-            TRANSACTION_KEY_TYPE => crate::server::txn::ensure_txn_topic(&ctx)
-                .await
-                .err()
-                .map(|_| GroupError::CoordinatorNotAvailable),
-            _ => Some(GroupError::CoordinatorNotAvailable),
+        let (topic, ready) = match req.key_type {
+            GROUP_KEY_TYPE => (OFFSETS_TOPIC, ensure_offsets_topic(&ctx).await.err()),
+            TRANSACTION_KEY_TYPE => (
+                TXN_TOPIC,
+                crate::server::txn::ensure_txn_topic(&ctx)
+                    .await
+                    .err()
+                    .map(|_| GroupError::CoordinatorNotAvailable),
+            ),
+            _ => (OFFSETS_TOPIC, Some(GroupError::CoordinatorNotAvailable)),
         };
-        let node_id = BrokerId(ctx.config.node_id.0);
-        let host = StrBytes::from_string(ctx.config.advertised_host.clone());
-        let port = i32::from(ctx.config.advertised_port);
+        let image = ctx.image();
+        let lookup = |key: &StrBytes| match ready {
+            Some(e) => Err(e),
+            None => coordinator_for(&ctx, &image, topic, key.as_str()),
+        };
         let mut response = FindCoordinatorResponse::default();
         if version >= 4 {
             response.coordinators = keys
                 .into_iter()
                 .map(|key| {
-                    let entry = CoordinatorEntry::default()
-                        .with_key(key)
-                        .with_error_code(error_code(error));
-                    match error {
-                        None => entry.with_node_id(node_id).with_host(host.clone()).with_port(port),
-                        Some(_) => entry.with_node_id(BrokerId(-1)).with_port(-1),
+                    let found = lookup(&key);
+                    let entry = CoordinatorEntry::default().with_key(key);
+                    match found {
+                        Ok((node, host, port)) => {
+                            entry.with_node_id(BrokerId(node)).with_host(host).with_port(port)
+                        }
+                        Err(e) => entry
+                            .with_error_code(error_code(Some(e)))
+                            .with_node_id(BrokerId(-1))
+                            .with_port(-1),
                     }
                 })
                 .collect();
         } else {
-            response.error_code = error_code(error);
-            if error.is_none() {
-                response = response.with_node_id(node_id).with_host(host).with_port(port);
-            } else {
-                response = response.with_node_id(BrokerId(-1)).with_port(-1);
+            match keys.first().map_or(Err(GroupError::CoordinatorNotAvailable), lookup) {
+                Ok((node, host, port)) => {
+                    response =
+                        response.with_node_id(BrokerId(node)).with_host(host).with_port(port);
+                }
+                Err(e) => {
+                    response.error_code = error_code(Some(e));
+                    response = response.with_node_id(BrokerId(-1)).with_port(-1);
+                }
             }
         }
         respond(ApiKey::FindCoordinator, version, header.correlation_id, &response)
     }))
+}
+
+/// The leader of `key`'s partition of `topic`, with its advertised endpoint.
+fn coordinator_for(
+    ctx: &ShardCtx,
+    image: &MetadataImage,
+    topic: &str,
+    key: &str,
+) -> Result<Endpoint, GroupError> {
+    let n = image
+        .topic(topic)
+        .and_then(|t| i32::try_from(t.partitions.len()).ok())
+        .filter(|n| *n > 0)
+        .ok_or(GroupError::CoordinatorNotAvailable)?;
+    let leader = image
+        .partition(topic, partition_for(key, n))
+        .map(|p| p.leader)
+        .filter(|l| l.0 >= 0)
+        .ok_or(GroupError::CoordinatorNotAvailable)?;
+    leader_endpoint(ctx, image, leader.0).ok_or(GroupError::CoordinatorNotAvailable)
+}
+
+/// A broker's advertised PLAINTEXT endpoint from the image; this node's own listener while
+/// no broker registered (a single node).
+pub fn leader_endpoint(ctx: &ShardCtx, image: &MetadataImage, node: i32) -> Option<Endpoint> {
+    if image.brokers.is_empty() && node == ctx.config.node_id.0 {
+        let host = StrBytes::from_string(ctx.config.advertised_host.clone());
+        return Some((node, host, i32::from(ctx.config.advertised_port)));
+    }
+    let broker = image.brokers.get(&crate::types::NodeId(node)).filter(|b| !b.fenced)?;
+    let e = broker.endpoints.iter().find(|e| e.security_protocol == 0)?;
+    Some((node, StrBytes::from_string(e.host.clone()), i32::from(e.port)))
 }

@@ -12,6 +12,7 @@ pub(crate) mod driver;
 pub mod find_coordinator;
 pub mod heartbeat;
 pub mod join_group;
+pub mod leader_write;
 pub mod leave_group;
 pub mod list_groups;
 pub mod offset_commit;
@@ -25,7 +26,8 @@ use kafka_protocol::protocol::StrBytes;
 
 pub use driver::execute;
 pub use route::{
-    call_group, coordinator_shard, create_internal_topic, ensure_offsets_topic, offsets_partitions,
+    call_group, capped_replication_factor, coordinator_shard, create_internal_topic,
+    ensure_offsets_topic, offsets_partitions, InternalTopic,
 };
 
 use crate::group::types::{

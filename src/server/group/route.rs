@@ -116,24 +116,51 @@ pub async fn ensure_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> 
 }
 
 /// CreateTopics for `__consumer_offsets` through the controller; TOPIC_ALREADY_EXISTS is
-/// success (another shard or an earlier run created it).
+/// success (another shard or an earlier run created it). Kafka's settings for the topic:
+/// compacted, `compression.type=producer`, and no `min.insync.replicas` of its own (the
+/// broker's applies).
 async fn create_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> {
     let config = &ctx.config;
-    let (partitions, segment_bytes) =
-        (config.offsets_topic_num_partitions, config.offsets_topic_segment_bytes);
-    create_internal_topic(ctx, OFFSETS_TOPIC, partitions, segment_bytes).await
+    let topic = InternalTopic {
+        name: OFFSETS_TOPIC,
+        partitions: config.offsets_topic_num_partitions,
+        replication_factor: config.offsets_topic_replication_factor,
+        segment_bytes: config.offsets_topic_segment_bytes,
+        min_insync_replicas: None,
+    };
+    create_internal_topic(ctx, &topic).await
+}
+
+/// How an internal topic is created (Kafka's `offsets.topic.*` / `transaction.state.log.*`).
+pub struct InternalTopic {
+    pub name: &'static str,
+    pub partitions: i32,
+    /// The configured factor; capped by the live unfenced brokers at creation, as Kafka.
+    pub replication_factor: i32,
+    pub segment_bytes: i32,
+    /// The topic's `min.insync.replicas` (`transaction.state.log.min.isr`), if set.
+    pub min_insync_replicas: Option<i32>,
+}
+
+/// The replication factor an internal topic gets: the configured one, at most the number
+/// of live unfenced brokers in the image (one while no broker registered: a single node).
+#[must_use]
+pub fn capped_replication_factor(ctx: &ShardCtx, configured: i32) -> i16 {
+    let image = ctx.image();
+    let live = image.brokers.values().filter(|b| !b.fenced).count().max(1);
+    let live = i32::try_from(live).unwrap_or(i32::MAX);
+    i16::try_from(configured.clamp(1, live)).unwrap_or(1)
 }
 
 /// CreateTopics for an internal compacted topic (`__consumer_offsets`,
 /// `__transaction_state`) through the controller; TOPIC_ALREADY_EXISTS is success.
 pub async fn create_internal_topic(
     ctx: &Rc<ShardCtx>,
-    name: &'static str,
-    partitions: i32,
-    segment_bytes: i32,
+    topic: &InternalTopic,
 ) -> Result<(), GroupError> {
-    let frame = create_request(name, partitions, segment_bytes)
-        .map_err(|_| GroupError::CoordinatorNotAvailable)?;
+    let rf = capped_replication_factor(ctx, topic.replication_factor);
+    let name = topic.name;
+    let frame = create_request(topic, rf).map_err(|_| GroupError::CoordinatorNotAvailable)?;
     let req = ControllerRequest::Admin {
         api: ApiKey::CreateTopics,
         version: CREATE_TOPICS_VERSION,
@@ -149,25 +176,25 @@ pub async fn create_internal_topic(
     }
 }
 
-fn create_request(
-    name: &'static str,
-    partitions: i32,
-    segment_bytes: i32,
-) -> anyhow::Result<Bytes> {
+fn create_request(t: &InternalTopic, replication_factor: i16) -> anyhow::Result<Bytes> {
     let config = |name: &str, value: &str| {
         CreatableTopicConfig::default()
             .with_name(StrBytes::from_string(name.into()))
             .with_value(Some(StrBytes::from_string(value.into())))
     };
+    let mut configs = vec![
+        config("cleanup.policy", "compact"),
+        config("compression.type", "producer"),
+        config("segment.bytes", &t.segment_bytes.to_string()),
+    ];
+    if let Some(min_isr) = t.min_insync_replicas {
+        configs.push(config("min.insync.replicas", &min_isr.to_string()));
+    }
     let topic = CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str(name)))
-        .with_num_partitions(partitions)
-        .with_replication_factor(-1)
-        .with_configs(vec![
-            config("cleanup.policy", "compact"),
-            config("compression.type", "producer"),
-            config("segment.bytes", &segment_bytes.to_string()),
-        ]);
+        .with_name(TopicName(StrBytes::from_static_str(t.name)))
+        .with_num_partitions(t.partitions)
+        .with_replication_factor(replication_factor)
+        .with_configs(configs);
     let body = CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(30_000);
     let header = RequestHeader::default()
         .with_request_api_key(ApiKey::CreateTopics as i16)

@@ -1,7 +1,10 @@
 //! AddPartitionsToTxn v0–3 (the client path): adds partitions to the producer's open
 //! transaction on its coordinator. Unknown partitions fail the request as Kafka answers it:
-//! UNKNOWN_TOPIC_OR_PARTITION for them and OPERATION_NOT_ATTEMPTED for the others. v4+
-//! (brokers batching several ids, KIP-890) is not served.
+//! UNKNOWN_TOPIC_OR_PARTITION for them and OPERATION_NOT_ATTEMPTED for the others. v4 is
+//! the broker-to-broker form (KIP-890 part 1): several transactional ids, each either added
+//! or, with `verify_only`, only checked against the ongoing transaction (what a partition
+//! leader on another broker asks before appending a transactional batch). v5 (KIP-890
+//! part 2) is not served.
 //!
 //! Runs on the connection's shard; the answer comes from the coordinator shard.
 
@@ -19,8 +22,10 @@ use crate::protocol::decode_request;
 use crate::server::dispatch::{respond, ResponseFuture};
 use crate::shard::ShardCtx;
 
-/// v0–3: the client versions (v4+ is broker-to-broker verification).
-pub const VERSIONS: (i16, i16) = (0, 3);
+/// v0–3: the client versions; v4: broker-to-broker (verification).
+pub const VERSIONS: (i16, i16) = (0, 4);
+/// The first version with batched transactions (`transactions`).
+const BATCHED_VERSION: i16 = 4;
 const FENCED_FROM: i16 = 2;
 
 pub async fn start(
@@ -31,6 +36,9 @@ pub async fn start(
     let (header, req) =
         decode_request::<AddPartitionsToTxnRequest>(frame, ApiKey::AddPartitionsToTxn, version)
             .map_err(|e| e.to_string())?;
+    if version >= BATCHED_VERSION {
+        return Ok(batched(ctx, header.correlation_id, req, version).await);
+    }
     let image = ctx.image();
     let mut partitions = Vec::new();
     let mut unknown = Vec::new();
@@ -86,4 +94,75 @@ pub async fn start(
         }
         respond(ApiKey::AddPartitionsToTxn, version, correlation_id, &response)
     }))
+}
+
+/// v4: each transaction added or verified on its coordinator; every partition answered.
+async fn batched(
+    ctx: &Rc<ShardCtx>,
+    correlation_id: i32,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> ResponseFuture {
+    use kafka_protocol::messages::add_partitions_to_txn_response::AddPartitionsToTxnResult;
+    let mut pending = Vec::new();
+    for txn in &req.transactions {
+        let partitions: Vec<(String, i32)> = txn
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), *p)))
+            .collect();
+        let transactional_id = txn.transactional_id.0.to_string();
+        let call = if txn.verify_only {
+            TxnCall::Verify {
+                transactional_id,
+                producer_id: txn.producer_id.0,
+                producer_epoch: txn.producer_epoch,
+                partitions: partitions.clone(),
+            }
+        } else {
+            TxnCall::AddPartitions {
+                transactional_id,
+                producer_id: txn.producer_id.0,
+                producer_epoch: txn.producer_epoch,
+                partitions: partitions.clone(),
+            }
+        };
+        pending.push((txn.transactional_id.clone(), partitions, call_txn(ctx, call).await));
+    }
+    Box::pin(async move {
+        let mut response = AddPartitionsToTxnResponse::default();
+        for (transactional_id, partitions, answer) in pending {
+            let codes: Vec<i16> = match answer.await {
+                super::TxnAnswer::Verified(list) => {
+                    list.into_iter().map(|r| error_code(r.err(), FENCED_FROM, version)).collect()
+                }
+                other => {
+                    let code = error_code(done(other), FENCED_FROM, version);
+                    partitions.iter().map(|_| code).collect()
+                }
+            };
+            let mut topics: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
+            for ((topic, p), code) in partitions.into_iter().zip(codes) {
+                let result = AddPartitionsToTxnPartitionResult::default()
+                    .with_partition_index(p)
+                    .with_partition_error_code(code);
+                match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+                    Some(t) => t.results_by_partition.push(result),
+                    None => topics.push(
+                        AddPartitionsToTxnTopicResult::default()
+                            .with_name(kafka_protocol::messages::TopicName(
+                                kafka_protocol::protocol::StrBytes::from_string(topic),
+                            ))
+                            .with_results_by_partition(vec![result]),
+                    ),
+                }
+            }
+            response.results_by_transaction.push(
+                AddPartitionsToTxnResult::default()
+                    .with_transactional_id(transactional_id)
+                    .with_topic_results(topics),
+            );
+        }
+        respond(ApiKey::AddPartitionsToTxn, version, correlation_id, &response)
+    })
 }

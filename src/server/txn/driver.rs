@@ -1,17 +1,20 @@
 //! The transaction coordinator driver on a transactional id's coordinator shard: keeps the
 //! shard's [`Coordinator`], persists each transition in `__transaction_state` before it takes
 //! effect, writes the markers of completing transactions to every partition's owner shard,
-//! aborts timed-out transactions, removes idle ids, and replays a `__transaction_state`
-//! partition the first time the shard serves it (completing PrepareCommit/PrepareAbort left by
-//! a crash).
+//! aborts timed-out transactions, removes idle ids, and moves with leadership: a
+//! `__transaction_state` partition this broker leads is replayed (up to the high watermark,
+//! once it covers the whole log) when first used or at the next timer tick, completing the
+//! PrepareCommit/PrepareAbort it finds, and unloaded when leadership moves away. The
+//! coordinator epoch stamped on markers is the partition's leader epoch (as Kafka's), so a
+//! partition refuses markers from a deposed coordinator.
 //!
 //! One instance per shard (thread-local). Invariants: an id is served only by the shard
-//! owning its partition; a transition is answered only once durable; a transaction's
-//! markers are written by one task at a time (`writing`), and it completes only after every
-//! marker is durable.
+//! owning its partition, while this broker leads it; a transition is answered only once the
+//! ISR holds it; a transaction's markers are written by one task at a time (`writing`),
+//! and it completes only after every marker is durable.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -27,18 +30,21 @@ use crate::constants::{TXN_MARKER_RETRY_MS, TXN_TIMER_TICK_MS};
 use crate::group::placement::partition_for;
 use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::server::call::{ShardReply, ShardRequest};
+use crate::server::group::driver::{leading_partition, Leadership};
+use crate::server::group::leader_write::{append_acks_all, WriteError};
 use crate::shard::{now_ms, OwnedPartition, ShardCtx};
 use crate::txn::coordinator::{InitOutcome, Then, Transition};
 use crate::txn::records::{decode, encode_key, encode_value};
 use crate::txn::{Coordinator, TxnError, TxnState, TXN_TOPIC};
-use crate::types::{Offset, ShardId};
+use crate::types::{Epoch, Offset};
 
 /// Bytes read per step while replaying a `__transaction_state` partition.
 const REPLAY_READ_BYTES: usize = 1024 * 1024;
 
 struct TxnShard {
     coordinator: RefCell<Coordinator>,
-    loaded: RefCell<HashSet<i32>>,
+    /// Partitions loaded, with the leader epoch (= coordinator epoch) they were loaded at.
+    loaded: RefCell<HashMap<i32, Epoch>>,
     load_lock: futures::lock::Mutex<()>,
     /// Ids whose markers a task is writing.
     writing: RefCell<HashSet<String>>,
@@ -56,7 +62,7 @@ fn state(ctx: &Rc<ShardCtx>) -> Rc<TxnShard> {
     }
     let s = Rc::new(TxnShard {
         coordinator: RefCell::new(Coordinator::new(ctx.config.txn.max_timeout_ms)),
-        loaded: RefCell::new(HashSet::new()),
+        loaded: RefCell::new(HashMap::new()),
         load_lock: futures::lock::Mutex::new(()),
         writing: RefCell::new(HashSet::new()),
         open_published: std::cell::Cell::new(0),
@@ -108,6 +114,15 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: TxnCall) -> TxnAnswer {
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),
             })
+        }
+        TxnCall::Verify { transactional_id, producer_id, producer_epoch, partitions } => {
+            let c = s.coordinator.borrow();
+            TxnAnswer::Verified(
+                partitions
+                    .iter()
+                    .map(|tp| c.verify(&transactional_id, producer_id, producer_epoch, tp))
+                    .collect(),
+            )
         }
         TxnCall::Describe(ids) => {
             let c = s.coordinator.borrow();
@@ -245,9 +260,12 @@ fn start_markers(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: String,
     }));
 }
 
-/// Writes the COMMIT/ABORT marker to every partition of the transaction (grouped by owner
-/// shard), retrying until each is durable (a partition that no longer exists is skipped),
-/// then completes the transaction.
+/// Writes the COMMIT/ABORT marker to every partition of the transaction, retrying until
+/// each is durable (a partition that no longer exists is skipped), then completes the
+/// transaction. Partitions this broker leads get a `PartitionOp::WriteMarker` on their owner
+/// shard; those led by another broker get WriteTxnMarkers over a client connection to its
+/// advertised listener. A round that fails (NOT_LEADER_OR_FOLLOWER while leadership moves,
+/// a broker down) is retried with the image of the next round, which names the new leaders.
 async fn write_markers(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: &str, commit: bool) {
     loop {
         if ctx.is_shutting_down() {
@@ -258,64 +276,15 @@ async fn write_markers(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: &
         if meta.state != expected {
             return;
         }
-        let mut by_shard: BTreeMap<ShardId, Vec<(String, i32)>> = BTreeMap::new();
-        for (topic, partition) in &meta.partitions {
-            match ctx.owner_of(topic, *partition) {
-                Some((shard, _)) => {
-                    by_shard.entry(shard).or_default().push((topic.clone(), *partition))
-                }
-                None => tracing::info!(
-                    transactional_id,
-                    topic,
-                    partition,
-                    "no marker for a partition that is gone"
-                ),
-            }
-        }
-        let mut pending = Vec::new();
-        for (shard, partitions) in by_shard {
-            let ops = partitions
-                .iter()
-                .map(|(topic, partition)| PartitionOp::WriteMarker {
-                    topic: topic.clone(),
-                    partition: *partition,
-                    producer_id: meta.producer_id,
-                    producer_epoch: meta.producer_epoch,
-                    commit,
-                    coordinator_epoch: 0,
-                })
-                .collect();
-            pending.push((partitions, ctx.call(shard, ShardRequest::Partitions(ops)).await));
-        }
-        let mut ok = true;
-        for (partitions, reply) in pending {
-            match reply.await {
-                Ok(ShardReply::Partitions(results)) => {
-                    for ((topic, partition), r) in partitions.iter().zip(results) {
-                        if let PartitionResult::WriteMarker(Err((code, msg))) = r {
-                            use kafka_protocol::error::ResponseError;
-                            // The partition left this broker (deleted): nothing to mark.
-                            if code == ResponseError::NotLeaderOrFollower
-                                && ctx.owner_of(topic, *partition).is_none()
-                            {
-                                continue;
-                            }
-                            tracing::warn!(
-                                transactional_id,
-                                topic,
-                                partition,
-                                ?code,
-                                ?msg,
-                                "marker not written"
-                            );
-                            ok = false;
-                        }
-                    }
-                }
-                _ => ok = false,
-            }
-        }
-        if ok {
+        let Some(coordinator_epoch) = coordinator_epoch(ctx, s, transactional_id) else { return };
+        let marker = Marker {
+            producer_id: meta.producer_id,
+            producer_epoch: meta.producer_epoch,
+            commit,
+            coordinator_epoch,
+        };
+        let partitions: Vec<(String, i32)> = meta.partitions.iter().cloned().collect();
+        if write_round(ctx, transactional_id, &marker, &partitions).await {
             let Some(t) = s.coordinator.borrow_mut().complete(transactional_id, now_ms()) else {
                 return;
             };
@@ -335,22 +304,161 @@ async fn write_markers(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>, transactional_id: &
     }
 }
 
-/// The owned `__transaction_state` partition of an id, or why it cannot be served here.
+/// One transaction's marker.
+struct Marker {
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+}
+
+/// Where a partition's marker goes this round.
+enum Target {
+    /// This broker leads it: its owner shard.
+    Local(crate::types::ShardId),
+    /// Another broker leads it: its advertised address.
+    Remote(String),
+}
+
+/// A target with the partitions it gets markers for this round.
+type TargetPartitions = (Target, Vec<(String, i32)>);
+
+/// One round of markers to every partition; whether all are durable (or gone).
+async fn write_round(
+    ctx: &Rc<ShardCtx>,
+    transactional_id: &str,
+    m: &Marker,
+    partitions: &[(String, i32)],
+) -> bool {
+    let image = ctx.image();
+    let mut targets: BTreeMap<(u8, String), TargetPartitions> = BTreeMap::new();
+    let mut ok = true;
+    for (topic, partition) in partitions {
+        let Some(pi) = image.partition(topic, *partition) else {
+            tracing::info!(
+                transactional_id,
+                topic,
+                partition,
+                "no marker for a partition that is gone"
+            );
+            continue;
+        };
+        let target = if pi.leader == image.node_id {
+            Target::Local(pi.owner_shard)
+        } else if let Some((_, host, port)) =
+            crate::server::group::find_coordinator::leader_endpoint(ctx, &image, pi.leader.0)
+        {
+            Target::Remote(format!("{host}:{port}"))
+        } else {
+            // No live leader yet: the next round looks again.
+            ok = false;
+            continue;
+        };
+        let key = match &target {
+            Target::Local(shard) => (0, shard.0.to_string()),
+            Target::Remote(addr) => (1, addr.clone()),
+        };
+        targets.entry(key).or_insert((target, Vec::new())).1.push((topic.clone(), *partition));
+    }
+    let mut rounds = Vec::new();
+    for (_, (target, list)) in targets {
+        rounds.push(send_markers(ctx, transactional_id, m, target, list));
+    }
+    for done in futures::future::join_all(rounds).await {
+        ok &= done;
+    }
+    ok
+}
+
+/// Sends one target's markers; whether all of them are durable (or their partition gone).
+async fn send_markers(
+    ctx: &Rc<ShardCtx>,
+    transactional_id: &str,
+    m: &Marker,
+    target: Target,
+    partitions: Vec<(String, i32)>,
+) -> bool {
+    use kafka_protocol::error::ResponseError;
+    let codes: Vec<((String, i32), i16)> = match target {
+        Target::Local(shard) => {
+            let ops = partitions
+                .iter()
+                .map(|(topic, partition)| PartitionOp::WriteMarker {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    producer_id: m.producer_id,
+                    producer_epoch: m.producer_epoch,
+                    commit: m.commit,
+                    coordinator_epoch: m.coordinator_epoch,
+                })
+                .collect();
+            match ctx.call(shard, ShardRequest::Partitions(ops)).await.await {
+                Ok(ShardReply::Partitions(results)) => partitions
+                    .into_iter()
+                    .zip(results)
+                    .map(|(tp, r)| match r {
+                        PartitionResult::WriteMarker(Ok(_)) => (tp, 0),
+                        PartitionResult::WriteMarker(Err((code, _))) => (tp, code.code()),
+                        _ => (tp, ResponseError::UnknownServerError.code()),
+                    })
+                    .collect(),
+                _ => return false,
+            }
+        }
+        Target::Remote(addr) => {
+            let remote = super::broker_client::RemoteMarker {
+                producer_id: m.producer_id,
+                producer_epoch: m.producer_epoch,
+                commit: m.commit,
+                coordinator_epoch: m.coordinator_epoch,
+                partitions: &partitions,
+            };
+            match super::broker_client::write_markers(&addr, &remote).await {
+                Ok(codes) => codes,
+                Err(reason) => {
+                    tracing::warn!(transactional_id, %addr, "markers not sent: {reason}");
+                    return false;
+                }
+            }
+        }
+    };
+    let mut ok = true;
+    for ((topic, partition), code) in codes {
+        if code == 0 {
+            continue;
+        }
+        // A partition deleted meanwhile: nothing to mark.
+        if ctx.image().partition(&topic, partition).is_none() {
+            continue;
+        }
+        tracing::debug!(transactional_id, topic, partition, code, "marker not written; retrying");
+        ok = false;
+    }
+    ok
+}
+
+/// The `__transaction_state` partition of an id if this shard serves it as the leader, or
+/// why it cannot be served here.
 fn owned_partition(
     ctx: &ShardCtx,
     transactional_id: &str,
 ) -> Result<(i32, Rc<OwnedPartition>), TxnError> {
     let p = txn_partition_for(ctx, transactional_id).ok_or(TxnError::CoordinatorNotAvailable)?;
-    if let Some(owned) = ctx.partitions.get(TXN_TOPIC, p) {
-        return Ok((p, owned));
-    }
-    match ctx.owner_of(TXN_TOPIC, p) {
-        Some((shard, _)) if shard == ctx.id => Err(TxnError::CoordinatorLoadInProgress),
-        _ => Err(TxnError::NotCoordinator),
-    }
+    leading_partition(ctx, TXN_TOPIC, p).map(|owned| (p, owned)).map_err(|e| match e {
+        Leadership::NoLeader => TxnError::CoordinatorNotAvailable,
+        Leadership::Elsewhere => TxnError::NotCoordinator,
+        Leadership::Opening => TxnError::CoordinatorLoadInProgress,
+    })
 }
 
-/// Appends an id's record (`None`: a tombstone) and waits until it is durable.
+/// The coordinator epoch of an id's partition: the leader epoch it was loaded at (what
+/// markers carry, so partitions refuse a deposed coordinator's markers).
+fn coordinator_epoch(ctx: &ShardCtx, s: &TxnShard, transactional_id: &str) -> Option<i32> {
+    let p = txn_partition_for(ctx, transactional_id)?;
+    s.loaded.borrow().get(&p).map(|e| e.0)
+}
+
+/// Appends an id's record (`None`: a tombstone) and waits until the ISR holds it.
 async fn persist(
     ctx: &Rc<ShardCtx>,
     transactional_id: &str,
@@ -377,10 +485,9 @@ async fn persist(
     let options = RecordEncodeOptions { version: 2, compression: Compression::None };
     RecordBatchEncoder::encode(&mut buf, std::iter::once(&record), &options)
         .map_err(|e| e.to_string())?;
-    let epoch = owned.leader_epoch.get();
-    let info = owned.log.append(buf.freeze(), epoch, now).await.map_err(|e| e.to_string())?;
-    owned.log.wait_committed(info.last_offset).await.map_err(|e| e.to_string())?;
-    owned.hw_changed.notify_all();
+    append_acks_all(&owned, buf.freeze(), false, now)
+        .await
+        .map_err(|e: WriteError| e.to_string())?;
     Ok(())
 }
 
@@ -404,23 +511,36 @@ async fn load_partition(
     ctx: &Rc<ShardCtx>,
     s: &Rc<TxnShard>,
     p: i32,
-    owned: &OwnedPartition,
+    owned: &Rc<OwnedPartition>,
 ) -> Result<(), TxnError> {
-    if s.loaded.borrow().contains(&p) {
+    let epoch = owned.leader_epoch.get();
+    if s.loaded.borrow().get(&p) == Some(&epoch) {
         return Ok(());
     }
     let _guard = load_lock(s).await?;
-    if s.loaded.borrow().contains(&p) {
+    if s.loaded.borrow().get(&p) == Some(&epoch) {
         return Ok(());
+    }
+    if s.loaded.borrow().contains_key(&p) {
+        unload(ctx, s, p);
+    }
+    // Bounded and complete: replay up to the high watermark once it covers the whole log.
+    if owned.high_watermark() < owned.log.log_end_offset() {
+        return Err(TxnError::CoordinatorLoadInProgress);
     }
     replay(s, owned).await.map_err(|reason| {
         tracing::error!(partition = p, "replay of {TXN_TOPIC} failed: {reason}");
         TxnError::CoordinatorNotAvailable
     })?;
-    s.loaded.borrow_mut().insert(p);
+    s.loaded.borrow_mut().insert(p, epoch);
+    if !owned.is_leader.get() || owned.leader_epoch.get() != epoch {
+        unload(ctx, s, p);
+        return Err(TxnError::NotCoordinator);
+    }
     publish_open(s);
-    // Transactions a crash left between prepare and complete: finish them (Kafka's
-    // coordinator does the same when it loads a partition).
+    tracing::info!(partition = p, coordinator_epoch = epoch.0, "transaction coordinator loaded");
+    // Transactions a crash or a failover left between prepare and complete: finish them
+    // (Kafka's coordinator does the same when it loads a partition).
     let n = txn_partitions(ctx).unwrap_or(1);
     let incomplete = s.coordinator.borrow().incomplete();
     for (id, commit) in incomplete.into_iter().filter(|(id, _)| partition_for(id, n) == p) {
@@ -430,14 +550,44 @@ async fn load_partition(
     Ok(())
 }
 
+/// Forgets partition `p`'s ids (leadership moved): their marker tasks stop at their next
+/// round (the id is gone), and clients get NOT_COORDINATOR here.
+fn unload(ctx: &ShardCtx, s: &TxnShard, p: i32) {
+    if s.loaded.borrow_mut().remove(&p).is_none() {
+        return;
+    }
+    let n = txn_partitions(ctx).unwrap_or(1);
+    s.coordinator.borrow_mut().unload(p, |id| partition_for(id, n));
+    publish_open(s);
+    tracing::info!(partition = p, "transaction coordinator unloaded: leadership moved");
+}
+
 async fn load_all_owned(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>) -> Result<(), TxnError> {
     let Some(n) = txn_partitions(ctx) else { return Ok(()) };
+    let mut first_error = Ok(());
     for p in 0..n {
-        if let Some(owned) = ctx.partitions.get(TXN_TOPIC, p) {
-            load_partition(ctx, s, p, &owned).await?;
+        let Ok(owned) = leading_partition(ctx, TXN_TOPIC, p) else { continue };
+        if let Err(e) = load_partition(ctx, s, p, &owned).await {
+            first_error = first_error.and(Err(e));
         }
     }
-    Ok(())
+    first_error
+}
+
+/// Follows leadership (each timer tick): unloads what this broker no longer leads at the
+/// epoch it was loaded at, loads what it now leads.
+async fn reconcile(ctx: &Rc<ShardCtx>, s: &Rc<TxnShard>) {
+    let loaded: Vec<(i32, Epoch)> = s.loaded.borrow().iter().map(|(p, e)| (*p, *e)).collect();
+    for (p, epoch) in loaded {
+        let still = leading_partition(ctx, TXN_TOPIC, p)
+            .is_ok_and(|owned| owned.leader_epoch.get() == epoch);
+        if !still {
+            unload(ctx, s, p);
+        }
+    }
+    if let Err(e) = load_all_owned(ctx, s).await {
+        tracing::debug!("transaction state not loaded yet: {e}");
+    }
 }
 
 /// Rebuilds the ids of one `__transaction_state` partition (the latest record per id).
@@ -511,6 +661,7 @@ async fn timer_loop(ctx: Rc<ShardCtx>, s: Rc<TxnShard>) {
     let mut next_expiry = now_ms() + c.expiry_check_interval_ms;
     while !ctx.is_shutting_down() {
         crate::shard::sleep(Duration::from_millis(TXN_TIMER_TICK_MS)).await;
+        reconcile(&ctx, &s).await;
         let now = now_ms();
         if now >= next_abort {
             next_abort = now + c.abort_check_interval_ms;

@@ -9,12 +9,14 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod broker_client;
 pub mod describe_transactions;
 pub mod driver;
 pub mod end_txn;
 pub mod init_producer_id;
 pub mod list_transactions;
 pub mod txn_offset_commit;
+pub mod verify;
 pub mod write_txn_markers;
 
 use std::rc::Rc;
@@ -49,6 +51,14 @@ pub enum TxnCall {
         producer_epoch: i16,
         commit: bool,
     },
+    /// KIP-890 part 1 (AddPartitionsToTxn v4 `verify_only`): whether each partition is in
+    /// the producer's ongoing transaction.
+    Verify {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<(String, i32)>,
+    },
     /// DescribeTransactions for ids coordinated by the target shard.
     Describe(Vec<String>),
     /// ListTransactions on one shard: every id it coordinates.
@@ -60,7 +70,8 @@ impl TxnCall {
         match self {
             TxnCall::InitProducerId { transactional_id, .. }
             | TxnCall::AddPartitions { transactional_id, .. }
-            | TxnCall::EndTxn { transactional_id, .. } => Some(transactional_id),
+            | TxnCall::EndTxn { transactional_id, .. }
+            | TxnCall::Verify { transactional_id, .. } => Some(transactional_id),
             TxnCall::Describe(ids) => ids.first().map(String::as_str),
             TxnCall::List => None,
         }
@@ -72,6 +83,8 @@ pub enum TxnAnswer {
     /// Producer id and epoch.
     Init(Result<(i64, i16), TxnError>),
     Done(Result<(), TxnError>),
+    /// Per partition of a `Verify`, in order.
+    Verified(Vec<Result<(), TxnError>>),
     Described(Vec<(String, Result<TxnMeta, TxnError>)>),
     Listed(Vec<(String, TxnMeta)>),
     Failed(TxnError),
@@ -130,12 +143,15 @@ pub async fn ensure_txn_topic(ctx: &Rc<ShardCtx>) -> Result<(), TxnError> {
     }
     let c = &ctx.config.txn;
     let wait = std::time::Duration::from_millis(crate::constants::OFFSETS_TOPIC_READY_WAIT_MS_MAX);
-    let created = crate::server::group::create_internal_topic(
-        ctx,
-        TXN_TOPIC,
-        c.state_log_num_partitions,
-        c.state_log_segment_bytes,
-    );
+    // Kafka's settings: compacted, `min.insync.replicas = transaction.state.log.min.isr`.
+    let topic = crate::server::group::InternalTopic {
+        name: TXN_TOPIC,
+        partitions: c.state_log_num_partitions,
+        replication_factor: c.state_log_replication_factor,
+        segment_bytes: c.state_log_segment_bytes,
+        min_insync_replicas: Some(c.state_log_min_isr),
+    };
+    let created = crate::server::group::create_internal_topic(ctx, &topic);
     crate::shard::with_timeout(wait, created)
         .await
         .unwrap_or(Err(crate::group::types::GroupError::CoordinatorNotAvailable))
