@@ -25,6 +25,7 @@ pub mod cli;
 mod client_quotas;
 pub mod configs;
 mod delta;
+mod elr;
 mod error;
 mod image;
 pub mod log;

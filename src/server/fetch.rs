@@ -441,6 +441,8 @@ pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
             leader_epoch: Epoch(7),
             replicas: vec![NodeId(1)],
             isr: vec![NodeId(1)],
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }],
     };
     MetadataImage {
