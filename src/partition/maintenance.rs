@@ -1,4 +1,5 @@
 //! Periodic per-shard log maintenance: retention every `log.retention.check.interval.ms`,
+//! the high-watermark checkpoint every `replica.high.watermark.checkpoint.interval.ms`,
 //! and the shard's log cleaner (`storage::cleaner`), which cleans the dirtiest compacted log
 //! it owns, one after another, and sleeps `log.cleaner.backoff.ms` when none needs it.
 //!
@@ -30,6 +31,27 @@ pub async fn retention_loop(ctx: Rc<ShardCtx>) {
             return;
         }
         retention_pass(&ctx).await;
+    }
+}
+
+/// Writes this shard's high-watermark checkpoint every
+/// `replica.high.watermark.checkpoint.interval.ms` until shutdown (the last one is written
+/// at clean shutdown by the runtime, after requests drained).
+pub async fn hw_checkpoint_loop(ctx: Rc<ShardCtx>) {
+    let interval = Duration::from_millis(crate::constants::REPLICA_HW_CHECKPOINT_INTERVAL_MS);
+    loop {
+        sleep(interval).await;
+        if ctx.is_shutting_down() {
+            return;
+        }
+        write_hw_checkpoint(&ctx).await;
+    }
+}
+
+/// Writes the checkpoint once; a failure is a WARN (the next pass retries).
+pub async fn write_hw_checkpoint(ctx: &ShardCtx) {
+    if let Err(err) = ctx.partitions.write_hw_checkpoint(ctx.id).await {
+        tracing::warn!(shard = %ctx.id, "cannot write the high-watermark checkpoint: {err}");
     }
 }
 
