@@ -56,11 +56,11 @@ fn image() -> MetadataImage {
 fn request(topics: &[&str], limit: i32, cursor: Option<(&str, i32)>) -> DescribeTopicPartitionsRequest {
     DescribeTopicPartitionsRequest::default()
         .with_topics(
-            topics.iter().map(|t| TopicRequest::default().with_name(TopicName(sb((*t).into())))).collect(),
+            topics.iter().map(|t| TopicRequest::default().with_name(TopicName(sb(*t)))).collect(),
         )
         .with_response_partition_limit(limit)
         .with_cursor(cursor.map(|(t, p)| {
-            Cursor::default().with_topic_name(TopicName(sb(t.into()))).with_partition_index(p)
+            Cursor::default().with_topic_name(TopicName(sb(t))).with_partition_index(p)
         }))
 }
 
