@@ -110,6 +110,9 @@ fn produce_acked(c: &Cluster, leader: i32, batches: usize) -> Vec<i64> {
         match produce(&mut w, -1, 10) {
             (0, base) => acked.push(base),
             (code, _) => {
+                // Appended but not acknowledged (e.g. REQUEST_TIMED_OUT while a dead
+                // follower is still in the ISR): a gap in the acknowledged offsets.
+                eprintln!("[elr] acks=all answered error {code}; retrying");
                 assert!(Instant::now() < deadline, "acks=all refused: error {code}");
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -210,9 +213,12 @@ fn below_min_isr_the_high_watermark_stops_and_the_elr_leads_cleanly() {
     assert_eq!(v.leader, 3);
     c.start_node(c.index_of(2));
     wait_view(&c, "full ISR again", |v| v.isr.len() == 3);
-    let want: Vec<i64> = acked.iter().flat_map(|b| *b..*b + 10).collect();
     let got = read_offsets(&c, 3, end);
-    assert_eq!(&got[..want.len()], &want[..], "every acknowledged record, at its offset");
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "each offset once, in order");
+    let missing: Vec<i64> =
+        acked.iter().flat_map(|b| *b..*b + 10).filter(|o| got.binary_search(o).is_err()).collect();
+    assert!(missing.is_empty(), "acknowledged offsets lost: {missing:?}");
+    eprintln!("[elr] {} acknowledged records all read back from the new leader", acked.len() * 10);
     let more = produce_acked(&c, 3, 2);
     assert!(more[0] >= end);
     for i in 0..c.nodes.len() {

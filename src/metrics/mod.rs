@@ -26,6 +26,7 @@ pub mod http;
 pub mod hub;
 pub mod prom;
 mod recorder;
+pub mod replication;
 pub mod shard_task;
 pub mod snapshot;
 mod timer;
