@@ -35,7 +35,9 @@ fn page_all(w: &mut Wire, topics: &[&str], limit: i32) -> (Vec<(String, i32)>, u
     let mut cursor: Option<Cursor> = None;
     for page in 1..=1000 {
         let req = DescribeTopicPartitionsRequest::default()
-            .with_topics(topics.iter().map(|t| TopicRequest::default().with_name(name(t))).collect())
+            .with_topics(
+                topics.iter().map(|t| TopicRequest::default().with_name(name(t))).collect(),
+            )
             .with_response_partition_limit(limit)
             .with_cursor(cursor.take());
         let r: DescribeTopicPartitionsResponse = w.call(ApiKey::DescribeTopicPartitions, 0, &req);

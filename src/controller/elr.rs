@@ -76,8 +76,7 @@ fn target_elr(
     let mut candidates: Vec<NodeId> = p.elr.iter().chain(&p.isr).copied().collect();
     candidates.sort_unstable();
     candidates.dedup();
-    let elr: Vec<NodeId> =
-        candidates.iter().copied().filter(|r| !target_isr.contains(r)).collect();
+    let elr: Vec<NodeId> = candidates.iter().copied().filter(|r| !target_isr.contains(r)).collect();
     let mut last: Vec<NodeId> = candidates.into_iter().chain(p.last_known_elr.clone()).collect();
     last.sort_unstable();
     last.dedup();

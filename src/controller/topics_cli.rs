@@ -146,7 +146,9 @@ fn metadata(
 /// page); `None` when the broker does not answer it (an older broker: printed `N/A`).
 fn elr_of(bootstrap: &str, topic: &str) -> Option<Elr> {
     use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
-    use kafka_protocol::messages::{DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse};
+    use kafka_protocol::messages::{
+        DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    };
     let mut conn = BlockingConn::open(bootstrap, CLIENT_ID).ok()?;
     let name = TopicName(StrBytes::from_string(topic.to_string()));
     let mut out = Elr::new();
@@ -162,7 +164,10 @@ fn elr_of(bootstrap: &str, topic: &str) -> Option<Elr> {
             let ids = |v: &Option<Vec<kafka_protocol::messages::BrokerId>>| {
                 v.iter().flatten().map(|b| b.0).collect::<Vec<_>>()
             };
-            out.insert(p.partition_index, (ids(&p.eligible_leader_replicas), ids(&p.last_known_elr)));
+            out.insert(
+                p.partition_index,
+                (ids(&p.eligible_leader_replicas), ids(&p.last_known_elr)),
+            );
         }
         match resp.next_cursor {
             Some(c) if c.topic_name == name => {

@@ -57,6 +57,9 @@ thread_local! {
 
 static SHARDS: Mutex<BTreeMap<u32, ShardReplication>> = Mutex::new(BTreeMap::new());
 
+/// A rendered family: name, help text, and how to read its value.
+type Family<T, V> = (&'static str, &'static str, fn(&T) -> V);
+
 fn add(cell: &'static std::thread::LocalKey<Cell<u64>>, n: u64) {
     cell.with(|c| c.set(c.get().saturating_add(n)));
 }
@@ -90,7 +93,7 @@ pub fn publish(shard: u32, mut gauges: ShardReplication) {
 }
 
 fn cap_lag_series(lags: &mut Vec<FollowerLag>) {
-    lags.sort_by(|a, b| (b.records, b.ms).cmp(&(a.records, a.ms)));
+    lags.sort_by_key(|l| std::cmp::Reverse((l.records, l.ms)));
     lags.truncate(REPLICATION_LAG_SERIES_MAX);
 }
 
@@ -104,7 +107,10 @@ pub(super) fn encode(enc: &mut DescriptorEncoder) -> fmt::Result {
     encode_slots(enc, &snapshot())
 }
 
-fn encode_slots(enc: &mut DescriptorEncoder, slots: &BTreeMap<u32, ShardReplication>) -> fmt::Result {
+fn encode_slots(
+    enc: &mut DescriptorEncoder,
+    slots: &BTreeMap<u32, ShardReplication>,
+) -> fmt::Result {
     if slots.is_empty() {
         return Ok(());
     }
@@ -138,7 +144,7 @@ fn encode_slots(enc: &mut DescriptorEncoder, slots: &BTreeMap<u32, ShardReplicat
     for (name, help, value) in gauges {
         enc.encode_descriptor(name, help, None, MetricType::Gauge)?.encode_gauge(&value)?;
     }
-    let counters: [(&str, &str, fn(&ShardReplication) -> u64); 4] = [
+    let counters: [Family<ShardReplication, u64>; 4] = [
         (
             "shardlog_isr_shrinks",
             "ISR shrinks of partitions this shard leads (Kafka: \
@@ -168,7 +174,9 @@ fn encode_slots(enc: &mut DescriptorEncoder, slots: &BTreeMap<u32, ShardReplicat
         let mut metric = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
         for (shard, s) in slots {
             let labels = [("shard", shard.to_string())];
-            metric.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&value(s), None)?;
+            metric
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, u64, u64>(&value(s), None)?;
         }
     }
     encode_lag(enc, slots)
@@ -179,7 +187,7 @@ fn encode_lag(enc: &mut DescriptorEncoder, slots: &BTreeMap<u32, ShardReplicatio
     if lags.is_empty() {
         return Ok(());
     }
-    let families: [(&str, &str, fn(&FollowerLag) -> i64); 2] = [
+    let families: [Family<FollowerLag, i64>; 2] = [
         (
             "shardlog_replication_follower_lag_records",
             "Records a follower is behind its leader's log end, seen by the leader (Kafka: \
@@ -264,7 +272,8 @@ mod tests {
             assert!(out.contains(line), "{line} in\n{out}");
         }
         assert!(out.contains("UnderMinIsrPartitionCount"));
-        let series = out.lines().filter(|l| l.starts_with("shardlog_replication_follower_lag_ms{")).count();
+        let series =
+            out.lines().filter(|l| l.starts_with("shardlog_replication_follower_lag_ms{")).count();
         assert_eq!(series, REPLICATION_LAG_SERIES_MAX);
     }
 }

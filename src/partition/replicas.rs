@@ -143,6 +143,10 @@ pub struct LeaderReplicas {
     followers: Vec<FollowerState>,
     high_watermark: Offset,
     pub settings: ReplicaSettings,
+    /// Replicas the controller would refuse in the ISR (fenced or unregistered: Kafka's
+    /// `isReplicaIsrEligible`): a caught-up one does not hold the high watermark back as
+    /// "about to join", so a dead follower fenced out of the ISR stops delaying acks=all.
+    pub ineligible: Vec<NodeId>,
 }
 
 impl LeaderReplicas {
@@ -175,6 +179,7 @@ impl LeaderReplicas {
             followers,
             high_watermark,
             settings,
+            ineligible: Vec::new(),
         }
     }
 
@@ -264,7 +269,9 @@ impl LeaderReplicas {
         let lag = self.settings.lag_time_max_ms;
         let mut hw = leader_durable;
         for f in &self.followers {
-            let joining = f.log_end.0 >= 0 && f.is_caught_up(leader_end, now_ms, lag);
+            let joining = f.log_end.0 >= 0
+                && f.is_caught_up(leader_end, now_ms, lag)
+                && !self.ineligible.contains(&f.id);
             let counts = isr.contains(&f.id) || joining;
             if counts && f.log_end < hw {
                 hw = f.log_end;

@@ -159,3 +159,21 @@ fn effective_min_isr_is_capped_by_the_replica_count() {
     assert!(r.update_high_watermark(Offset(4), Offset(4), 0));
     assert_eq!(r.high_watermark(), Offset(4));
 }
+
+/// Kafka's `isReplicaIsrEligible`: a fenced follower, caught up a moment ago but out of the
+/// ISR, does not hold the high watermark back as a replica about to join.
+#[test]
+fn a_fenced_follower_does_not_hold_the_high_watermark() {
+    let mut r = three(&[1, 2, 3], 2);
+    let t = 1_000_000;
+    r.on_follower_fetch(NodeId(2), 1, Offset(5), Offset(5), Offset(5), true, t).unwrap();
+    r.on_follower_fetch(NodeId(3), 1, Offset(5), Offset(5), Offset(5), true, t).unwrap();
+    assert_eq!(r.high_watermark(), Offset(5));
+    // 3 dies and the controller fences it out of the ISR; the leader appends more.
+    r.apply_isr(&n(&[1, 2]));
+    r.on_follower_fetch(NodeId(2), 1, Offset(9), Offset(9), Offset(9), true, t + 1).unwrap();
+    assert_eq!(r.high_watermark(), Offset(5), "3 still counts as about to rejoin");
+    r.ineligible = n(&[3]);
+    assert!(r.update_high_watermark(Offset(9), Offset(9), t + 2));
+    assert_eq!(r.high_watermark(), Offset(9));
+}

@@ -393,6 +393,14 @@ fn sync_replication(p: &OwnedPartition, image: &MetadataImage, topic: &TopicImag
     let now_ms = p.log.now_ms();
     let epoch_start = p.log.log_end_offset();
     p.replication.sync(me, pi.leader_epoch, epoch_start, &replicas, &isr, hw, settings, now_ms);
+    // Kafka's `isReplicaIsrEligible`: fenced or unregistered brokers (a single node
+    // registers nothing: every replica is eligible).
+    let ineligible: Vec<NodeId> = if image.brokers.is_empty() {
+        Vec::new()
+    } else {
+        replicas.iter().copied().filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced)).collect()
+    };
+    p.replication.with(|st| st.ineligible = ineligible);
 }
 
 /// A leader with followers records its epoch's start in the epoch cache at once (Kafka's

@@ -496,8 +496,9 @@ pub(crate) fn remote_leader_image() -> crate::controller::MetadataImage {
         fenced,
     };
     let mut image = one_partition_image();
-    image.brokers =
-        std::sync::Arc::new([(NodeId(1), broker("b1", false)), (NodeId(2), broker("b2", true))].into());
+    image.brokers = std::sync::Arc::new(
+        [(NodeId(1), broker("b1", false)), (NodeId(2), broker("b2", true))].into(),
+    );
     image
 }
 
@@ -509,14 +510,18 @@ mod tests {
     /// fenced or unknown broker gives none.
     #[test]
     fn leader_hint_names_a_remote_leader_from_its_registration() {
-        let l = Leaders { image: std::sync::Arc::new(remote_leader_image()), node: (3, "h3".into(), 9292) };
+        let l = Leaders {
+            image: std::sync::Arc::new(remote_leader_image()),
+            node: (3, "h3".into(), 9292),
+        };
         let e = l.endpoint(1).unwrap();
         assert_eq!((e.node_id.0, e.host.as_str(), e.port), (1, "b1", 9192));
         assert_eq!(e.rack.as_ref().map(|r| r.as_str()), Some("r1"));
         assert!(l.endpoint(2).is_none(), "fenced");
         assert!(l.endpoint(4).is_none(), "unknown");
         assert_eq!(l.endpoint(3).unwrap().host.as_str(), "h3", "itself");
-        let r = build_response(plan(16, &[0]), vec![failed(ResponseError::NotLeaderOrFollower)], &l);
+        let r =
+            build_response(plan(16, &[0]), vec![failed(ResponseError::NotLeaderOrFollower)], &l);
         let p = &r.responses[0].partitions[0];
         assert_eq!((p.current_leader.leader_id.0, p.current_leader.leader_epoch), (1, 7));
         assert_eq!(r.node_endpoints.len(), 1);

@@ -47,9 +47,8 @@ pub fn handle(
     } else {
         request.topics.iter().map(|t| t.name.0.to_string()).filter(|n| n.as_str() >= from).collect()
     };
-    let bad_cursor = cursor
-        .as_ref()
-        .is_some_and(|(t, p)| *p < 0 || (!all && !names.contains(t.as_str())));
+    let bad_cursor =
+        cursor.as_ref().is_some_and(|(t, p)| *p < 0 || (!all && !names.contains(t.as_str())));
     if bad_cursor {
         return invalid(request);
     }

@@ -53,7 +53,11 @@ fn image() -> MetadataImage {
     image
 }
 
-fn request(topics: &[&str], limit: i32, cursor: Option<(&str, i32)>) -> DescribeTopicPartitionsRequest {
+fn request(
+    topics: &[&str],
+    limit: i32,
+    cursor: Option<(&str, i32)>,
+) -> DescribeTopicPartitionsRequest {
     DescribeTopicPartitionsRequest::default()
         .with_topics(
             topics.iter().map(|t| TopicRequest::default().with_name(TopicName(sb(*t)))).collect(),
@@ -65,7 +69,9 @@ fn request(topics: &[&str], limit: i32, cursor: Option<(&str, i32)>) -> Describe
 }
 
 /// (topic, partition) pairs of a response, and its next cursor.
-fn pages(r: &DescribeTopicPartitionsResponse) -> (Vec<(String, i32)>, Option<(String, i32)>) {
+type Position = (String, i32);
+
+fn pages(r: &DescribeTopicPartitionsResponse) -> (Vec<Position>, Option<Position>) {
     let got = r
         .topics
         .iter()
