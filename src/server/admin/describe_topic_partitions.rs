@@ -138,13 +138,6 @@ fn partition_entry(
     p: &PartitionImage,
 ) -> DescribeTopicPartitionsResponsePartition {
     let ids = |v: &[NodeId]| v.iter().map(|n| BrokerId(n.0)).collect::<Vec<_>>();
-    let online = |n: &NodeId| image.brokers.get(n).is_some_and(|b| !b.fenced);
-    // A single node never registers: its own replicas are online.
-    let offline: Vec<NodeId> = if image.brokers.is_empty() {
-        Vec::new()
-    } else {
-        p.replicas.iter().copied().filter(|n| !online(n)).collect()
-    };
     let registered = image.brokers.is_empty() || image.brokers.contains_key(&p.leader);
     let leader = if registered { p.leader.0 } else { -1 };
     DescribeTopicPartitionsResponsePartition::default()
@@ -155,7 +148,7 @@ fn partition_entry(
         .with_isr_nodes(ids(&p.isr))
         .with_eligible_leader_replicas(Some(ids(&p.elr)))
         .with_last_known_elr(Some(ids(&p.last_known_elr)))
-        .with_offline_replicas(ids(&offline))
+        .with_offline_replicas(super::metadata::offline_replicas(image, &p.replicas))
 }
 
 #[cfg(test)]
