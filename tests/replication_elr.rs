@@ -4,7 +4,9 @@
 //! two the high watermark stops (acks=all refused, acks=1 records stay invisible) and
 //! DescribeTopicPartitions shows the ELR; SIGKILL the last leader too (no leader, the ISR
 //! empty, every member in the ELR); restart one ELR member: it is elected (clean election
-//! from the ELR); restart the rest: every acknowledged record is there, at its offset. Bounds
+//! from the ELR); restart the rest: every acknowledged record is there, at its offset. A
+//! clean shutdown then leaves each broker's high-watermark checkpoint, and a restart serves
+//! the committed records again. Bounds
 //! are loose; figures are printed. Ports from this file's block, 127.0.0.1:30000-30199.
 
 mod common;
@@ -221,6 +223,37 @@ fn below_min_isr_the_high_watermark_stops_and_the_elr_leads_cleanly() {
     eprintln!("[elr] {} acknowledged records all read back from the new leader", acked.len() * 10);
     let more = produce_acked(&c, 3, 2);
     assert!(more[0] >= end);
+    let end2 = more[1] + 10;
+
+    // Clean shutdown writes the high-watermark checkpoint (Kafka's text format): the
+    // leader's holds everything acknowledged, the followers' at least what was before.
+    for i in (0..c.nodes.len()).rev() {
+        c.terminate(i);
+    }
+    for id in 2..=4 {
+        let path = c.nodes[c.index_of(id)].data_dir.join("replication-offset-checkpoint.0");
+        let text = std::fs::read_to_string(&path).expect("checkpoint written");
+        let hw: i64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{TOPIC} 0 ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no entry in {text:?}"));
+        assert!(text.starts_with("0\n"), "{text:?}");
+        let floor = if id == 3 { end2 } else { end };
+        assert!(hw >= floor, "node {id}: checkpointed {hw} < {floor}");
+        eprintln!("[elr] node {id} checkpointed high watermark {hw} (acknowledged end {end2})");
+    }
+    // Restarted, the leader starts from its checkpoint: committed records readable at once.
+    let nodes: Vec<usize> = (0..c.nodes.len()).collect();
+    c.start_nodes(&nodes);
+    let v = wait_view(&c, "a leader after the restart", |v| v.leader > 0 && v.isr.len() >= 2);
+    let restarted = Instant::now();
+    let got = read_offsets(&c, v.leader, end2);
+    eprintln!(
+        "[elr] after the restart, {} records readable in {:?}",
+        got.len(),
+        restarted.elapsed()
+    );
     for i in 0..c.nodes.len() {
         c.terminate(i);
     }
