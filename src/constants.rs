@@ -189,6 +189,18 @@ pub const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 9000;
 pub const BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 2000;
 /// Kafka's `min.insync.replicas` default.
 pub const MIN_INSYNC_REPLICAS_DEFAULT: i32 = 1;
+/// Kafka's `max.request.partition.size.limit` default: the most partitions one
+/// DescribeTopicPartitions response holds, whatever the request's limit.
+pub const MAX_REQUEST_PARTITION_SIZE_LIMIT: i32 = 2000;
+/// Kafka's `replica.high.watermark.checkpoint.interval.ms` default: how often each shard
+/// writes its high-watermark checkpoint (`partition::hw_checkpoint`).
+pub const REPLICA_HW_CHECKPOINT_INTERVAL_MS: u64 = 5000;
+/// Per-follower lag series each shard publishes at most (`metrics::replication`): the
+/// largest lags, so label cardinality stays bounded.
+pub const REPLICATION_LAG_SERIES_MAX: usize = 100;
+/// How often each shard recomputes its replication gauges (a pass over the partitions it
+/// leads, so slower than `METRICS_PUBLISH_INTERVAL_MS`).
+pub const REPLICATION_METRICS_INTERVAL_MS: u64 = 1000;
 /// Kafka's topic name limit (249 characters: the partition directory name must fit in 255).
 pub const TOPIC_NAME_CHARS_MAX: usize = 249;
 /// Producer ids reserved per metadata-log write; a restart skips the unused rest of a block.

@@ -1,7 +1,8 @@
 //! AlterPartition on the [`ControllerState`]: a partition leader asks to change its ISR
 //! (shrink out lagging followers, expand with caught-up ones), as Kafka's
-//! `ReplicationControlManager.alterPartition` without KIP-966's ELR. The outcome is an
-//! ordinary `PartitionRecord` (no new record type); the leader epoch does not change.
+//! `ReplicationControlManager.alterPartition`, with KIP-966's ELR (see [`super::elr`]). The
+//! outcome is an ordinary `PartitionRecord` (no new record type); the leader epoch does
+//! not change.
 //!
 //! Runs on the active controller's working state (through `server::cluster`'s `run_op`).
 //! Invariants: only the current leader at the current leader epoch changes the ISR; the new
@@ -13,7 +14,7 @@
 use uuid::Uuid;
 
 use super::records::MetadataRecord;
-use super::state::{record_of, ControllerState};
+use super::state::ControllerState;
 use crate::types::{Epoch, NodeId};
 
 /// One partition's ISR change, as the leader sends it.
@@ -105,20 +106,24 @@ impl ControllerState {
                 return Err(AlterPartitionError::IneligibleReplica(*r));
             }
         }
-        if req.new_isr == p.isr {
+        // The leader stays (it is in the new ISR); KIP-966 moves replicas that leave below
+        // min.insync.replicas to the ELR and clears it once the ISR is back at the minimum.
+        let leader = req.leader;
+        let live = |r: NodeId| r == leader || self.brokers.get(&r).is_some_and(|b| !b.fenced);
+        let Some(record) = super::elr::change(t, p, req.new_isr.clone(), live) else {
             return Ok(p.isr.clone());
-        }
-        let mut record = record_of(t, p);
-        record.isr = req.new_isr.clone();
+        };
+        let isr = record.isr.clone();
         self.propose(vec![MetadataRecord::Partition(record)])
             .map_err(|e| AlterPartitionError::InvalidRequest(e.to_string()))?;
-        Ok(req.new_isr.clone())
+        Ok(isr)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::state::record_of;
     use crate::controller::{BrokerDefaults, BrokerEpoch, BrokerRegistration, NewTopic};
 
     fn registered(nodes: &[i32]) -> ControllerState {
@@ -228,6 +233,8 @@ mod tests {
         let t = st.image().topic("t").unwrap().clone();
         let mut record = record_of(&t, &t.partitions[0]);
         record.isr.clear();
+        record.elr.clear();
+        record.last_known_elr.clear();
         st.propose(vec![MetadataRecord::Partition(record)]).unwrap();
         st.unfence_broker(NodeId(2), epoch_of(&st, 2)).unwrap();
         let p = partition(&st);
@@ -247,11 +254,11 @@ mod tests {
         assert_eq!(q.leader, NodeId(others[1]));
         assert_eq!(q.isr, ids(&[others[1]]));
         assert_eq!(q.leader_epoch.0, p.leader_epoch.0 + 1);
-        // The last ISR member fenced: no leader (no unclean election), the ISR kept.
+        // The last ISR member fenced: no leader (no unclean election); it waits in the ELR.
         st.fence_broker(NodeId(others[1]), epoch_of(&st, others[1])).unwrap();
         let q = partition(&st);
         assert_eq!(q.leader, crate::controller::NO_LEADER);
-        assert_eq!(q.isr, ids(&[others[1]]));
+        assert_eq!((q.isr, q.elr), (vec![], ids(&[others[1]])));
         // An out-of-sync replica coming back does not lead; the ISR member does.
         st.unfence_broker(NodeId(leader), epoch_of(&st, leader)).unwrap();
         assert_eq!(partition(&st).leader, crate::controller::NO_LEADER);

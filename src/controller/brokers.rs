@@ -16,9 +16,9 @@ use uuid::Uuid;
 
 use super::image::BrokerImage;
 use super::records::{BrokerEndpoint, BrokerEpochRecord, MetadataRecord, RegisterBrokerRecord};
-use super::state::{record_of, ControllerState};
+use super::state::ControllerState;
 use super::ControllerError;
-use crate::types::{Epoch, NodeId};
+use crate::types::NodeId;
 
 /// The leader of a partition without a live replica (Kafka's NO_LEADER).
 pub const NO_LEADER: NodeId = NodeId(-1);
@@ -180,31 +180,18 @@ impl ControllerState {
         let mut out = Vec::new();
         for t in self.topics.values() {
             for p in &t.partitions {
-                let mut isr: Vec<NodeId> =
-                    p.isr.iter().copied().filter(|r| live.contains(r)).collect();
-                if p.isr.is_empty() {
+                let isr: Vec<NodeId> = if p.isr.is_empty() && p.elr.is_empty() {
                     // Metadata written before ISRs were kept (fencing emptied them): the old
                     // rule, every live replica, so such a partition can lead again.
-                    isr = p.replicas.iter().copied().filter(|r| live.contains(r)).collect();
-                } else if isr.is_empty() {
-                    isr = p.isr.clone();
-                }
-                let eligible = |r: &NodeId| live.contains(r) && isr.contains(r);
-                let leader = if eligible(&p.leader) {
-                    p.leader
+                    p.replicas.iter().copied().filter(|r| live.contains(r)).collect()
                 } else {
-                    p.replicas.iter().copied().find(eligible).unwrap_or(NO_LEADER)
+                    p.isr.iter().copied().filter(|r| live.contains(r)).collect()
                 };
-                if leader == p.leader && isr == p.isr {
-                    continue;
+                // KIP-966: ISR members that leave below min.insync.replicas go to the ELR,
+                // which may lead when no ISR member is live (`super::elr`).
+                if let Some(r) = super::elr::change(t, p, isr, |r| live.contains(&r)) {
+                    out.push(MetadataRecord::Partition(r));
                 }
-                let mut r = record_of(t, p);
-                if leader != p.leader {
-                    r.leader = leader;
-                    r.leader_epoch = Epoch(p.leader_epoch.0.saturating_add(1));
-                }
-                r.isr = isr;
-                out.push(MetadataRecord::Partition(r));
             }
         }
         out

@@ -27,6 +27,7 @@ pub mod configs;
 mod delta;
 pub mod election;
 pub mod election_cli;
+mod elr;
 mod error;
 mod image;
 pub mod log;

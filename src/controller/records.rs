@@ -95,7 +95,10 @@ pub struct TopicRecord {
 /// leader, epoch or replica set of an existing one (last record wins). Version 1 (written
 /// now) has no owner shard: which shard hosts a replica is each broker's own decision
 /// ([`super::ShardAssignment`]). Version 0 (single-node logs) carried one; it is read as
-/// `owner_shard_hint`, used only when importing such a log.
+/// `owner_shard_hint`, used only when importing such a log. Version 2 adds KIP-966's
+/// eligible leader replicas and last known ELR (two node lists after the ISR); it is
+/// written only when either is non-empty, so a partition without ELR keeps the version-1
+/// bytes older readers know.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionRecord {
     pub topic_id: Uuid,
@@ -106,6 +109,10 @@ pub struct PartitionRecord {
     pub leader_epoch: Epoch,
     pub replicas: Vec<NodeId>,
     pub isr: Vec<NodeId>,
+    /// KIP-966 eligible leader replicas (Kafka's `EligibleLeaderReplicas`).
+    pub elr: Vec<NodeId>,
+    /// KIP-966 `LastKnownElr`.
+    pub last_known_elr: Vec<NodeId>,
 }
 
 /// A topic config set (`value: Some`) or removed (`None`).
@@ -142,6 +149,8 @@ const NODE_CLUSTER_DEFAULT: i32 = -1;
 const VERSION_0: u8 = 0;
 /// PartitionRecord without the owner shard.
 const PARTITION_VERSION_1: u8 = 1;
+/// PartitionRecord with ELR and last known ELR.
+const PARTITION_VERSION_2: u8 = 2;
 
 /// Why a record could not be decoded.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -176,6 +185,10 @@ impl MetadataRecord {
                 p.extend_from_slice(&r.leader_epoch.0.to_be_bytes());
                 put_nodes(&mut p, &r.replicas);
                 put_nodes(&mut p, &r.isr);
+                if r.has_elr() {
+                    put_nodes(&mut p, &r.elr);
+                    put_nodes(&mut p, &r.last_known_elr);
+                }
                 TYPE_PARTITION
             }
             MetadataRecord::Config(c) => {
@@ -239,7 +252,11 @@ impl MetadataRecord {
             }
         };
         out.push(kind);
-        out.push(if kind == TYPE_PARTITION { PARTITION_VERSION_1 } else { VERSION_0 });
+        out.push(match self {
+            MetadataRecord::Partition(r) if r.has_elr() => PARTITION_VERSION_2,
+            MetadataRecord::Partition(_) => PARTITION_VERSION_1,
+            _ => VERSION_0,
+        });
         // Payloads are bounded by topic-name and config-value sizes, far below 4 GiB.
         out.extend_from_slice(&u32::try_from(p.len()).unwrap_or(u32::MAX).to_be_bytes());
         out.extend_from_slice(&p);
@@ -253,7 +270,7 @@ impl MetadataRecord {
         let len = r.u32()? as usize;
         let payload = r.take(len)?;
         let known = match kind {
-            TYPE_PARTITION => version == VERSION_0 || version == PARTITION_VERSION_1,
+            TYPE_PARTITION => version <= PARTITION_VERSION_2,
             _ => version == VERSION_0,
         };
         if !known {
@@ -274,6 +291,12 @@ impl MetadataRecord {
                 leader_epoch: Epoch(p.i32()?),
                 replicas: p.nodes()?,
                 isr: p.nodes()?,
+                elr: if version >= PARTITION_VERSION_2 { p.nodes()? } else { Vec::new() },
+                last_known_elr: if version >= PARTITION_VERSION_2 {
+                    p.nodes()?
+                } else {
+                    Vec::new()
+                },
             }),
             TYPE_CONFIG => {
                 let topic_id = p.uuid()?;
@@ -301,6 +324,14 @@ impl MetadataRecord {
             return Err(DecodeError::Trailing(payload.len() - p.pos));
         }
         Ok((record, r.pos))
+    }
+}
+
+impl PartitionRecord {
+    /// Whether the record needs version 2 (either ELR list non-empty).
+    #[must_use]
+    pub fn has_elr(&self) -> bool {
+        !self.elr.is_empty() || !self.last_known_elr.is_empty()
     }
 }
 
@@ -446,6 +477,19 @@ mod tests {
                 leader_epoch: Epoch(7),
                 replicas: vec![NodeId(1)],
                 isr: vec![NodeId(1)],
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
+            }),
+            MetadataRecord::Partition(PartitionRecord {
+                topic_id: id,
+                partition: 4,
+                owner_shard_hint: None,
+                leader: NodeId(2),
+                leader_epoch: Epoch(8),
+                replicas: vec![NodeId(1), NodeId(2), NodeId(3)],
+                isr: vec![NodeId(2)],
+                elr: vec![NodeId(1)],
+                last_known_elr: vec![NodeId(3)],
             }),
             MetadataRecord::Config(ConfigRecord {
                 topic_id: id,
@@ -554,6 +598,8 @@ mod tests {
             leader_epoch: Epoch(7),
             replicas: vec![NodeId(1)],
             isr: vec![NodeId(1)],
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         };
         assert_eq!(rec, MetadataRecord::Partition(expected.clone()));
         // Written again it is version 1, without the shard.

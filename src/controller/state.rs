@@ -359,6 +359,8 @@ impl ControllerState {
                     leader_epoch: p.leader_epoch,
                     replicas: p.replicas,
                     isr: p.isr,
+                    elr: p.elr,
+                    last_known_elr: p.last_known_elr,
                 };
                 match index.cmp(&topic.partitions.len()) {
                     std::cmp::Ordering::Less => topic.partitions[index] = partition,
@@ -430,6 +432,8 @@ pub(super) fn record_of(t: &TopicImage, p: &PartitionImage) -> PartitionRecord {
         leader_epoch: p.leader_epoch,
         replicas: p.replicas.clone(),
         isr: p.isr.clone(),
+        elr: p.elr.clone(),
+        last_known_elr: p.last_known_elr.clone(),
     }
 }
 

@@ -395,8 +395,8 @@ fn fencing_elects_from_the_isr_and_unfencing_restores_leaderless_partitions() {
             assert_eq!((p.leader, p.leader_epoch), (b.leader, b.leader_epoch));
         }
     }
-    // Every broker fenced: no leader at all; each ISR keeps its last member (no unclean
-    // election, so the partition waits for it).
+    // Every broker fenced: no leader at all; each last ISR member moves to the ELR (KIP-966;
+    // no unclean election, so the partition waits for it).
     let mut last = Vec::new();
     for n in [1, 2, 3].map(NodeId) {
         if n != victim {
@@ -405,9 +405,9 @@ fn fencing_elects_from_the_isr_and_unfencing_restores_leaderless_partitions() {
     }
     for i in 0..3 {
         let p = part(&s, i);
-        assert_eq!((p.leader, p.isr.len()), (NO_LEADER, 1));
-        assert_ne!(p.isr[0], victim);
-        last.push(p.isr[0]);
+        assert_eq!((p.leader, p.isr.len(), p.elr.len()), (NO_LEADER, 0, 1));
+        assert_ne!(p.elr[0], victim);
+        last.push(p.elr[0]);
     }
     assert!(s.create_topics(&[topic("x", 1, 1)], false)[0].is_err(), "no live broker");
     // The victim left every ISR: unfenced, it leads nothing and rejoins no ISR.

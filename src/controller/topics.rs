@@ -440,6 +440,8 @@ impl ControllerState {
             leader_epoch: Epoch(0),
             replicas,
             isr,
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 }
@@ -468,6 +470,8 @@ fn partition_image(r: &MetadataRecord, node: NodeId) -> Option<PartitionImage> {
             leader_epoch: p.leader_epoch,
             replicas: p.replicas.clone(),
             isr: p.isr.clone(),
+            elr: p.elr.clone(),
+            last_known_elr: p.last_known_elr.clone(),
         }),
         _ => None,
     }

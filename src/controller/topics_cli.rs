@@ -1,8 +1,9 @@
 //! `shardlog topics list|describe|create|delete`: daily topic work without a Java tool, over
 //! the Kafka protocol (so it works against any Kafka-compatible broker). `describe` prints
 //! Kafka's layout (`kafka-topics.sh --describe`) plus the vocabulary of replication: AR (the
-//! assigned replicas), ISR, OSR (AR minus ISR, the replicas out of sync) and the preferred
-//! leader (the first assigned replica), by broker id.
+//! assigned replicas), ISR, OSR (AR minus ISR, the replicas out of sync), ELR and last known
+//! ELR (KIP-966, from DescribeTopicPartitions; `N/A` from a broker without it, as Kafka
+//! prints) and the preferred leader (the first assigned replica), by broker id.
 //!
 //! Runs in the CLI process (blocking sockets through [`crate::protocol::blocking`], no
 //! runtime), never inside the broker.
@@ -90,7 +91,8 @@ pub fn run(args: TopicsArgs) -> anyhow::Result<()> {
                     .filter(|r| r.source == SOURCE_TOPIC_OVERRIDE)
                     .map(|r| format!("{}={}", r.name, r.value.unwrap_or_default()))
                     .collect();
-                out.write_all(render(&topic, &overrides).as_bytes())?;
+                let elr = elr_of(bootstrap, &name);
+                out.write_all(render(&topic, &overrides, elr.as_ref()).as_bytes())?;
             }
         }
         TopicsCommand::Create { topic, partitions, replication_factor, config } => {
@@ -140,9 +142,54 @@ fn metadata(
     Ok(topics)
 }
 
-/// `kafka-topics.sh --describe`'s layout, with AR, OSR and the preferred leader added.
+/// Each partition's (ELR, last known ELR) of `topic` from DescribeTopicPartitions (every
+/// page); `None` when the broker does not answer it (an older broker: printed `N/A`).
+fn elr_of(bootstrap: &str, topic: &str) -> Option<Elr> {
+    use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
+    use kafka_protocol::messages::{
+        DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    };
+    let mut conn = BlockingConn::open(bootstrap, CLIENT_ID).ok()?;
+    let name = TopicName(StrBytes::from_string(topic.to_string()));
+    let mut out = Elr::new();
+    let mut cursor = None;
+    // Bounded: each page covers at least one partition, and a topic has at most this many.
+    for _ in 0..=crate::constants::TOPIC_PARTITIONS_MAX {
+        let req = DescribeTopicPartitionsRequest::default()
+            .with_topics(vec![TopicRequest::default().with_name(name.clone())])
+            .with_cursor(cursor.take());
+        let resp: DescribeTopicPartitionsResponse =
+            conn.call(ApiKey::DescribeTopicPartitions, 0, &req).ok()?;
+        for p in resp.topics.iter().flat_map(|t| &t.partitions) {
+            let ids = |v: &Option<Vec<kafka_protocol::messages::BrokerId>>| {
+                v.iter().flatten().map(|b| b.0).collect::<Vec<_>>()
+            };
+            out.insert(
+                p.partition_index,
+                (ids(&p.eligible_leader_replicas), ids(&p.last_known_elr)),
+            );
+        }
+        match resp.next_cursor {
+            Some(c) if c.topic_name == name => {
+                cursor = Some(
+                    Cursor::default()
+                        .with_topic_name(c.topic_name)
+                        .with_partition_index(c.partition_index),
+                );
+            }
+            _ => return Some(out),
+        }
+    }
+    Some(out)
+}
+
+/// Per partition: (ELR, last known ELR) broker ids.
+pub type Elr = std::collections::BTreeMap<i32, (Vec<i32>, Vec<i32>)>;
+
+/// `kafka-topics.sh --describe`'s layout, with AR, OSR, ELR, last known ELR (`N/A` when
+/// `elr` is `None`) and the preferred leader added.
 #[must_use]
-pub fn render(topic: &MetadataResponseTopic, overrides: &[String]) -> String {
+pub fn render(topic: &MetadataResponseTopic, overrides: &[String], elr: Option<&Elr>) -> String {
     let ids = |v: &[kafka_protocol::messages::BrokerId]| {
         if v.is_empty() {
             "-".to_string()
@@ -166,10 +213,22 @@ pub fn render(topic: &MetadataResponseTopic, overrides: &[String]) -> String {
         let osr: Vec<_> =
             p.replica_nodes.iter().filter(|r| !p.isr_nodes.contains(r)).copied().collect();
         let preferred = p.replica_nodes.first().map_or(-1, |b| b.0);
+        let list = |v: &[i32]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+            }
+        };
+        let (elr, last_known) = match elr.map(|e| e.get(&p.partition_index)) {
+            Some(Some((e, l))) => (list(e), list(l)),
+            Some(None) => ("-".to_string(), "-".to_string()),
+            None => ("N/A".to_string(), "N/A".to_string()),
+        };
         let _ = writeln!(
             out,
             "\tTopic: {name}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tOsr: {}\t\
-             Offline: {}\tPreferredLeader: {preferred}",
+             Elr: {elr}\tLastKnownElr: {last_known}\tOffline: {}\tPreferredLeader: {preferred}",
             p.partition_index,
             p.leader_id.0,
             ids(&p.replica_nodes),
@@ -256,12 +315,17 @@ mod tests {
                 part(1, 3, &[2, 3, 1], &[3, 1]),
                 part(0, 1, &[1, 2, 3], &[1, 2, 3]),
             ]);
-        let text = render(&topic, &["retention.ms=1000".to_string()]);
+        let elr: Elr = [(1, (vec![2], vec![]))].into_iter().collect();
+        let text = render(&topic, &["retention.ms=1000".to_string()], Some(&elr));
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].contains("PartitionCount: 2\tReplicationFactor: 3"), "{text}");
         assert!(lines[0].ends_with("Configs: retention.ms=1000"), "{text}");
         assert!(lines[1].contains("Partition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\tOsr: -"));
         assert!(lines[2].contains("Partition: 1\tLeader: 3\tReplicas: 2,3,1\tIsr: 3,1\tOsr: 2"));
         assert!(lines[2].ends_with("PreferredLeader: 2"), "{text}");
+        assert!(lines[1].contains("Osr: -\tElr: -\tLastKnownElr: -"), "{text}");
+        assert!(lines[2].contains("Osr: 2\tElr: 2\tLastKnownElr: -"), "{text}");
+        let text = render(&topic, &[], None);
+        assert!(text.contains("Elr: N/A\tLastKnownElr: N/A"), "{text}");
     }
 }

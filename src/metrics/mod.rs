@@ -27,6 +27,7 @@ pub mod hub;
 pub mod leadership;
 pub mod prom;
 mod recorder;
+pub mod replication;
 pub mod shard_task;
 pub mod snapshot;
 mod timer;

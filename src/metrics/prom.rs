@@ -61,6 +61,7 @@ impl Collector for MergedCollector {
         encode_shards(&mut enc, &m.shards)?;
         super::cluster::encode(&mut enc)?;
         super::leadership::encode(&mut enc)?;
+        super::replication::encode(&mut enc)?;
         encode_lag(&mut enc, m)
     }
 }

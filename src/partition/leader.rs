@@ -73,6 +73,8 @@ impl Replication {
         st.settings = settings;
         if st.leader_epoch == epoch && st.replicas == replicas && st.me == me {
             if st.isr != isr {
+                let shrink = st.isr.iter().any(|r| !isr.contains(r));
+                crate::metrics::replication::isr_changed(shrink);
                 st.apply_isr(isr);
             }
             return;

@@ -1,4 +1,5 @@
 //! Periodic per-shard log maintenance: retention every `log.retention.check.interval.ms`,
+//! the high-watermark checkpoint every `replica.high.watermark.checkpoint.interval.ms`,
 //! and the shard's log cleaner (`storage::cleaner`), which cleans the dirtiest compacted log
 //! it owns, one after another, and sleeps `log.cleaner.backoff.ms` when none needs it.
 //!
@@ -31,6 +32,82 @@ pub async fn retention_loop(ctx: Rc<ShardCtx>) {
         }
         retention_pass(&ctx).await;
     }
+}
+
+/// Writes this shard's high-watermark checkpoint every
+/// `replica.high.watermark.checkpoint.interval.ms` until shutdown (the last one is written
+/// at clean shutdown by the runtime, after requests drained).
+pub async fn hw_checkpoint_loop(ctx: Rc<ShardCtx>) {
+    let interval = Duration::from_millis(crate::constants::REPLICA_HW_CHECKPOINT_INTERVAL_MS);
+    loop {
+        sleep(interval).await;
+        if ctx.is_shutting_down() {
+            return;
+        }
+        write_hw_checkpoint(&ctx).await;
+    }
+}
+
+/// Writes the checkpoint once; a failure is a WARN (the next pass retries).
+pub async fn write_hw_checkpoint(ctx: &ShardCtx) {
+    if let Err(err) = ctx.partitions.write_hw_checkpoint(ctx.id).await {
+        tracing::warn!(shard = %ctx.id, "cannot write the high-watermark checkpoint: {err}");
+    }
+}
+
+/// Publishes this shard's replication metrics every `REPLICATION_METRICS_INTERVAL_MS` until
+/// shutdown (`metrics::replication`).
+pub async fn replication_metrics_loop(ctx: Rc<ShardCtx>) {
+    let interval = Duration::from_millis(crate::constants::REPLICATION_METRICS_INTERVAL_MS);
+    loop {
+        sleep(interval).await;
+        if ctx.is_shutting_down() {
+            return;
+        }
+        let gauges = replication_gauges(&ctx);
+        crate::metrics::replication::publish(ctx.id.0, gauges);
+    }
+}
+
+/// This shard's replication gauges: ISR health and follower lag of the partitions it
+/// leads; on shard 0 also the image's leaderless partitions.
+fn replication_gauges(ctx: &ShardCtx) -> crate::metrics::replication::ShardReplication {
+    use crate::metrics::replication::{FollowerLag, ShardReplication};
+    let mut out = ShardReplication::default();
+    for p in ctx.partitions.all() {
+        if !p.is_leader.get() || !p.replication.has_followers() {
+            continue;
+        }
+        let log_end = p.log.log_end_offset();
+        let now_ms = p.log.now_ms();
+        p.replication.with(|st| {
+            let min = usize::try_from(st.settings.min_insync_replicas).unwrap_or(1);
+            out.under_replicated += i64::from(st.isr.len() < st.replicas.len());
+            out.under_min_isr += i64::from(st.isr.len() < min);
+            out.at_min_isr += i64::from(st.isr.len() == min);
+            for f in st.followers() {
+                // -1: never caught up under this leader (no time to measure from).
+                let ms = match (f.log_end == log_end, f.last_caught_up_ms > 0) {
+                    (true, _) => 0,
+                    (false, true) => (now_ms - f.last_caught_up_ms).max(0),
+                    (false, false) => -1,
+                };
+                out.follower_lag.push(FollowerLag {
+                    topic: p.tp.topic.clone(),
+                    partition: p.tp.partition,
+                    follower: f.id.0,
+                    records: (log_end.0 - f.log_end.0.max(0)).max(0),
+                    ms,
+                });
+            }
+        });
+    }
+    if ctx.id.0 == 0 {
+        let image = ctx.image();
+        let offline = image.topics.values().flat_map(|t| &t.partitions).filter(|p| p.leader.0 < 0);
+        out.offline = i64::try_from(offline.count()).unwrap_or(i64::MAX);
+    }
+    out
 }
 
 /// One retention pass over every log this shard owns.

@@ -3,8 +3,9 @@
 //! operations a request sends there (append, read, offset and epoch lookups, the long-poll
 //! wait, [`ops`]), the leader's view of its followers (high watermark, ISR decisions,
 //! min.insync.replicas: [`replicas`], pure; kept per partition by [`leader`]; the answer
-//! to a follower's Fetch: [`replica_fetch`]), and the periodic retention and
-//! cleaning of the shard's logs ([`maintenance`]). It grows into the leader/follower state
+//! to a follower's Fetch: [`replica_fetch`]), the high-watermark checkpoint
+//! ([`hw_checkpoint`]), and the periodic retention and cleaning of the shard's logs
+//! ([`maintenance`]). It grows into the leader/follower state
 //! of replication.
 //!
 //! Lives on each partition's owner shard; nothing here is touched by another thread.
@@ -12,6 +13,7 @@
 //! effect in the order a connection sent them; a produce is answered only once the flush
 //! policy's durability is reached, and then wakes the partition's long-polls.
 
+pub mod hw_checkpoint;
 pub mod leader;
 pub mod maintenance;
 pub mod ops;

@@ -172,6 +172,7 @@ pub async fn run(ctx: &ShardCtx, op: ReplicaFetchOp) -> FetchPart {
                 p.hw_changed.notify_all();
             }
             crate::metrics::fetched(&op.topic, &answer.records);
+            crate::metrics::replication::bytes_out(answer.records.len() as u64);
             FetchPart {
                 error: None,
                 high_watermark: answer.high_watermark.0,

@@ -8,7 +8,9 @@
 //! moves backwards and never passes the leader's own durable offset; at most one ISR change
 //! is in flight (Kafka's pending ISR state) and, while one is, the high watermark counts the
 //! larger of the current and proposed ISR (Kafka's "maximal ISR"); a single-replica
-//! partition's high watermark is its own durable offset, exactly as before replication.
+//! partition's high watermark is its own durable offset, exactly as before replication;
+//! while the ISR is below the effective `min.insync.replicas` the high watermark does not
+//! move (KIP-966).
 
 use crate::types::{Epoch, NodeId, Offset};
 
@@ -141,6 +143,10 @@ pub struct LeaderReplicas {
     followers: Vec<FollowerState>,
     high_watermark: Offset,
     pub settings: ReplicaSettings,
+    /// Replicas the controller would refuse in the ISR (fenced or unregistered: Kafka's
+    /// `isReplicaIsrEligible`): a caught-up one does not hold the high watermark back as
+    /// "about to join", so a dead follower fenced out of the ISR stops delaying acks=all.
+    pub ineligible: Vec<NodeId>,
 }
 
 impl LeaderReplicas {
@@ -173,6 +179,7 @@ impl LeaderReplicas {
             followers,
             high_watermark,
             settings,
+            ineligible: Vec::new(),
         }
     }
 
@@ -246,17 +253,25 @@ impl LeaderReplicas {
     /// the minimum of the leader's durable offset and the log ends of the maximal ISR, plus
     /// those of caught-up replicas about to join it (Kafka's `maybeIncrementLeaderHW`, so
     /// a joining replica is never below the high watermark it joins at). Never backwards.
+    /// KIP-966: nothing moves while the ISR is below the effective `min.insync.replicas`
+    /// ([`LeaderReplicas::is_under_min_isr`]), so a replica that left the ISR meanwhile
+    /// (the controller's ELR) still holds everything committed and may lead cleanly.
     pub fn update_high_watermark(
         &mut self,
         leader_end: Offset,
         leader_durable: Offset,
         now_ms: i64,
     ) -> bool {
+        if self.is_under_min_isr() {
+            return false;
+        }
         let isr = self.maximal_isr();
         let lag = self.settings.lag_time_max_ms;
         let mut hw = leader_durable;
         for f in &self.followers {
-            let joining = f.log_end.0 >= 0 && f.is_caught_up(leader_end, now_ms, lag);
+            let joining = f.log_end.0 >= 0
+                && f.is_caught_up(leader_end, now_ms, lag)
+                && !self.ineligible.contains(&f.id);
             let counts = isr.contains(&f.id) || joining;
             if counts && f.log_end < hw {
                 hw = f.log_end;
@@ -303,6 +318,21 @@ impl LeaderReplicas {
         let mut new_isr = self.isr.clone();
         new_isr.push(joiner.id);
         Some(IsrChange::Expand { add: joiner.id, new_isr })
+    }
+
+    /// Kafka's `effectiveMinIsr`: `min.insync.replicas`, capped by the replica count (a
+    /// topic with fewer replicas than its minimum still advances).
+    #[must_use]
+    pub fn effective_min_isr(&self) -> usize {
+        let min = usize::try_from(self.settings.min_insync_replicas).unwrap_or(1);
+        min.min(self.replicas.len()).max(1)
+    }
+
+    /// Kafka's `isUnderMinIsr` (the committed ISR, not the maximal one): the high watermark
+    /// is frozen while this holds.
+    #[must_use]
+    pub fn is_under_min_isr(&self) -> bool {
+        self.isr.len() < self.effective_min_isr()
     }
 
     /// Notes that `change` was sent to the controller.

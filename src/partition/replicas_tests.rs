@@ -132,9 +132,48 @@ fn min_insync_replicas_before_and_after_append() {
     let t = 1_000_000;
     r.on_follower_fetch(NodeId(2), 1, Offset(5), Offset(5), Offset(5), true, t).unwrap();
     assert_eq!(r.ack_state(Offset(5)), Ok(AckState::Done));
-    // The ISR shrinks while a produce waits for offset 9.
+    // The ISR shrinks while a produce waits for offset 9: below min.insync.replicas the
+    // high watermark is frozen (KIP-966), so the produce keeps waiting (Kafka 4.1 times
+    // it out) rather than being acknowledged by the leader alone.
     r.apply_isr(&n(&[1]));
+    assert!(r.is_under_min_isr());
     // (Past the lag window, so 2 no longer counts as a replica about to rejoin.)
-    r.update_high_watermark(Offset(9), Offset(9), t + LAG + 1);
-    assert_eq!(r.ack_state(Offset(9)).unwrap_err().kafka_code(), 20);
+    assert!(!r.update_high_watermark(Offset(9), Offset(9), t + LAG + 1));
+    r.on_follower_fetch(NodeId(3), 1, Offset(9), Offset(9), Offset(9), true, t).unwrap();
+    assert_eq!(r.high_watermark(), Offset(5));
+    assert_eq!(r.ack_state(Offset(9)), Ok(AckState::Waiting));
+    // Back at the minimum, it moves again.
+    r.apply_isr(&n(&[1, 3]));
+    assert!(r.update_high_watermark(Offset(9), Offset(9), t + LAG + 1));
+    assert_eq!(r.ack_state(Offset(9)), Ok(AckState::Done));
+}
+
+/// Kafka's `effectiveMinIsr`: a minimum above the replica count is capped by it.
+#[test]
+fn effective_min_isr_is_capped_by_the_replica_count() {
+    let settings = ReplicaSettings { lag_time_max_ms: LAG, min_insync_replicas: 2 };
+    let one = n(&[1]);
+    let mut r =
+        LeaderReplicas::new(NodeId(1), Epoch(0), Offset(0), &one, &one, Offset(0), settings, 0);
+    assert_eq!(r.effective_min_isr(), 1);
+    assert!(r.update_high_watermark(Offset(4), Offset(4), 0));
+    assert_eq!(r.high_watermark(), Offset(4));
+}
+
+/// Kafka's `isReplicaIsrEligible`: a fenced follower, caught up a moment ago but out of the
+/// ISR, does not hold the high watermark back as a replica about to join.
+#[test]
+fn a_fenced_follower_does_not_hold_the_high_watermark() {
+    let mut r = three(&[1, 2, 3], 2);
+    let t = 1_000_000;
+    r.on_follower_fetch(NodeId(2), 1, Offset(5), Offset(5), Offset(5), true, t).unwrap();
+    r.on_follower_fetch(NodeId(3), 1, Offset(5), Offset(5), Offset(5), true, t).unwrap();
+    assert_eq!(r.high_watermark(), Offset(5));
+    // 3 dies and the controller fences it out of the ISR; the leader appends more.
+    r.apply_isr(&n(&[1, 2]));
+    r.on_follower_fetch(NodeId(2), 1, Offset(9), Offset(9), Offset(9), true, t + 1).unwrap();
+    assert_eq!(r.high_watermark(), Offset(5), "3 still counts as about to rejoin");
+    r.ineligible = n(&[3]);
+    assert!(r.update_high_watermark(Offset(9), Offset(9), t + 2));
+    assert_eq!(r.high_watermark(), Offset(9));
 }

@@ -79,6 +79,9 @@ pub struct PartitionTable {
     map: RefCell<HashMap<TopicPartition, Rc<OwnedPartition>>>,
     /// The follower fetchers of this shard (`replication::manager`).
     followers: FollowerSet,
+    /// The high watermarks of the data dir's checkpoints (`hw_checkpoint`), read at the
+    /// first open; where a reopened partition's high watermark starts.
+    checkpointed_hw: RefCell<Option<HashMap<TopicPartition, Offset>>>,
 }
 
 impl PartitionTable {
@@ -96,6 +99,7 @@ impl PartitionTable {
             cache: Rc::new(BatchCache::new(cache_bytes)),
             map: RefCell::new(HashMap::new()),
             followers: FollowerSet::default(),
+            checkpointed_hw: RefCell::new(None),
         }
     }
 
@@ -216,13 +220,14 @@ impl PartitionTable {
             .await
             .map_err(|e| e.to_string())?;
         tracing::debug!(partition = %tp, "opened partition log");
+        let hw = self.checkpointed_hw(tp).await.min(log.log_end_offset());
         Ok(OwnedPartition {
             tp: tp.clone(),
             topic_id,
             log: Rc::new(log),
             leader_epoch: Cell::new(epoch),
             is_leader: Cell::new(false),
-            follower_hw: Rc::default(),
+            follower_hw: Rc::new(Cell::new(hw)),
             hw_changed: Notify::new(),
             replication: Replication::single(crate::types::NodeId(0), epoch),
         })
@@ -255,6 +260,30 @@ impl PartitionTable {
             }
             Err(err) => tracing::warn!(partition = %tp, "rename for deletion failed: {err}"),
         }
+    }
+
+    /// The checkpointed high watermark of `tp` (0 when none), reading the data dir's
+    /// checkpoints on first use.
+    async fn checkpointed_hw(&self, tp: &TopicPartition) -> Offset {
+        if self.checkpointed_hw.borrow().is_none() {
+            let read = super::hw_checkpoint::read_all(&*self.fs, &self.data_dir).await;
+            self.checkpointed_hw.borrow_mut().get_or_insert(read);
+        }
+        self.checkpointed_hw.borrow().as_ref().and_then(|m| m.get(tp).copied()).unwrap_or_default()
+    }
+
+    /// Writes this shard's high-watermark checkpoint: each partition's high watermark as
+    /// leader, or the one it follows (`hw_checkpoint`).
+    pub async fn write_hw_checkpoint(&self, shard: ShardId) -> std::io::Result<()> {
+        let entries: Vec<(TopicPartition, Offset)> = self
+            .all()
+            .iter()
+            .map(|p| {
+                let hw = if p.is_leader.get() { p.high_watermark() } else { p.follower_hw.get() };
+                (p.tp.clone(), hw)
+            })
+            .collect();
+        super::hw_checkpoint::write(&*self.fs, &self.data_dir, shard.0, &entries).await
     }
 
     /// Every open partition (a snapshot: the table may change while the caller awaits).
@@ -364,6 +393,14 @@ fn sync_replication(p: &OwnedPartition, image: &MetadataImage, topic: &TopicImag
     let now_ms = p.log.now_ms();
     let epoch_start = p.log.log_end_offset();
     p.replication.sync(me, pi.leader_epoch, epoch_start, &replicas, &isr, hw, settings, now_ms);
+    // Kafka's `isReplicaIsrEligible`: fenced or unregistered brokers (a single node
+    // registers nothing: every replica is eligible).
+    let ineligible: Vec<NodeId> = if image.brokers.is_empty() {
+        Vec::new()
+    } else {
+        replicas.iter().copied().filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced)).collect()
+    };
+    p.replication.with(|st| st.ineligible = ineligible);
 }
 
 /// A leader with followers records its epoch's start in the epoch cache at once (Kafka's

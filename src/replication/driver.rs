@@ -168,6 +168,7 @@ async fn apply<F: FileSystem, L: LeaderLink>(
             }
             stats.appended_batches += info.batches;
             stats.appended_bytes += info.bytes;
+            crate::metrics::replication::bytes_in(info.bytes as u64);
             follower.set_high_watermark(leader_high_watermark);
         }
         Action::Idle { leader_high_watermark } => {

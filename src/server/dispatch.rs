@@ -55,6 +55,7 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::IncrementalAlterConfigs, admin::incremental_alter_configs::VERSIONS),
     ApiRange::new(ApiKey::DescribeConfigs, admin::describe_configs::VERSIONS),
     ApiRange::new(ApiKey::DescribeCluster, admin::describe_cluster::VERSIONS),
+    ApiRange::new(ApiKey::DescribeTopicPartitions, admin::describe_topic_partitions::VERSIONS),
     ApiRange::new(ApiKey::DescribeQuorum, admin::describe_quorum::VERSIONS),
     ApiRange::new(ApiKey::DescribeClientQuotas, admin::describe_client_quotas::VERSIONS),
     ApiRange::new(ApiKey::AlterClientQuotas, admin::alter_client_quotas::VERSIONS),
@@ -116,6 +117,7 @@ pub async fn dispatch(
         ApiKey::DescribeProducers => describe_producers::start(ctx, frame, version).await,
         ApiKey::DescribeConfigs
         | ApiKey::DescribeCluster
+        | ApiKey::DescribeTopicPartitions
         | ApiKey::DescribeClientQuotas
         | ApiKey::DescribeUserScramCredentials => {
             metadata::start_read_only(ctx, api, frame, version)

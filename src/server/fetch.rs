@@ -329,11 +329,27 @@ fn trim_to_max_bytes(parts: &mut [FetchPart], max_bytes: usize) {
     }
 }
 
+/// KIP-951: the advertised endpoint (host, port, rack) of `node` for a leader hint: this
+/// broker's own from its config, another broker's from its registration in the image (its
+/// PLAINTEXT listener, the one Metadata advertises; none while fenced or unregistered).
+pub(crate) fn node_endpoint(
+    image: &crate::controller::MetadataImage,
+    (me, host, port): (i32, &str, i32),
+    node: i32,
+) -> Option<(String, i32, Option<String>)> {
+    if node == me {
+        return Some((host.to_string(), port, None));
+    }
+    let b = image.brokers.get(&crate::types::NodeId(node)).filter(|b| !b.fenced)?;
+    let e = b.endpoints.iter().find(|e| e.security_protocol == 0)?;
+    Some((e.host.clone(), i32::from(e.port), b.rack.clone()))
+}
+
 /// What KIP-951 needs to point a client at a partition's leader: read from the image
 /// when the response is built.
 struct Leaders {
     image: std::sync::Arc<crate::controller::MetadataImage>,
-    /// This broker's advertised endpoint (the only node a leader can be here).
+    /// This broker's advertised endpoint.
     node: (i32, String, i32),
 }
 
@@ -351,16 +367,17 @@ impl Leaders {
         self.image.partition(topic, partition).map(|p| (p.leader.0, p.leader_epoch.0))
     }
 
-    /// The endpoint of `node`, if it is this broker.
+    /// The endpoint of `node`: this broker or a live registered one.
     fn endpoint(&self, node: i32) -> Option<NodeEndpoint> {
         let (id, host, port) = &self.node;
-        (node == *id).then(|| {
+        let (host, port, rack) = node_endpoint(&self.image, (*id, host, *port), node)?;
+        Some(
             NodeEndpoint::default()
-                .with_node_id(BrokerId(*id))
-                .with_host(StrBytes::from_string(host.clone()))
-                .with_port(*port)
-                .with_rack(None)
-        })
+                .with_node_id(BrokerId(node))
+                .with_host(StrBytes::from_string(host))
+                .with_port(port)
+                .with_rack(rack.map(StrBytes::from_string)),
+        )
     }
 }
 
@@ -441,6 +458,8 @@ pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
             leader_epoch: Epoch(7),
             replicas: vec![NodeId(1)],
             isr: vec![NodeId(1)],
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }],
     };
     MetadataImage {
@@ -457,9 +476,57 @@ pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
     }
 }
 
+/// [`one_partition_image`] seen from another broker: node 1 (the leader) registered with
+/// endpoint b1:9192 in rack r1, node 2 registered but fenced.
+#[cfg(test)]
+pub(crate) fn remote_leader_image() -> crate::controller::MetadataImage {
+    use crate::controller::records::BrokerEndpoint;
+    use crate::controller::BrokerImage;
+    use crate::types::NodeId;
+    let broker = |host: &str, fenced| BrokerImage {
+        epoch: 1,
+        incarnation_id: Uuid::nil(),
+        endpoints: vec![BrokerEndpoint {
+            listener: "PLAINTEXT".into(),
+            host: host.into(),
+            port: 9192,
+            security_protocol: 0,
+        }],
+        rack: Some("r1".into()),
+        fenced,
+    };
+    let mut image = one_partition_image();
+    image.brokers = std::sync::Arc::new(
+        [(NodeId(1), broker("b1", false)), (NodeId(2), broker("b2", true))].into(),
+    );
+    image
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// KIP-951 from a broker that is not the leader: the leader's registered endpoint; a
+    /// fenced or unknown broker gives none.
+    #[test]
+    fn leader_hint_names_a_remote_leader_from_its_registration() {
+        let l = Leaders {
+            image: std::sync::Arc::new(remote_leader_image()),
+            node: (3, "h3".into(), 9292),
+        };
+        let e = l.endpoint(1).unwrap();
+        assert_eq!((e.node_id.0, e.host.as_str(), e.port), (1, "b1", 9192));
+        assert_eq!(e.rack.as_ref().map(|r| r.as_str()), Some("r1"));
+        assert!(l.endpoint(2).is_none(), "fenced");
+        assert!(l.endpoint(4).is_none(), "unknown");
+        assert_eq!(l.endpoint(3).unwrap().host.as_str(), "h3", "itself");
+        let r =
+            build_response(plan(16, &[0]), vec![failed(ResponseError::NotLeaderOrFollower)], &l);
+        let p = &r.responses[0].partitions[0];
+        assert_eq!((p.current_leader.leader_id.0, p.current_leader.leader_epoch), (1, 7));
+        assert_eq!(r.node_endpoints.len(), 1);
+        assert_eq!(r.node_endpoints[0].host.as_str(), "b1");
+    }
 
     fn part(len: usize) -> FetchPart {
         FetchPart {

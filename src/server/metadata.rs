@@ -1,4 +1,5 @@
-//! Metadata, DescribeConfigs, DescribeCluster and DescribeClientQuotas: answered on the connection's shard from
+//! Metadata, DescribeConfigs, DescribeCluster, DescribeTopicPartitions and
+//! DescribeClientQuotas: answered on the connection's shard from
 //! its cached image with the controller's pure builders. Unknown topics that Metadata may
 //! auto-create go to the controller shard; the answer is rebuilt after every shard holds
 //! the new image, so the client can produce at once.
@@ -8,7 +9,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use kafka_protocol::messages::{
     ApiKey, DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeUserScramCredentialsRequest, MetadataRequest,
+    DescribeTopicPartitionsRequest, DescribeUserScramCredentialsRequest, MetadataRequest,
 };
 
 use super::admin::{self, Advertised};
@@ -57,6 +58,13 @@ pub fn start_read_only(
             let (header, req) = decode_request::<DescribeClusterRequest>(frame, api, version)
                 .map_err(|e| e.to_string())?;
             let response = admin::describe_cluster::handle(&image, &req, version, &advertised(ctx));
+            respond(api, version, header.correlation_id, &response)
+        }
+        ApiKey::DescribeTopicPartitions => {
+            let (header, req) =
+                decode_request::<DescribeTopicPartitionsRequest>(frame, api, version)
+                    .map_err(|e| e.to_string())?;
+            let response = admin::describe_topic_partitions::handle(&image, &req);
             respond(api, version, header.correlation_id, &response)
         }
         ApiKey::DescribeClientQuotas => {

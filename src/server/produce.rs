@@ -157,11 +157,12 @@ pub async fn start(
 }
 
 /// KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader and
-/// epoch from the image, and the leader's endpoint once per response, so the client can
-/// retry without a metadata round trip.
+/// epoch from the image, and the leader's endpoint (this broker's, or the registered
+/// leader's) once per response, so the client can retry there without a metadata round
+/// trip.
 fn point_at_leader(
     image: &MetadataImage,
-    (node_id, host, port): (i32, &str, i32),
+    me: (i32, &str, i32),
     topic: &str,
     part: &mut PartitionProduceResponse,
     endpoints: &mut Vec<NodeEndpoint>,
@@ -170,13 +171,17 @@ fn point_at_leader(
     part.current_leader = LeaderIdAndEpoch::default()
         .with_leader_id(BrokerId(p.leader.0))
         .with_leader_epoch(p.leader_epoch.0);
-    if p.leader.0 == node_id && !endpoints.iter().any(|n| n.node_id.0 == node_id) {
+    let leader = p.leader.0;
+    if endpoints.iter().any(|n| n.node_id.0 == leader) {
+        return;
+    }
+    if let Some((host, port, rack)) = super::fetch::node_endpoint(image, me, leader) {
         endpoints.push(
             NodeEndpoint::default()
-                .with_node_id(BrokerId(node_id))
-                .with_host(StrBytes::from_string(host.to_string()))
+                .with_node_id(BrokerId(leader))
+                .with_host(StrBytes::from_string(host))
                 .with_port(port)
-                .with_rack(None),
+                .with_rack(rack.map(StrBytes::from_string)),
         );
     }
 }
@@ -243,5 +248,29 @@ mod tests {
         assert_eq!(leaders, vec![(1, 7), (1, 7), (-1, -1)], "unknown partition: no hint");
         assert_eq!(endpoints.len(), 1);
         assert_eq!((endpoints[0].node_id.0, endpoints[0].host.as_str()), (1, "h"));
+    }
+
+    /// Answered by a broker that is not the leader: the leader's registered endpoint.
+    #[test]
+    fn not_leader_points_at_a_remote_leader() {
+        let image = super::super::fetch::remote_leader_image();
+        let mut endpoints = Vec::new();
+        let mut part = PartitionProduceResponse::default().with_index(0);
+        point_at_leader(&image, (3, "h3", 9292), "t", &mut part, &mut endpoints);
+        assert_eq!((part.current_leader.leader_id.0, part.current_leader.leader_epoch), (1, 7));
+        let e = &endpoints[0];
+        assert_eq!((e.node_id.0, e.host.as_str(), e.port), (1, "b1", 9192));
+        // Encoded as v10 and decoded back, the hint survives.
+        let response = ProduceResponse::default()
+            .with_responses(vec![TopicProduceResponse::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_static_str("t")))
+                .with_partition_responses(vec![part])])
+            .with_node_endpoints(endpoints);
+        let mut buf = bytes::BytesMut::new();
+        kafka_protocol::protocol::Encodable::encode(&response, &mut buf, 10).unwrap();
+        let back: ProduceResponse =
+            kafka_protocol::protocol::Decodable::decode(&mut buf.freeze(), 10).unwrap();
+        assert_eq!(back, response);
+        assert_eq!(back.node_endpoints[0].port, 9192);
     }
 }

@@ -323,9 +323,12 @@ async fn shard_main(
     drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
     ctx.spawn_background(crate::partition::maintenance::retention_loop(ctx.clone()));
     ctx.spawn_background(crate::partition::maintenance::cleaner_loop(ctx.clone()));
+    ctx.spawn_background(crate::partition::maintenance::hw_checkpoint_loop(ctx.clone()));
+    ctx.spawn_background(crate::partition::maintenance::replication_metrics_loop(ctx.clone()));
     ctx.spawn_background(crate::server::throttle::share_loop(ctx.clone()));
     accept_loop(&ctx, listener, app).await;
     drain(&ctx, &shared).await;
+    crate::partition::maintenance::write_hw_checkpoint(&ctx).await;
     ctx.partitions.close_all().await;
     ctx.close_mesh();
     Ok(())

@@ -185,6 +185,7 @@ impl ClusterCheck {
                     }
                     _ => {}
                 }
+                check_elr(index, t, p)?;
                 if p.leader == NO_LEADER {
                     continue;
                 }
@@ -205,4 +206,27 @@ impl ClusterCheck {
         }
         Ok(())
     }
+}
+
+/// KIP-966's shape (`controller::elr`): ELR and last known ELR are replicas outside the ISR
+/// and each other, and both are empty while the ISR is at or above `min.insync.replicas`.
+fn check_elr(
+    index: u64,
+    t: &crate::controller::TopicImage,
+    p: &crate::controller::PartitionImage,
+) -> Result<(), String> {
+    let min_isr = usize::try_from(t.config.min_insync_replicas).unwrap_or(1);
+    let outside = p.elr.iter().chain(&p.last_known_elr);
+    let overlaps = p.elr.iter().any(|r| p.isr.contains(r) || p.last_known_elr.contains(r))
+        || p.last_known_elr.iter().any(|r| p.isr.contains(r));
+    let stray = outside.clone().any(|r| !p.replicas.contains(r));
+    let kept = p.isr.len() >= min_isr && (!p.elr.is_empty() || !p.last_known_elr.is_empty());
+    if overlaps || stray || kept {
+        return Err(format!(
+            "entry {index}: {}-{} has ISR {:?}, ELR {:?}, last known ELR {:?} (replicas {:?}, \
+             min ISR {min_isr})",
+            t.name, p.index, p.isr, p.elr, p.last_known_elr, p.replicas
+        ));
+    }
+    Ok(())
 }

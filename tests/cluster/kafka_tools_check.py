@@ -8,6 +8,12 @@ the pinned Kafka jars:
   `describe --status` names a LeaderId among the voters, the three CurrentVoters and a
   HighWatermark; `describe --replication` lists one row per voter with its LogEndOffset.
 - `--replication-factor 4` is refused with Kafka's InvalidReplicationFactorException.
+- (issue 15) `--describe` goes through DescribeTopicPartitions: `Elr:` and `LastKnownElr:`
+  are printed (not `N/A`, Kafka's answer without that API). After SIGKILLing broker 3:
+  a min.insync.replicas=3 topic shows `Elr: 3`; `--under-replicated-partitions`,
+  `--under-min-isr-partitions`, `--at-min-isr-partitions` and `--unavailable-partitions`
+  list exactly the partitions Kafka's would (an RF-1 topic on broker 3 is unavailable,
+  `Leader: none`).
 
 Usage: KAFKA_CLASSPATH=... python3 kafka_tools_check.py BOOTSTRAP_LIST
 Prints PASS or exits non-zero. Bounded: every tool run times out.
@@ -95,6 +101,8 @@ def main():
         check(replicas == [1, 2, 3], f"partition replicas {m.group(2)} are brokers 1,2,3", line)
         check(int(m.group(1)) in (1, 2, 3), f"leader {m.group(1)} is a replica", line)
         check(len(m.group(3).split(",")) >= 1, "Isr printed", line)
+        check("Elr: " in line and "LastKnownElr: " in line and "N/A" not in line,
+              "Elr and LastKnownElr from DescribeTopicPartitions", line)
     check(leaders == {1, 2, 3}, f"leaders spread over the three brokers: {sorted(leaders)}",
           described_out)
 
@@ -103,7 +111,93 @@ def main():
                      "--partitions", "1", "--replication-factor", "4")
     check(code != 0 and "InvalidReplicationFactor" in out,
           "replication factor 4 on 3 brokers refused with InvalidReplicationFactorException", out)
+    elr_after_sigkill(bs)
     print("PASS")
+
+
+def pid_listening(port):
+    """The pid of the process listening on 127.0.0.1:`port` (from /proc: no tools needed)."""
+    inodes = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port:
+                inodes.add(fields[9])
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    return int(pid)
+        except OSError:
+            continue
+    raise SystemExit(f"FAIL: no process listens on port {port}")
+
+
+def partition_lines(out):
+    """{(topic, partition): line} of TopicCommand's partition lines."""
+    lines = {}
+    for line in out.splitlines():
+        m = re.search(r"Topic:\s*(\S+)\s+Partition:\s*(\d+)", line)
+        if m:
+            lines[(m.group(1), int(m.group(2)))] = line
+    return lines
+
+
+def elr_after_sigkill(bs):
+    """Issue 15: ELR and the partition filters after SIGKILLing broker 3."""
+    tag = uuid.uuid4().hex[:6]
+    elr, atmin, solo = f"elr-{tag}", f"atmin-{tag}", f"solo-{tag}"
+    for args in (["--topic", elr, "--partitions", "3", "--replication-factor", "3",
+                  "--config", "min.insync.replicas=3"],
+                 ["--topic", atmin, "--partitions", "1", "--replication-factor", "3",
+                  "--config", "min.insync.replicas=2"],
+                 ["--topic", solo, "--replica-assignment", "3"]):
+        code, out = tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bs,
+                         "--create", *args)
+        check(code == 0, f"create {args[1]}", out)
+    # Every ISR full before the kill, so what follows is the kill's doing.
+    pattern = f"(elr|atmin|solo)-{tag}"
+
+    def settled(pred):
+        def probe():
+            code, out = tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bs,
+                             "--describe", "--topic", pattern)
+            lines = partition_lines(out)
+            return code == 0 and len(lines) == 5 and all(pred(k, l) for k, l in lines.items()), out
+        return probe
+    full = settled(lambda k, l: re.search(r"Isr: ([\d,]+)", l) and
+                   len(re.search(r"Isr: ([\d,]+)", l).group(1).split(",")) ==
+                   (1 if k[0] == solo else 3))
+    until("ISRs full before the kill", full)
+    port = int(bs.split(",")[2].rsplit(":", 1)[1])
+    os.kill(pid_listening(port), 9)
+    print(f"ok   SIGKILLed broker 3 (port {port})", flush=True)
+    bs = ",".join(bs.split(",")[:2])
+
+    def after(k, l):
+        if k[0] == solo:
+            return "Leader: none" in l and re.search(r"Elr: 3\b", l)
+        isr = re.search(r"Isr: ([\d,]*)", l).group(1).split(",")
+        return "3" not in isr and (k[0] != elr or re.search(r"\tElr: 3\b", l))
+    out = until("broker 3 fenced: out of every ISR, Elr: 3 below min ISR", settled(after), 90)
+    print(out, flush=True)
+
+    def listed(flag):
+        code, out = tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bs,
+                         "--describe", "--topic", pattern, flag)
+        check(code == 0, f"--describe {flag} exits 0", out)
+        return sorted(partition_lines(out))
+    elr_parts = [(elr, p) for p in range(3)]
+    want = {
+        "--under-replicated-partitions": sorted(elr_parts + [(atmin, 0), (solo, 0)]),
+        "--under-min-isr-partitions": sorted(elr_parts + [(solo, 0)]),
+        "--at-min-isr-partitions": [(atmin, 0)],
+        "--unavailable-partitions": [(solo, 0)],
+    }
+    for flag, expected in want.items():
+        got = listed(flag)
+        check(got == expected, f"{flag} lists {expected}", str(got))
 
 
 if __name__ == "__main__":

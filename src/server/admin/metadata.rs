@@ -65,7 +65,7 @@ pub fn build_metadata(
     };
     let mut to_create = Vec::new();
     let topics = if all_topics {
-        image.topics.values().map(|t| topic_entry(t, version, with_ops)).collect()
+        image.topics.values().map(|t| topic_entry(image, t, version, with_ops)).collect()
     } else {
         let may_create = image.broker_defaults.auto_create_topics_enable
             && (version < 4 || request.allow_auto_topic_creation);
@@ -102,7 +102,7 @@ fn requested_topic(
 ) -> MetadataResponseTopic {
     let Some(name) = name else {
         return match image.topic_by_id(&id) {
-            Some(t) => topic_entry(t, version, with_ops),
+            Some(t) => topic_entry(image, t, version, with_ops),
             None => MetadataResponseTopic::default()
                 .with_name(None)
                 .with_topic_id(id)
@@ -110,7 +110,7 @@ fn requested_topic(
         };
     };
     if let Some(t) = image.topic(name.0.as_str()) {
-        return topic_entry(t, version, with_ops);
+        return topic_entry(image, t, version, with_ops);
     }
     let code = if validate_topic_name(name.0.as_str()).is_err() {
         ResponseError::InvalidTopicException
@@ -122,7 +122,12 @@ fn requested_topic(
     MetadataResponseTopic::default().with_name(Some(name.clone())).with_error_code(code.code())
 }
 
-fn topic_entry(topic: &TopicImage, version: i16, with_ops: bool) -> MetadataResponseTopic {
+fn topic_entry(
+    image: &MetadataImage,
+    topic: &TopicImage,
+    version: i16,
+    with_ops: bool,
+) -> MetadataResponseTopic {
     let partitions = topic
         .partitions
         .iter()
@@ -134,6 +139,9 @@ fn topic_entry(topic: &TopicImage, version: i16, with_ops: bool) -> MetadataResp
                 .with_isr_nodes(p.isr.iter().map(|n| BrokerId(n.0)).collect());
             if version >= 7 {
                 e = e.with_leader_epoch(p.leader_epoch.0);
+            }
+            if version >= 5 {
+                e = e.with_offline_replicas(offline_replicas(image, &p.replicas));
             }
             e
         })
@@ -151,4 +159,20 @@ fn topic_entry(topic: &TopicImage, version: i16, with_ops: bool) -> MetadataResp
         t = t.with_topic_authorized_operations(TOPIC_OPERATIONS);
     }
     t
+}
+
+/// Kafka's `getOfflineReplicas`: replicas whose broker is unregistered or fenced (none on a
+/// single node, which registers nothing).
+pub(crate) fn offline_replicas(
+    image: &MetadataImage,
+    replicas: &[crate::types::NodeId],
+) -> Vec<BrokerId> {
+    if image.brokers.is_empty() {
+        return Vec::new();
+    }
+    replicas
+        .iter()
+        .filter(|n| image.brokers.get(n).is_none_or(|b| b.fenced))
+        .map(|n| BrokerId(n.0))
+        .collect()
 }

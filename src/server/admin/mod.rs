@@ -7,7 +7,7 @@
 //! the controller shard with `&mut Controller` and return a [`Mutation`]: the response and
 //! whether the image changed, so the server publishes the new image to every shard before
 //! answering. Read-only handlers (Metadata, DescribeConfigs, DescribeCluster,
-//! DescribeClientQuotas) take a
+//! DescribeClientQuotas, DescribeTopicPartitions) take a
 //! [`MetadataImage`] and run on any shard. This is the protocol boundary of the controller:
 //! [`ControllerError`]s become Kafka error codes here and nowhere else.
 
@@ -20,6 +20,7 @@ pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_quorum;
+pub mod describe_topic_partitions;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod incremental_alter_configs;
