@@ -121,10 +121,20 @@ pub enum Count {
     TxnAbortMarkers = 16,
     /// Transaction markers written: COMMIT.
     TxnCommitMarkers = 17,
+    /// Partitions moved between this broker's shards by hand (`shardlog shards move`),
+    /// counted on shard 0 (`server::shard_move`).
+    ShardMovesManual = 18,
+    /// Partitions moved between shards by the automatic balancer.
+    ShardMovesAuto = 19,
+    /// Record bytes produced into partitions this shard owns (counted on the owner shard,
+    /// unlike `RequestBytes`, which counts on the connection's shard).
+    OwnedBytesIn = 20,
+    /// Record bytes fetched from partitions this shard owns (owner shard).
+    OwnedBytesOut = 21,
 }
 
 impl Count {
-    pub const COUNT: usize = 18;
+    pub const COUNT: usize = 22;
     pub const ALL: [Count; Count::COUNT] = [
         Count::Requests,
         Count::RequestBytes,
@@ -144,6 +154,10 @@ impl Count {
         Count::DuplicateBatchesDropped,
         Count::TxnAbortMarkers,
         Count::TxnCommitMarkers,
+        Count::ShardMovesManual,
+        Count::ShardMovesAuto,
+        Count::OwnedBytesIn,
+        Count::OwnedBytesOut,
     ];
 }
 
@@ -171,10 +185,12 @@ pub enum Level {
     /// Open transactions (Ongoing, PrepareCommit, PrepareAbort) of the transactional ids
     /// this shard coordinates.
     OpenTransactions = 9,
+    /// Partition moves between this broker's shards under way (0 or 1; shard 0).
+    ShardMovesInProgress = 10,
 }
 
 impl Level {
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
     pub const ALL: [Level; Level::COUNT] = [
         Level::ConnectionsActive,
         Level::RequestsInFlight,
@@ -186,6 +202,7 @@ impl Level {
         Level::LogsOutOfSpace,
         Level::LogsOffline,
         Level::OpenTransactions,
+        Level::ShardMovesInProgress,
     ];
 }
 

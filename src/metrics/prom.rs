@@ -176,6 +176,26 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "Transaction COMMIT markers written to partitions",
             c(Count::TxnCommitMarkers),
         ),
+        (
+            "shardlog_shard_moves_manual",
+            "Partitions moved between this broker's shards by hand (shardlog shards move)",
+            c(Count::ShardMovesManual),
+        ),
+        (
+            "shardlog_shard_moves_auto",
+            "Partitions moved between this broker's shards by the automatic shard balancer",
+            c(Count::ShardMovesAuto),
+        ),
+        (
+            "shardlog_owned_bytes_in",
+            "Record bytes produced into partitions, counted on their owner shard",
+            c(Count::OwnedBytesIn),
+        ),
+        (
+            "shardlog_owned_bytes_out",
+            "Record bytes fetched from partitions, counted on their owner shard",
+            c(Count::OwnedBytesOut),
+        ),
     ];
     for (name, help, value) in counters {
         enc.encode_descriptor(name, help, None, MetricType::Counter)?
@@ -228,6 +248,11 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "shardlog_open_transactions",
             "Open transactions of the transactional ids this broker coordinates",
             l(Level::OpenTransactions),
+        ),
+        (
+            "shardlog_shard_moves_in_progress",
+            "Partition moves between this broker's shards under way",
+            l(Level::ShardMovesInProgress),
         ),
         (
             "shardlog_cleaner_max_dirty_percent",

@@ -72,6 +72,7 @@ pub async fn start(ctx: Rc<ShardCtx>) -> anyhow::Result<()> {
     }
     node.publish(&ctx).await.map_err(|e| anyhow!("cannot open partitions at start: {e}"))?;
     ctx.spawn_background(publish_loop(node.clone(), ctx.clone()));
+    ctx.spawn_background(crate::server::shard_balance::run(ctx.clone()));
     if node.controller_role {
         ctx.spawn_background(lifecycle::expiry_loop(node.clone(), ctx.clone()));
     }
