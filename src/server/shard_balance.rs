@@ -207,10 +207,10 @@ mod tests {
 
     #[test]
     fn within_the_margin_or_idle_nothing_moves() {
-        // 1.4 vs 1.0: 40 % hotter, margin 50 %.
-        let rates = [r("a", 0, 0, 14 * MIB / 10), r("a", 1, 1, MIB)];
+        // 1.2 + 0.2 vs 1.0: 40 % hotter, margin 50 %; with 30 % the 0.2 one moves.
+        let rates = [r("a", 0, 0, 12 * MIB / 10), r("a", 2, 0, 2 * MIB / 10), r("a", 1, 1, MIB)];
         assert_eq!(decide(&rates, 2, 50, MIB), None);
-        assert!(decide(&rates, 2, 30, MIB).is_some());
+        assert_eq!(decide(&rates, 2, 30, MIB).unwrap().tp, TopicPartition::new("a", 2));
         // Very skewed but idle.
         let idle = [r("a", 0, 0, 1000), r("a", 1, 1, 0)];
         assert_eq!(decide(&idle, 2, 50, MIB), None);

@@ -30,21 +30,27 @@
 //! most one move at a time; a gate exists only during a move; a request is forwarded at
 //! most once (a forwarded request runs where it lands).
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+mod admin;
+mod gate;
+
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::error::ResponseError;
-
+use self::gate::{gate_of, install_gate, remove_gate, Gate};
 use super::call::{ShardReply, ShardRequest};
-use crate::constants::{
-    SHARD_MOVE_DRAIN_WAIT_MS_MAX, SHARD_MOVE_OPEN_WAIT_MS_MAX, SHARD_MOVE_PARK_WAIT_MS_MAX,
-};
-use crate::partition::ops::{self, FetchPart, PartitionOp, PartitionResult};
+use crate::constants::SHARD_MOVE_DRAIN_WAIT_MS_MAX;
+use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::shard::{MetadataImage, OwnedPartition, ShardCtx};
-use crate::sync::{Notify, TicketLock};
 use crate::types::{Offset, ShardId, TopicPartition};
+
+pub use self::admin::{admin_post, parse_move_query, parse_topic_partition, PartitionPlacement};
+pub use self::gate::{run_partitions, tp_of};
+
+thread_local! {
+    /// Shard 0: a move is under way (one at a time).
+    static MOVING: Cell<bool> = const { Cell::new(false) };
+}
 
 /// A step of a move, sent to one shard.
 pub enum MoveCall {
@@ -123,294 +129,6 @@ pub enum MoveError {
     Failed { tp: TopicPartition, from: ShardId, reason: String },
 }
 
-// ---- Gates: per shard, only during a move ------------------------------------------
-
-/// Requests for a moving partition wait here, in arrival order.
-struct Gate {
-    order: TicketLock,
-    open: Cell<bool>,
-    opened: Notify,
-    /// On the target: forwarded requests pass, direct ones wait.
-    target: bool,
-    /// Requests that entered the gate and have not been sent on or started yet.
-    waiting: Cell<usize>,
-    drained: Notify,
-}
-
-impl Gate {
-    fn new(target: bool) -> Rc<Self> {
-        Rc::new(Gate {
-            order: TicketLock::default(),
-            open: Cell::new(false),
-            opened: Notify::new(),
-            target,
-            waiting: Cell::new(0),
-            drained: Notify::new(),
-        })
-    }
-
-    fn open(&self) {
-        self.open.set(true);
-        self.opened.notify_all();
-    }
-
-    /// Waits (bounded) until every request that entered the gate moved on.
-    async fn drain(&self) {
-        let deadline = Instant::now() + Duration::from_millis(SHARD_MOVE_PARK_WAIT_MS_MAX);
-        while self.waiting.get() > 0 && Instant::now() < deadline {
-            let seen = self.drained.version();
-            if self.waiting.get() == 0 {
-                break;
-            }
-            crate::shard::with_timeout(Duration::from_millis(50), self.drained.changed_since(seen))
-                .await;
-        }
-    }
-}
-
-thread_local! {
-    static GATES: RefCell<HashMap<TopicPartition, Rc<Gate>>> = RefCell::new(HashMap::new());
-    static MOVING: Cell<bool> = const { Cell::new(false) };
-}
-
-fn gate_of(tp: &TopicPartition) -> Option<Rc<Gate>> {
-    GATES.with(|g| {
-        let g = g.borrow();
-        if g.is_empty() {
-            None
-        } else {
-            g.get(tp).cloned()
-        }
-    })
-}
-
-fn no_gates() -> bool {
-    GATES.with(|g| g.borrow().is_empty())
-}
-
-fn install_gate(tp: TopicPartition, gate: Rc<Gate>) -> bool {
-    GATES.with(|g| {
-        let mut g = g.borrow_mut();
-        if g.contains_key(&tp) {
-            return false;
-        }
-        g.insert(tp, gate);
-        true
-    })
-}
-
-fn remove_gate(tp: &TopicPartition) -> Option<Rc<Gate>> {
-    GATES.with(|g| g.borrow_mut().remove(tp))
-}
-
-/// Counts a request inside a gate until it moved on (sent, or started here).
-struct InGate(Rc<Gate>);
-
-impl InGate {
-    fn enter(gate: Rc<Gate>) -> Self {
-        gate.waiting.set(gate.waiting.get() + 1);
-        InGate(gate)
-    }
-}
-
-impl Drop for InGate {
-    fn drop(&mut self) {
-        self.0.waiting.set(self.0.waiting.get().saturating_sub(1));
-        self.0.drained.notify_all();
-    }
-}
-
-// ---- The request path --------------------------------------------------------------
-
-/// The topic and partition a partition op addresses.
-#[must_use]
-pub fn tp_of(op: &PartitionOp) -> (&str, i32) {
-    match op {
-        PartitionOp::Produce { topic, partition, .. }
-        | PartitionOp::Fetch { topic, partition, .. }
-        | PartitionOp::ListOffsets { topic, partition, .. }
-        | PartitionOp::EpochEnd { topic, partition, .. }
-        | PartitionOp::DeleteRecords { topic, partition, .. }
-        | PartitionOp::DescribeProducers { topic, partition }
-        | PartitionOp::WriteMarker { topic, partition, .. } => (topic, *partition),
-        PartitionOp::ReplicaFetch(op) => (&op.topic, op.partition),
-    }
-}
-
-/// Runs the partition ops of one request that reached this shard: directly when no move
-/// touches them (the common case: one map lookup per op), else each through its gate and,
-/// if its partition left this shard, forwarded to the owner once.
-pub async fn run_partitions(ctx: &Rc<ShardCtx>, ops: Vec<PartitionOp>) -> Vec<PartitionResult> {
-    run_gated(ctx, ops, false).await
-}
-
-async fn run_gated(
-    ctx: &Rc<ShardCtx>,
-    ops: Vec<PartitionOp>,
-    forwarded: bool,
-) -> Vec<PartitionResult> {
-    let local = |op: &PartitionOp| {
-        let (topic, partition) = tp_of(op);
-        ctx.partitions.get(topic, partition).is_some() || !hosted_elsewhere(ctx, topic, partition)
-    };
-    if no_gates() && ops.iter().all(local) {
-        return ops::run_ops(ctx, ops).await;
-    }
-    // join_all polls in order: each op takes its gate ticket in the request's order.
-    let futures = ops.into_iter().map(|op| run_one(ctx, op, forwarded));
-    futures::future::join_all(futures).await
-}
-
-/// Whether the partition is hosted here but this shard does not hold it (moved away, or
-/// still opening on this shard).
-fn hosted_elsewhere(ctx: &ShardCtx, topic: &str, partition: i32) -> bool {
-    ctx.image().partition(topic, partition).is_some_and(|p| p.hosted)
-}
-
-async fn run_one(ctx: &Rc<ShardCtx>, op: PartitionOp, forwarded: bool) -> PartitionResult {
-    let (topic, partition) = tp_of(&op);
-    let tp = TopicPartition::new(topic, partition);
-    let Some(gate) = gate_of(&tp).filter(|g| !(forwarded && g.target)) else {
-        return dispatch(ctx, op, forwarded).await;
-    };
-    let entered = InGate::enter(gate.clone());
-    let _turn = gate.order.acquire().await;
-    let deadline = Instant::now() + Duration::from_millis(SHARD_MOVE_PARK_WAIT_MS_MAX);
-    while !gate.open.get() && Instant::now() < deadline {
-        let seen = gate.opened.version();
-        if gate.open.get() {
-            break;
-        }
-        crate::shard::with_timeout(Duration::from_millis(100), gate.opened.changed_since(seen))
-            .await;
-    }
-    // In turn: a forward is sent (queued on the mesh) or a local op started before the next
-    // parked request goes, so parked requests keep their order.
-    if ctx.partitions.get(topic, partition).is_some() || forwarded {
-        let result = ops::run_ops(ctx, vec![op]).await;
-        drop(entered);
-        return result.into_iter().next().unwrap_or_else(|| unreachable_result(Kind::Fetch));
-    }
-    let (kind, pending) = match forward(ctx, op).await {
-        Ok(sent) => sent,
-        Err(op) => {
-            drop(entered);
-            return local_after_open_wait(ctx, op).await;
-        }
-    };
-    drop(entered);
-    drop(_turn);
-    await_forwarded(kind, pending).await
-}
-
-/// Runs an op here, forwarding it once when this shard's image names another owner.
-async fn dispatch(ctx: &Rc<ShardCtx>, op: PartitionOp, forwarded: bool) -> PartitionResult {
-    let (topic, partition) = tp_of(&op);
-    if ctx.partitions.get(topic, partition).is_some() || forwarded {
-        return local_after_open_wait(ctx, op).await;
-    }
-    match forward(ctx, op).await {
-        Ok((kind, pending)) => await_forwarded(kind, pending).await,
-        Err(op) => local_after_open_wait(ctx, op).await,
-    }
-}
-
-/// Runs an op on this shard, first waiting (bounded) for its partition to open when the
-/// image says this shard owns it (a move's target installs the image before it opens).
-async fn local_after_open_wait(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
-    let (topic, partition) = tp_of(&op);
-    let mine = || {
-        ctx.image().partition(topic, partition).is_some_and(|p| p.hosted && p.owner_shard == ctx.id)
-    };
-    let mut waited_ms = 0;
-    while ctx.partitions.get(topic, partition).is_none()
-        && mine()
-        && waited_ms < SHARD_MOVE_OPEN_WAIT_MS_MAX
-        && !ctx.is_shutting_down()
-    {
-        crate::shard::sleep(Duration::from_millis(1)).await;
-        waited_ms += 1;
-    }
-    let result = ops::run_ops(ctx, vec![op]).await;
-    result.into_iter().next().unwrap_or_else(|| unreachable_result(Kind::Fetch))
-}
-
-type Pending = super::call::Pending;
-
-/// Sends an op to the owner in this shard's image (once: it runs where it lands). `Err`
-/// gives the op back when this shard is the owner.
-async fn forward(ctx: &Rc<ShardCtx>, op: PartitionOp) -> Result<(Kind, Pending), PartitionOp> {
-    let (topic, partition) = tp_of(&op);
-    let owner = match ctx.owner_of(topic, partition) {
-        Some((owner, _)) if owner != ctx.id => owner,
-        _ => return Err(op),
-    };
-    let kind = Kind::of(&op);
-    let req = ShardRequest::ShardMove(MoveCall::Forwarded(vec![op]));
-    Ok((kind, ctx.call(owner, req).await))
-}
-
-async fn await_forwarded(kind: Kind, pending: Pending) -> PartitionResult {
-    match pending.await {
-        Ok(ShardReply::ShardMove(MoveAnswer::Partitions(list))) => {
-            list.into_iter().next().unwrap_or_else(|| unreachable_result(kind))
-        }
-        Ok(_) => unreachable_result(kind),
-        Err(err) => {
-            tracing::warn!("forwarded partition request lost: {err}");
-            unreachable_result(kind)
-        }
-    }
-}
-
-/// The kind of result an op expects (to answer one that got lost on the way).
-#[derive(Clone, Copy)]
-enum Kind {
-    Produce,
-    Fetch,
-    ListOffsets,
-    EpochEnd,
-    DeleteRecords,
-    DescribeProducers,
-    WriteMarker,
-}
-
-impl Kind {
-    fn of(op: &PartitionOp) -> Self {
-        match op {
-            PartitionOp::Produce { .. } => Kind::Produce,
-            PartitionOp::Fetch { .. } | PartitionOp::ReplicaFetch(_) => Kind::Fetch,
-            PartitionOp::ListOffsets { .. } => Kind::ListOffsets,
-            PartitionOp::EpochEnd { .. } => Kind::EpochEnd,
-            PartitionOp::DeleteRecords { .. } => Kind::DeleteRecords,
-            PartitionOp::DescribeProducers { .. } => Kind::DescribeProducers,
-            PartitionOp::WriteMarker { .. } => Kind::WriteMarker,
-        }
-    }
-}
-
-/// A retriable answer for an op whose forward was lost (the mesh closed at shutdown).
-fn unreachable_result(kind: Kind) -> PartitionResult {
-    let e = || (ResponseError::NotLeaderOrFollower, None);
-    match kind {
-        Kind::Produce => PartitionResult::Produce(Err(e().into())),
-        Kind::Fetch => PartitionResult::Fetch(FetchPart {
-            error: Some(ResponseError::NotLeaderOrFollower),
-            high_watermark: -1,
-            last_stable_offset: -1,
-            log_start_offset: -1,
-            records: bytes::Bytes::new(),
-            diverging_epoch: None,
-            aborted: None,
-        }),
-        Kind::ListOffsets => PartitionResult::ListOffsets(Err(e())),
-        Kind::EpochEnd => PartitionResult::EpochEnd(Err(e())),
-        Kind::DeleteRecords => PartitionResult::DeleteRecords(Err(e())),
-        Kind::DescribeProducers => PartitionResult::DescribeProducers(Err(e())),
-        Kind::WriteMarker => PartitionResult::WriteMarker(Err(e())),
-    }
-}
-
 // ---- The steps, on the shard each addresses -----------------------------------------
 
 /// Runs a move step addressed to this shard.
@@ -437,7 +155,7 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: MoveCall) -> MoveAnswer {
             }
             MoveAnswer::Done
         }
-        MoveCall::Forwarded(ops) => MoveAnswer::Partitions(run_gated(ctx, ops, true).await),
+        MoveCall::Forwarded(ops) => MoveAnswer::Partitions(gate::run_gated(ctx, ops, true).await),
         MoveCall::Load => MoveAnswer::Load(
             ctx.partitions
                 .all()
@@ -647,7 +365,7 @@ async fn run_move(
 }
 
 /// Sends a step and waits for its answer (`Done` when it could not be delivered).
-async fn step(ctx: &Rc<ShardCtx>, shard: ShardId, call: MoveCall) -> MoveAnswer {
+pub(super) async fn step(ctx: &Rc<ShardCtx>, shard: ShardId, call: MoveCall) -> MoveAnswer {
     match ctx.call(shard, ShardRequest::ShardMove(call)).await.await {
         Ok(ShardReply::ShardMove(answer)) => answer,
         Ok(_) => MoveAnswer::Done,
@@ -680,127 +398,5 @@ async fn publish_rest(ctx: &Rc<ShardCtx>, image: &std::sync::Arc<MetadataImage>,
     }
 }
 
-// ---- The admin endpoint ----------------------------------------------------------------
-
-/// `POST /v1/shards/move?partition=TOPIC-P&to=N`: runs the move on shard 0 and answers
-/// 200 with a line of text, 400/404/409 with the reason. `GET /v1/shards/partitions`: the
-/// JSON list of hosted partitions with their owner shard and byte counters.
-pub async fn admin_post(ctx: Rc<ShardCtx>, method: String, target: String) -> (u16, String) {
-    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-    match (method.as_str(), path) {
-        ("GET", "/v1/shards/partitions") => return (200, partitions_json(&ctx).await),
-        ("POST", "/v1/shards/move") => {}
-        _ => return (404, format!("no {method} action at {path}\n")),
-    }
-    let (topic, partition, to) = match parse_move_query(query) {
-        Ok(v) => v,
-        Err(reason) => return (400, format!("{reason}\n")),
-    };
-    let call = MoveCall::Move { topic, partition, to, trigger: Trigger::Manual };
-    match step(&ctx, ShardId(0), call).await {
-        MoveAnswer::Moved(Ok(r)) if r.unchanged => {
-            (200, format!("{} is already on shard {}\n", r.tp, r.to.0))
-        }
-        MoveAnswer::Moved(Ok(r)) => (
-            200,
-            format!(
-                "moved {} from shard {} to shard {} in {} ms\n",
-                r.tp, r.from.0, r.to.0, r.elapsed_ms
-            ),
-        ),
-        MoveAnswer::Moved(Err(err)) => {
-            let status = match err {
-                MoveError::Unknown(_) | MoveError::NotHosted(_) => 404,
-                MoveError::NoSuchShard { .. } | MoveError::Coordinator(_) => 400,
-                MoveError::Busy | MoveError::Failed { .. } => 409,
-            };
-            (status, format!("{err}\n"))
-        }
-        _ => (409, "shard 0 did not answer the move\n".into()),
-    }
-}
-
-/// One hosted partition as `GET /v1/shards/partitions` lists it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PartitionPlacement {
-    pub topic: String,
-    pub partition: i32,
-    pub shard: u32,
-    pub leader: bool,
-    /// Cumulative record bytes since the partition opened on its shard (0 for followers).
-    pub bytes_in: u64,
-    pub bytes_out: u64,
-}
-
-async fn partitions_json(ctx: &Rc<ShardCtx>) -> String {
-    let mut counters: HashMap<TopicPartition, PartitionBytes> = HashMap::new();
-    for shard in (0..ctx.shard_count).map(ShardId) {
-        if let MoveAnswer::Load(list) = step(ctx, shard, MoveCall::Load).await {
-            counters.extend(list.into_iter().map(|p| (p.tp.clone(), p)));
-        }
-    }
-    let image = ctx.image();
-    let mut out = Vec::new();
-    for (name, t) in &image.topics {
-        for p in t.partitions.iter().filter(|p| p.hosted) {
-            let c = counters.get(&TopicPartition::new(name.clone(), p.index));
-            out.push(PartitionPlacement {
-                topic: name.clone(),
-                partition: p.index,
-                shard: p.owner_shard.0,
-                leader: p.leader == image.node_id,
-                bytes_in: c.map_or(0, |c| c.bytes_in),
-                bytes_out: c.map_or(0, |c| c.bytes_out),
-            });
-        }
-    }
-    out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-    serde_json::to_string(&out).unwrap_or_else(|_| "[]".into())
-}
-
-/// `partition=TOPIC-P&to=N` (percent-encoding of the topic is not needed: Kafka topic
-/// names are `[a-zA-Z0-9._-]`).
-pub fn parse_move_query(query: &str) -> Result<(String, i32, ShardId), String> {
-    let mut tp = None;
-    let mut to = None;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("partition", v)) => tp = Some(parse_topic_partition(v)?),
-            Some(("to", v)) => {
-                to = Some(v.parse::<u32>().map_err(|_| format!("bad shard {v:?}"))?);
-            }
-            _ => return Err(format!("unknown parameter {pair:?}")),
-        }
-    }
-    let (topic, partition) = tp.ok_or("missing partition=TOPIC-PARTITION")?;
-    let to = to.ok_or("missing to=SHARD")?;
-    Ok((topic, partition, ShardId(to)))
-}
-
-/// `TOPIC-PARTITION` (the topic may contain dashes: the partition is after the last one).
-pub fn parse_topic_partition(s: &str) -> Result<(String, i32), String> {
-    let (topic, p) = s.rsplit_once('-').ok_or_else(|| format!("{s:?} is not TOPIC-PARTITION"))?;
-    let p = p.parse::<i32>().map_err(|_| format!("{s:?} is not TOPIC-PARTITION"))?;
-    if topic.is_empty() || p < 0 {
-        return Err(format!("{s:?} is not TOPIC-PARTITION"));
-    }
-    Ok((topic.to_string(), p))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn query_parsing() {
-        assert_eq!(
-            parse_move_query("partition=my-topic-3&to=1").unwrap(),
-            ("my-topic".to_string(), 3, ShardId(1))
-        );
-        assert!(parse_move_query("partition=t&to=1").is_err());
-        assert!(parse_move_query("partition=t-1").is_err());
-        assert!(parse_move_query("partition=t-1&to=x").is_err());
-        assert!(parse_move_query("partition=t--1&to=0").is_err());
-        assert!(parse_move_query("what=1").is_err());
-    }
-}
+mod tests;
