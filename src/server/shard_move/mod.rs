@@ -20,6 +20,12 @@
 //!
 //! A request that reaches a shard the partition already left is forwarded once, to the
 //! owner in this shard's image: clients never see NOT_LEADER_OR_FOLLOWER for a local move.
+//! With two shards every request of a connection reaches the target in the order it was
+//! read. With more, one window remains: a connection on a third shard whose request is
+//! still on its way to the source when that shard learns the new owner may have its next
+//! request reach the target first; an idempotent producer then gets
+//! OUT_OF_ORDER_SEQUENCE_NUMBER for it while the earlier batch is in flight, which clients
+//! retry (librdkafka and the Java client treat it as retriable in that case).
 //! A crash at any step recovers to one owner: the assignment file names exactly one shard
 //! and only that shard opens the log at start (the source closed it cleanly first).
 //!
@@ -360,7 +366,7 @@ async fn run_move(
     step(ctx, from, MoveCall::Unpark { tp: tp.clone(), to }).await;
     let unparked_ms = t0.elapsed().as_millis();
     publish_rest(ctx, &moved, &[from, to]).await;
-    tracing::info!(partition = %tp, released_ms, opened_ms, unparked_ms, "shard move steps");
+    tracing::debug!(partition = %tp, released_ms, opened_ms, unparked_ms, "shard move steps");
     Ok(from)
 }
 
