@@ -188,6 +188,7 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
     if !install_gate(tp.clone(), gate.clone()) {
         return Err(format!("{tp} is already moving"));
     }
+    let t0 = Instant::now();
     let Some(p) = ctx.partitions.detach(&tp) else {
         remove_gate(&tp);
         gate.open();
@@ -204,6 +205,7 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
             ));
         }
     };
+    let drained_ms = t0.elapsed().as_millis();
     let high_watermark = if p.is_leader.get() { p.high_watermark() } else { p.follower_hw.get() };
     let owned = match Rc::try_unwrap(p) {
         Ok(owned) => owned,
@@ -218,6 +220,7 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
     if let Err(err) = crate::partition::table::close_log(owned).await {
         tracing::warn!(partition = %tp, "close before the shard move failed: {err}");
     }
+    tracing::debug!(partition = %tp, drained_ms, closed_ms = t0.elapsed().as_millis(), "released");
     crate::crashpoint::hit("shard_move.source_closed");
     Ok(high_watermark)
 }
