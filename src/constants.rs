@@ -343,3 +343,20 @@ pub const BROKER_CONNECTIONS_PER_SHARD_MAX: usize = 64;
 /// Partition side of markers: (partition, producer) coordinator epochs remembered per shard
 /// to refuse a deposed coordinator's markers; past this the oldest half is forgotten.
 pub const TXN_COORDINATOR_EPOCHS_MAX: usize = 100_000;
+
+/// Shard moves (`server::shard_move`): how long the source shard waits for a moving
+/// partition's in-flight requests to finish before it gives the move up (the partition
+/// stays where it is).
+pub const SHARD_MOVE_DRAIN_WAIT_MS_MAX: u64 = 10_000;
+/// Shard moves: how long a request parked behind a move waits for it to finish (a move
+/// that takes longer is stuck; the request then runs where the image says).
+pub const SHARD_MOVE_PARK_WAIT_MS_MAX: u64 = 30_000;
+/// Shard moves: how long a request waits for its partition to finish opening on the
+/// shard the image names (the target of a move installs the image before it opens).
+pub const SHARD_MOVE_OPEN_WAIT_MS_MAX: u64 = 5_000;
+/// Shard balancer defaults (`shard.balance.*`, registry in `controller::configs::broker`).
+pub const SHARD_BALANCE_ENABLE_DEFAULT: bool = true;
+pub const SHARD_BALANCE_INTERVAL_MS_DEFAULT: i64 = 300_000;
+pub const SHARD_BALANCE_MARGIN_PERCENT_DEFAULT: i32 = 50;
+/// Below this many bytes/s on its hottest shard a broker is not balanced: noise, not load.
+pub const SHARD_BALANCE_MIN_BYTES_PER_SECOND: u64 = 1024 * 1024;

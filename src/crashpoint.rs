@@ -19,6 +19,9 @@ pub const POINTS: &[&str] = &[
     "retention.log_start_written",
     "retention.log_renamed",
     "retention.all_renamed",
+    "shard_move.source_closed",
+    "shard_move.assignment_saved",
+    "shard_move.target_opened",
 ];
 
 fn armed() -> Option<&'static str> {

@@ -47,6 +47,8 @@ enum Command {
     Transactions(shardlog::txn::cli::TransactionsArgs),
     /// Describe or alter client quotas (user / client-id entities, like kafka-configs.sh).
     Quotas(shardlog::quota::cli::QuotasArgs),
+    /// Which shard owns each partition; move a partition to another shard, online.
+    Shards(shardlog::cli::shards::ShardsArgs),
 }
 
 impl Command {
@@ -68,6 +70,7 @@ impl Command {
             Command::ElectLeaders(_) => ("elect-leaders", Uses::Bootstrap),
             Command::Transactions(_) => ("transactions", Uses::Bootstrap),
             Command::Quotas(_) => ("quotas", Uses::Bootstrap),
+            Command::Shards(_) => ("shards", Uses::Admin),
         }
     }
 }
@@ -98,6 +101,7 @@ fn main() {
         Command::ElectLeaders(args) => shardlog::controller::election_cli::run(args),
         Command::Transactions(args) => shardlog::txn::cli::run(&args),
         Command::Quotas(args) => shardlog::quota::cli::run(args),
+        Command::Shards(args) => shardlog::cli::shards::run(&args),
     };
     if let Err(err) = result {
         let status = shardlog::cli::exit_status(&err);

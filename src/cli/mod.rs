@@ -9,6 +9,7 @@
 //! given to a subcommand that does not read it, instead of ignoring it.
 
 pub mod format;
+pub mod shards;
 pub mod units;
 
 use clap::error::ErrorKind;

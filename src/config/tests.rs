@@ -229,6 +229,15 @@ fn registry_defaults_match_constants() {
     );
     assert_eq!(default("connections.max.idle.ms"), c::CONNECTIONS_MAX_IDLE_MS_DEFAULT.to_string());
     assert_eq!(default("log.dir.reserved.bytes"), c::LOG_DIR_RESERVED_BYTES_DEFAULT.to_string());
+    assert_eq!(default("shard.balance.enable"), c::SHARD_BALANCE_ENABLE_DEFAULT.to_string());
+    assert_eq!(
+        default("shard.balance.interval.ms"),
+        c::SHARD_BALANCE_INTERVAL_MS_DEFAULT.to_string()
+    );
+    assert_eq!(
+        default("shard.balance.margin.percent"),
+        c::SHARD_BALANCE_MARGIN_PERCENT_DEFAULT.to_string()
+    );
     for name in ["max.connections", "max.connections.per.ip", "max.connection.creation.rate"] {
         assert_eq!(default(name), c::MAX_CONNECTIONS_DEFAULT.to_string(), "{name}");
     }

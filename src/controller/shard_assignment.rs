@@ -58,6 +58,23 @@ impl ShardAssignment {
         self.shards.get(&(*topic_id, partition)).copied()
     }
 
+    /// Puts a hosted partition on `shard` (a shard move, `server::shard_move`) and returns
+    /// its previous shard; refused for a shard beyond the count or a partition not hosted.
+    pub fn set(
+        &mut self,
+        topic_id: Uuid,
+        partition: i32,
+        shard: ShardId,
+    ) -> Result<ShardId, String> {
+        if shard.0 >= self.shard_count {
+            return Err(format!("shard {shard} does not exist ({} shards)", self.shard_count));
+        }
+        match self.shards.get_mut(&(topic_id, partition)) {
+            Some(s) => Ok(std::mem::replace(s, shard)),
+            None => Err("the partition is not hosted by this broker".into()),
+        }
+    }
+
     /// Partitions per shard (index = shard id).
     #[must_use]
     pub fn load(&self) -> Vec<usize> {

@@ -17,6 +17,7 @@ pub fn produced(topic: &str, bytes: usize, info: &AppendInfo, started: Instant) 
     with(|r| {
         r.record(PRODUCE, Stage::Storage, started.elapsed());
         r.topic_in(topic, bytes as u64, u64::try_from(records).unwrap_or(0));
+        r.count(super::Count::OwnedBytesIn, bytes as u64);
     });
 }
 
@@ -25,7 +26,10 @@ pub fn fetched(topic: &str, batches: &[u8]) {
     if batches.is_empty() {
         return;
     }
-    with(|r| r.topic_out(topic, batches.len() as u64, batch_records(batches)));
+    with(|r| {
+        r.topic_out(topic, batches.len() as u64, batch_records(batches));
+        r.count(super::Count::OwnedBytesOut, batches.len() as u64);
+    });
 }
 
 /// This shard now owns `partitions` partitions, of which it leads `leaders`.

@@ -2,7 +2,10 @@
 //! - `GET /metrics`: Prometheus text of all shards merged ([`super::prom`]);
 //! - `GET /v1/histograms/<api>[?stage=<stage>]`: the merged HDR histogram of an API
 //!   (name like `Produce` or key like `0`; stage `total` by default) as `.hgrm` text;
-//! - `GET /v1/shards`: the JSON [`View`] that `shardlog top` polls.
+//! - `GET /v1/shards`: the JSON [`View`] that `shardlog top` polls;
+//! - `POST <target>` and `GET /v1/shards/<more>`: handed to the action the server
+//!   registered ([`set_post_handler`]): `POST /v1/shards/move?partition=T-P&to=N` and
+//!   `GET /v1/shards/partitions` (`server::shard_move`).
 //!
 //! Runs on one shard, in its background task queue: a scrape is a handful of
 //! milliseconds of merge work that must not delay requests. One request per connection
@@ -29,6 +32,34 @@ use crate::constants::{
 
 static STARTED: OnceLock<Instant> = OnceLock::new();
 
+/// What a POST (or `GET /v1/shards/...`) runs: method and target in, (status, body) out. Set by the server on the
+/// shard that serves the endpoint; the metrics module knows no server type.
+pub type PostHandler =
+    Box<dyn Fn(String, String) -> futures::future::LocalBoxFuture<'static, (u16, String)>>;
+
+thread_local! {
+    static POST: std::cell::RefCell<Option<Rc<PostHandler>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Registers the POST action of this shard's admin endpoint.
+pub fn set_post_handler(handler: PostHandler) {
+    POST.with(|p| *p.borrow_mut() = Some(Rc::new(handler)));
+}
+
+/// The method and target of a request the registered action serves: a POST, or a GET
+/// below `/v1/shards/`.
+fn post_action(head: &[u8]) -> Option<(Rc<PostHandler>, String, String)> {
+    let line = head.split(|b| *b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.trim_end().split(' ');
+    let (method, target) = (parts.next()?, parts.next()?);
+    if method != "POST" && !(method == "GET" && target.starts_with("/v1/shards/")) {
+        return None;
+    }
+    let handler = POST.with(|p| p.borrow().clone())?;
+    Some((handler, method.to_string(), target.to_string()))
+}
+
 /// An HTTP response to write.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Response {
@@ -48,6 +79,7 @@ impl Response {
         let reason = match self.status {
             200 => "OK",
             400 => "Bad Request",
+            409 => "Conflict",
             404 => "Not Found",
             405 => "Method Not Allowed",
             _ => "Error",
@@ -126,6 +158,10 @@ async fn serve(mut stream: TcpStream) {
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
         if head.windows(4).any(|w| w == b"\r\n\r\n") {
+            if let Some((action, method, target)) = post_action(&head) {
+                let (status, body) = action(method, target).await;
+                break Response::text(status, body);
+            }
             break handle(&head);
         }
         if head.len() > ADMIN_REQUEST_HEAD_BYTES_MAX {

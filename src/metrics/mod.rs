@@ -123,10 +123,20 @@ pub enum Count {
     TxnAbortMarkers = 16,
     /// Transaction markers written: COMMIT.
     TxnCommitMarkers = 17,
+    /// Partitions moved between this broker's shards by hand (`shardlog shards move`),
+    /// counted on shard 0 (`server::shard_move`).
+    ShardMovesManual = 18,
+    /// Partitions moved between shards by the automatic balancer.
+    ShardMovesAuto = 19,
+    /// Record bytes produced into partitions this shard owns (counted on the owner shard,
+    /// unlike `RequestBytes`, which counts on the connection's shard).
+    OwnedBytesIn = 20,
+    /// Record bytes fetched from partitions this shard owns (owner shard).
+    OwnedBytesOut = 21,
 }
 
 impl Count {
-    pub const COUNT: usize = 18;
+    pub const COUNT: usize = 22;
     pub const ALL: [Count; Count::COUNT] = [
         Count::Requests,
         Count::RequestBytes,
@@ -146,6 +156,10 @@ impl Count {
         Count::DuplicateBatchesDropped,
         Count::TxnAbortMarkers,
         Count::TxnCommitMarkers,
+        Count::ShardMovesManual,
+        Count::ShardMovesAuto,
+        Count::OwnedBytesIn,
+        Count::OwnedBytesOut,
     ];
 }
 
@@ -176,10 +190,12 @@ pub enum Level {
     /// Bytes held by this shard's batch cache (bounded by `BATCH_CACHE_BYTES_PER_SHARD`), so
     /// memory watchers can tell the bounded cache from growth elsewhere.
     BatchCacheBytes = 10,
+    /// Partition moves between this broker's shards under way (0 or 1; shard 0).
+    ShardMovesInProgress = 11,
 }
 
 impl Level {
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 12;
     pub const ALL: [Level; Level::COUNT] = [
         Level::ConnectionsActive,
         Level::RequestsInFlight,
@@ -192,6 +208,7 @@ impl Level {
         Level::LogsOffline,
         Level::OpenTransactions,
         Level::BatchCacheBytes,
+        Level::ShardMovesInProgress,
     ];
 }
 

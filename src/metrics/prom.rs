@@ -178,6 +178,26 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "Transaction COMMIT markers written to partitions",
             c(Count::TxnCommitMarkers),
         ),
+        (
+            "shardlog_shard_moves_manual",
+            "Partitions moved between this broker's shards by hand (shardlog shards move)",
+            c(Count::ShardMovesManual),
+        ),
+        (
+            "shardlog_shard_moves_auto",
+            "Partitions moved between this broker's shards by the automatic shard balancer",
+            c(Count::ShardMovesAuto),
+        ),
+        (
+            "shardlog_owned_bytes_in",
+            "Record bytes produced into partitions, counted on their owner shard",
+            c(Count::OwnedBytesIn),
+        ),
+        (
+            "shardlog_owned_bytes_out",
+            "Record bytes fetched from partitions, counted on their owner shard",
+            c(Count::OwnedBytesOut),
+        ),
     ];
     for (name, help, value) in counters {
         enc.encode_descriptor(name, help, None, MetricType::Counter)?
@@ -235,6 +255,11 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "shardlog_batch_cache_bytes",
             "Bytes held by the shards' batch caches (bounded per shard)",
             l(Level::BatchCacheBytes),
+        ),
+        (
+            "shardlog_shard_moves_in_progress",
+            "Partition moves between this broker's shards under way",
+            l(Level::ShardMovesInProgress),
         ),
         (
             "shardlog_cleaner_max_dirty_percent",

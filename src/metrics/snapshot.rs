@@ -121,6 +121,12 @@ pub struct ShardLoad {
     /// Producer ids with sequence state in the shard's partitions.
     #[serde(default)]
     pub producer_ids: i64,
+    /// Record bytes produced into / fetched from the partitions this shard owns (what the
+    /// shard balancer evens out; `request_bytes` counts on the connection's shard).
+    #[serde(default)]
+    pub owned_bytes_in: u64,
+    #[serde(default)]
+    pub owned_bytes_out: u64,
 }
 
 impl ShardLoad {
@@ -138,6 +144,8 @@ impl ShardLoad {
             leaders: s.levels[Level::Leaders as usize],
             mesh_queue_depth: s.levels[Level::MeshQueueDepth as usize],
             producer_ids: s.levels[Level::ProducerIds as usize],
+            owned_bytes_in: s.counts[Count::OwnedBytesIn as usize],
+            owned_bytes_out: s.counts[Count::OwnedBytesOut as usize],
         }
     }
 }

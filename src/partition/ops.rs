@@ -326,6 +326,7 @@ async fn produce(
     // delayed produce, then gets the original's offsets.
     p.log.wait_committed(info.last_offset).await?;
     if !info.duplicate {
+        p.bytes_in.set(p.bytes_in.get() + batch_bytes as u64);
         crate::metrics::produced(topic, batch_bytes, &info, started);
     }
     p.hw_changed.notify_all();
@@ -371,6 +372,7 @@ async fn fetch(
         Ok(records) => (None, records),
         Err(err) => (Some(storage_error_code(&err)), Bytes::new()),
     };
+    p.bytes_out.set(p.bytes_out.get() + records.len() as u64);
     crate::metrics::fetched(topic, &records);
     let aborted = read_committed.then(|| {
         let end = crate::txn::partition::records_end(&records).unwrap_or(upper);

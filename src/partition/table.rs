@@ -50,6 +50,10 @@ pub struct OwnedPartition {
     pub hw_changed: Notify,
     /// Replicas, ISR and followers' progress (`partition::leader`); a single replica today.
     pub replication: Replication,
+    /// Record bytes produced into / fetched from this partition since it opened on this
+    /// shard: what the shard balancer (`server::shard_balance`) measures rates from.
+    pub bytes_in: Cell<u64>,
+    pub bytes_out: Cell<u64>,
 }
 
 impl OwnedPartition {
@@ -82,6 +86,9 @@ pub struct PartitionTable {
     /// The high watermarks of the data dir's checkpoints (`hw_checkpoint`), read at the
     /// first open; where a reopened partition's high watermark starts.
     checkpointed_hw: RefCell<Option<HashMap<TopicPartition, Offset>>>,
+    /// High watermarks handed over by a shard move (`server::shard_move`): a partition
+    /// adopted from another shard starts from its source's high watermark, not from 0.
+    handoff: RefCell<HashMap<TopicPartition, Offset>>,
 }
 
 impl PartitionTable {
@@ -100,7 +107,30 @@ impl PartitionTable {
             map: RefCell::new(HashMap::new()),
             followers: FollowerSet::default(),
             checkpointed_hw: RefCell::new(None),
+            handoff: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// Takes a partition out of this shard's table for a shard move: no new request finds
+    /// it here, its follower fetcher (if any) lets go of its log. The caller closes it
+    /// (`close_moved`) or puts it back (`reattach`).
+    pub(crate) fn detach(&self, tp: &TopicPartition) -> Option<Rc<OwnedPartition>> {
+        let p = self.map.borrow_mut().remove(tp)?;
+        self.followers.forget(tp);
+        // Long-polls drop their reference and re-route.
+        p.hw_changed.notify_all();
+        p.replication.appended.notify_all();
+        Some(p)
+    }
+
+    /// Puts back a partition [`PartitionTable::detach`] took out (an aborted move).
+    pub(crate) fn reattach(&self, p: Rc<OwnedPartition>) {
+        self.map.borrow_mut().insert(p.tp.clone(), p);
+    }
+
+    /// Records the high watermark a partition arriving by a shard move starts from.
+    pub(crate) fn hand_over(&self, tp: TopicPartition, high_watermark: Offset) {
+        self.handoff.borrow_mut().insert(tp, high_watermark);
     }
 
     #[must_use]
@@ -150,6 +180,9 @@ impl PartitionTable {
             let Some(topic) = image.topic(&tp.topic) else { continue };
             match self.open(tp, topic, &image.broker_defaults, w.leader_epoch).await {
                 Ok(partition) => {
+                    if let Some(hw) = self.handoff.borrow_mut().remove(tp) {
+                        partition.follower_hw.set(hw);
+                    }
                     self.map.borrow_mut().insert(tp.clone(), Rc::new(partition));
                 }
                 Err(reason) => {
@@ -230,6 +263,8 @@ impl PartitionTable {
             follower_hw: Rc::new(Cell::new(hw)),
             hw_changed: Notify::new(),
             replication: Replication::single(crate::types::NodeId(0), epoch),
+            bytes_in: Cell::new(0),
+            bytes_out: Cell::new(0),
         })
     }
 
@@ -451,7 +486,7 @@ async fn wait_log_released(p: &OwnedPartition) {
 }
 
 /// Closes a partition's log once its fetcher let go of it.
-async fn close_log(owned: OwnedPartition) -> Result<(), crate::storage::StorageError> {
+pub(crate) async fn close_log(owned: OwnedPartition) -> Result<(), crate::storage::StorageError> {
     wait_log_released(&owned).await;
     match Rc::try_unwrap(owned.log) {
         Ok(log) => log.close().await,
@@ -462,7 +497,7 @@ async fn close_log(owned: OwnedPartition) -> Result<(), crate::storage::StorageE
     }
 }
 
-async fn wait_sole_owner(mut partition: Rc<OwnedPartition>) -> Option<OwnedPartition> {
+pub(crate) async fn wait_sole_owner(mut partition: Rc<OwnedPartition>) -> Option<OwnedPartition> {
     let mut waited_ms = 0;
     loop {
         match Rc::try_unwrap(partition) {

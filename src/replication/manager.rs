@@ -174,6 +174,19 @@ impl<F: FileSystem> FollowerSet<F> {
             .collect()
     }
 
+    /// Stops following `tp` (its log leaves this shard: a shard move); the fetcher drops
+    /// its reference to the log with its next command. Returns whether it was followed.
+    pub fn forget(&self, tp: &TopicPartition) -> bool {
+        let mut running = self.running.borrow_mut();
+        for r in running.values_mut() {
+            if r.partitions.remove(tp).is_some() {
+                let _ = r.handle.send(Command::Remove { tp: tp.clone() });
+                return true;
+            }
+        }
+        false
+    }
+
     /// Stops every fetcher (shutdown).
     pub fn stop_all(&self) {
         for (_, r) in std::mem::take(&mut *self.running.borrow_mut()) {

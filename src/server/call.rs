@@ -34,6 +34,8 @@ pub enum ShardRequest {
     Group(GroupCall),
     /// A transaction-coordinator operation for the transactional id's coordinator shard.
     Txn(super::txn::TxnCall),
+    /// A step of moving a partition between this broker's shards (`server::shard_move`).
+    ShardMove(super::shard_move::MoveCall),
 }
 
 pub enum ShardReply {
@@ -44,6 +46,7 @@ pub enum ShardReply {
     Failed(String),
     Group(GroupAnswer),
     Txn(super::txn::TxnAnswer),
+    ShardMove(super::shard_move::MoveAnswer),
 }
 
 /// A typed reply on its way from a shard.
@@ -81,7 +84,11 @@ fn reply_of(payload: Payload) -> ShardReply {
 /// Executes a request addressed to this shard (from the mesh or from a local caller).
 pub async fn execute(ctx: &Rc<ShardCtx>, req: ShardRequest) -> ShardReply {
     match req {
-        ShardRequest::Partitions(ops) => ShardReply::Partitions(ops::run_ops(ctx, ops).await),
+        // Through the shard-move gate: parked while the partition changes shard, forwarded
+        // when it already left this shard (`server::shard_move`).
+        ShardRequest::Partitions(ops) => {
+            ShardReply::Partitions(super::shard_move::run_partitions(ctx, ops).await)
+        }
         ShardRequest::WaitForData(spec) => {
             ops::wait_for_data(ctx, spec).await;
             ShardReply::DataReady
@@ -92,6 +99,9 @@ pub async fn execute(ctx: &Rc<ShardCtx>, req: ShardRequest) -> ShardReply {
         ShardRequest::ApplyImage(image) => super::control::apply_image(ctx, image).await,
         ShardRequest::Group(call) => ShardReply::Group(super::group::execute(ctx, call).await),
         ShardRequest::Txn(call) => ShardReply::Txn(super::txn::execute(ctx, call).await),
+        ShardRequest::ShardMove(call) => {
+            ShardReply::ShardMove(super::shard_move::execute(ctx, call).await)
+        }
     }
 }
 

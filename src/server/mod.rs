@@ -24,6 +24,8 @@ mod mutation_quota;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod route;
+pub mod shard_balance;
+pub mod shard_move;
 pub mod throttle;
 pub mod throttle_field;
 pub mod txn;
@@ -41,6 +43,7 @@ const APP: App = App {
     start_controller: |ctx| Box::pin(cluster::start(ctx)),
     serve_connection: |ctx, stream, peer| connection::serve(ctx, stream, peer),
     accept_gate: |ctx| Box::pin(limits::accept_gate(ctx)),
+    admin_post: |ctx, method, target| Box::pin(shard_move::admin_post(ctx, method, target)),
 };
 
 /// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.

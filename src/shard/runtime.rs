@@ -89,7 +89,13 @@ pub struct App {
     /// Awaited before each accept: holds the accept loop while the application's limits
     /// (connection count, creation rate) say so; connections then wait in the kernel.
     pub accept_gate: AcceptGate,
+    /// Runs a POST (or `GET /v1/shards/...`) on the admin endpoint (method and target in,
+    /// status and body out), on the shard that serves the endpoint.
+    pub admin_post: AdminPost,
 }
+
+/// Runs one admin POST (e.g. a shard move) with the serving shard's context.
+pub type AdminPost = fn(Rc<ShardCtx>, String, String) -> LocalBoxFuture<'static, (u16, String)>;
 
 /// Starts the controller-shard side of the application (on shard 0, before the listener
 /// opens) and installs the first metadata image on every shard.
@@ -303,6 +309,12 @@ async fn shard_main(
     }));
     for (_, rx) in receivers.streams() {
         drop(ctx.spawn(receive_loop(ctx.clone(), rx)));
+    }
+    if admin.is_some() {
+        let post_ctx = ctx.clone();
+        crate::metrics::http::set_post_handler(Box::new(move |method, target| {
+            (app.admin_post)(post_ctx.clone(), method, target)
+        }));
     }
     if me.0 == 0 {
         if let Err(err) = publish_initial_image(&ctx, app).await {

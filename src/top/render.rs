@@ -19,6 +19,10 @@ pub struct ShardRates {
     pub requests_per_s: f64,
     pub in_mib_per_s: f64,
     pub out_mib_per_s: f64,
+    /// Record bytes into / out of the partitions this shard owns (what the shard balancer
+    /// evens out), MiB/s; the two above count on the connection's shard.
+    pub owned_in_mib_per_s: f64,
+    pub owned_out_mib_per_s: f64,
     pub load: ShardLoad,
 }
 
@@ -43,6 +47,8 @@ pub fn rates(before: Option<&View>, now: &View) -> Vec<ShardRates> {
                 requests_per_s: d(|l| l.requests),
                 in_mib_per_s: d(|l| l.request_bytes) / (1024.0 * 1024.0),
                 out_mib_per_s: d(|l| l.response_bytes) / (1024.0 * 1024.0),
+                owned_in_mib_per_s: d(|l| l.owned_bytes_in) / (1024.0 * 1024.0),
+                owned_out_mib_per_s: d(|l| l.owned_bytes_out) / (1024.0 * 1024.0),
                 load: s.clone(),
             }
         })
@@ -63,12 +69,14 @@ pub fn frame(source: &str, before: Option<&View>, now: &View) -> String {
     );
     let _ = writeln!(
         out,
-        "{:>6} {:>6} {:>10} {:>9} {:>9} {:>6} {:>5} {:>6} {:>7} {:>5}",
+        "{:>6} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>6} {:>5} {:>6} {:>7} {:>5}",
         "SHARD",
         "BUSY%",
         "REQ/s",
         "IN MiB/s",
         "OUT MiB/s",
+        "P-IN MiB",
+        "P-OUT MiB",
         "CONNS",
         "INFL",
         "PARTS",
@@ -82,13 +90,15 @@ pub fn frame(source: &str, before: Option<&View>, now: &View) -> String {
             && r.busy_pct > mean_busy * HOT_FACTOR;
         let _ = writeln!(
             out,
-            "{:>5}{} {:>6.1} {:>10.0} {:>9.2} {:>9.2} {:>6} {:>5} {:>6} {:>7} {:>5}",
+            "{:>5}{} {:>6.1} {:>10.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>6} {:>5} {:>6} {:>7} {:>5}",
             r.shard,
             if hot { "*" } else { " " },
             r.busy_pct,
             r.requests_per_s,
             r.in_mib_per_s,
             r.out_mib_per_s,
+            r.owned_in_mib_per_s,
+            r.owned_out_mib_per_s,
             r.load.connections,
             r.load.in_flight,
             r.load.partitions,
@@ -96,6 +106,11 @@ pub fn frame(source: &str, before: Option<&View>, now: &View) -> String {
             r.load.mesh_queue_depth
         );
     }
+    let _ = writeln!(
+        out,
+        "(IN/OUT: request/response bytes on the connection's shard; P-IN/P-OUT: record bytes \
+         of the partitions each shard owns, MiB/s)"
+    );
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -132,6 +147,8 @@ mod tests {
                     busy_ratio: busy[i],
                     requests: reqs[i],
                     request_bytes: reqs[i] * 1024 * 1024,
+                    owned_bytes_in: reqs[i] * 2 * 1024 * 1024,
+                    partitions: 3 - i as i64,
                     ..ShardLoad::default()
                 })
                 .collect(),
@@ -153,6 +170,7 @@ mod tests {
         let r = rates(Some(&a), &b);
         assert!((r[0].requests_per_s - 100.0).abs() < 1e-9);
         assert!((r[1].in_mib_per_s - 20.0).abs() < 1e-9);
+        assert!((r[0].owned_in_mib_per_s - 200.0).abs() < 1e-9);
         let text = frame("127.0.0.1:9644", Some(&a), &b);
         assert!(text.contains("    0*   90.0"), "{text}");
         assert!(text.contains("    1    10.0"), "{text}");

@@ -103,6 +103,27 @@ impl Broker {
         }
     }
 
+    /// The admin endpoint's address, from its "admin HTTP (metrics) listening on" line
+    /// (bounded wait: it binds in the background right after start).
+    pub fn admin_addr(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            {
+                let kept = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let found = kept.iter().find_map(|l| {
+                    l.split("admin HTTP (metrics) listening on ")
+                        .nth(1)
+                        .map(|rest| rest.split_whitespace().next().unwrap_or_default().to_string())
+                });
+                if let Some(addr) = found {
+                    return addr;
+                }
+            }
+            assert!(Instant::now() < deadline, "the admin endpoint did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Whether one of the broker's last [`LOG_LINES_KEPT_MAX`] stderr lines contains `needle`.
     pub fn log_contains(&self, needle: &str) -> bool {
         let kept = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

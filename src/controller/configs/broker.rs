@@ -470,6 +470,35 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          received whole within this many milliseconds, or the connection is closed.",
     ),
     only(
+        "shard.balance.enable",
+        B,
+        Some("true"),
+        Any,
+        READ_ONLY,
+        "Shardlog's own: whether shard 0 of this broker moves partitions between its shards \
+         when one shard carries more bytes in+out per second than the coolest by \
+         shard.balance.margin.percent (one move at a time; see tuning.md).",
+    ),
+    only(
+        "shard.balance.interval.ms",
+        L,
+        Some("300000"),
+        AtLeast(1000),
+        READ_ONLY,
+        "Shardlog's own: the window over which the shard balancer measures per-partition \
+         byte rates; an imbalance must last a whole window, and a move is followed by a \
+         window without moves (cooldown).",
+    ),
+    only(
+        "shard.balance.margin.percent",
+        I,
+        Some("50"),
+        AtLeast(1),
+        READ_ONLY,
+        "Shardlog's own: how much hotter (bytes in+out per second, percent) the hottest shard \
+         must be than the coolest before the balancer moves a partition.",
+    ),
+    only(
         "socket.request.max.bytes",
         I,
         Some("104857600"),

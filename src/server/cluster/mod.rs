@@ -282,6 +282,39 @@ impl ClusterNode {
         Ok(())
     }
 
+    /// Holds off image publications while a partition changes shard (`server::shard_move`).
+    pub(crate) async fn lock_publication(&self) -> futures::lock::MutexGuard<'_, ()> {
+        self.publish_lock.lock().await
+    }
+
+    /// Under [`ClusterNode::lock_publication`]: puts a hosted partition on `shard` in this
+    /// broker's assignment, saves it (durable before any shard serves it there), and returns
+    /// the node image to publish, which later publications build on.
+    pub(crate) fn reassign_shard(
+        &self,
+        ctx: &ShardCtx,
+        topic_id: uuid::Uuid,
+        partition: i32,
+        shard: crate::types::ShardId,
+    ) -> Result<Arc<MetadataImage>, String> {
+        let leader = self.leader().unwrap_or(NodeId(-1));
+        let committed = self.committed.borrow().image();
+        let mut assignment = self.assignment.borrow_mut();
+        // Anything committed since the last publication is placed first, as publish would.
+        assignment.reconcile(&committed, self.node_id);
+        assignment.set(topic_id, partition, shard)?;
+        assignment.save(&ctx.config.data_dir).map_err(|e| e.to_string())?;
+        let previous = self.previous.borrow().clone();
+        let previous = previous.as_ref().map(|(c, n)| (c.as_ref(), n.as_ref()));
+        let mut image = node_image_since(&committed, self.node_id, leader, &assignment, previous);
+        self.image_version.set(self.image_version.get() + 1);
+        image.version = self.image_version.get();
+        let image = Arc::new(image);
+        *self.previous.borrow_mut() = Some((committed.clone(), image.clone()));
+        self.last_published.set(Some((committed.version, leader)));
+        Ok(image)
+    }
+
     /// Waits (bounded) until this node's shards hold an image covering `index`.
     async fn wait_published(&self, ctx: &Rc<ShardCtx>, index: u64, limit: Duration) {
         let deadline = Instant::now() + limit;

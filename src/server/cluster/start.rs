@@ -74,6 +74,7 @@ pub async fn start(ctx: Rc<ShardCtx>) -> anyhow::Result<()> {
     ctx.spawn_background(publish_loop(node.clone(), ctx.clone()));
     // Every node: the cluster and leadership gauges; rebalancing on the active controller.
     ctx.spawn_background(super::election::rebalance_loop(node.clone(), ctx.clone()));
+    ctx.spawn_background(crate::server::shard_balance::run(ctx.clone()));
     if node.controller_role {
         ctx.spawn_background(lifecycle::expiry_loop(node.clone(), ctx.clone()));
     }
