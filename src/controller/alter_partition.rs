@@ -110,9 +110,13 @@ impl ControllerState {
         }
         let mut record = record_of(t, p);
         record.isr = req.new_isr.clone();
-        self.propose(vec![MetadataRecord::Partition(record)])
-            .map_err(|e| AlterPartitionError::InvalidRequest(e.to_string()))?;
-        Ok(req.new_isr.clone())
+        // An ISR expansion may finish a reassignment (`controller::reassign`): same frame.
+        let done = self.complete_reassignment_if_done(p, &mut record);
+        let isr = record.isr.clone();
+        let mut records = vec![MetadataRecord::Partition(record)];
+        records.extend(done);
+        self.propose(records).map_err(|e| AlterPartitionError::InvalidRequest(e.to_string()))?;
+        Ok(isr)
     }
 }
 
