@@ -66,6 +66,9 @@ pub enum ReassignError {
     InvalidReplicaAssignment(String),
     #[error("{0}")]
     NoReassignmentInProgress(String),
+    /// The target changes the replica count while the request forbids it (KIP-860).
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
     /// A validated change failed to apply to the working state: a bug.
     #[error("{0}")]
     Internal(String),
@@ -79,6 +82,7 @@ impl ReassignError {
             ReassignError::UnknownTopicOrPartition(_) => 3,
             ReassignError::InvalidReplicaAssignment(_) => 39,
             ReassignError::NoReassignmentInProgress(_) => 85,
+            ReassignError::InvalidReplicationFactor(_) => 38,
             ReassignError::Internal(_) => -1,
         }
     }
@@ -92,6 +96,19 @@ impl ControllerState {
         topic: &str,
         partition: i32,
         target: Option<&[NodeId]>,
+    ) -> Result<(), ReassignError> {
+        self.alter_partition_reassignment_with(topic, partition, target, true)
+    }
+
+    /// As [`ControllerState::alter_partition_reassignment`]; with `allow_rf_change` false
+    /// (AlterPartitionReassignments v1, KIP-860) a target whose size differs from the
+    /// partition's replica count (AR minus removing) is INVALID_REPLICATION_FACTOR.
+    pub fn alter_partition_reassignment_with(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        target: Option<&[NodeId]>,
+        allow_rf_change: bool,
     ) -> Result<(), ReassignError> {
         let unknown = || {
             ReassignError::UnknownTopicOrPartition(
@@ -124,6 +141,14 @@ impl ControllerState {
             }
             Some(target) => {
                 self.validate_target(target)?;
+                let removing = ongoing.as_ref().map_or(0, |r| r.removing.len());
+                let current_rf = p.replicas.len().saturating_sub(removing);
+                if !allow_rf_change && target.len() != current_rf {
+                    return Err(ReassignError::InvalidReplicationFactor(format!(
+                        "The replication factor is changed from {current_rf} to {}",
+                        target.len()
+                    )));
+                }
                 let current = &p.replicas;
                 let removing: Vec<NodeId> =
                     current.iter().copied().filter(|n| !target.contains(n)).collect();

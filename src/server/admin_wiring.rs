@@ -8,6 +8,9 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, DeleteTopicsRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
 };
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::admin::{self, Mutation};
@@ -26,6 +29,8 @@ pub const CONTROLLER_APIS: &[ApiKey] = &[
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
     ApiKey::AlterClientQuotas,
+    ApiKey::AlterPartitionReassignments,
+    ApiKey::ListPartitionReassignments,
 ];
 
 pub(super) fn run(
@@ -63,6 +68,16 @@ pub(super) fn run(
         ApiKey::AlterClientQuotas => {
             mutate::<AlterClientQuotasRequest, _>(c, api, version, frame, |c, r| {
                 admin::alter_client_quotas::handle(c, r, version)
+            })
+        }
+        ApiKey::AlterPartitionReassignments => {
+            mutate::<AlterPartitionReassignmentsRequest, _>(c, api, version, frame, |c, r| {
+                admin::alter_partition_reassignments::handle(c, r, version)
+            })
+        }
+        ApiKey::ListPartitionReassignments => {
+            mutate::<ListPartitionReassignmentsRequest, _>(c, api, version, frame, |c, r| {
+                admin::list_partition_reassignments::handle(c, r, version)
             })
         }
         other => Err(format!("{other:?} is not a controller API")),

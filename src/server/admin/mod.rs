@@ -13,6 +13,7 @@
 
 pub mod alter_client_quotas;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
@@ -23,6 +24,7 @@ pub mod describe_quorum;
 pub mod describe_user_scram_credentials;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod unavailable;
 
