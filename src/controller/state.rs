@@ -422,6 +422,7 @@ impl ControllerState {
         image.topic_ids = self.topic_ids.clone();
         image.client_quotas = Arc::clone(&self.client_quotas);
         image.brokers = Arc::clone(&self.brokers);
+        image.reassignments = Arc::new(self.reassignments.clone());
         self.image = Arc::new(image);
     }
 }

@@ -25,6 +25,7 @@ pub mod hooks;
 pub mod http;
 pub mod hub;
 pub mod prom;
+pub mod reassign;
 mod recorder;
 pub mod shard_task;
 pub mod snapshot;

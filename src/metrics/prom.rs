@@ -60,6 +60,7 @@ impl Collector for MergedCollector {
         encode_storage(&mut enc, m)?;
         encode_shards(&mut enc, &m.shards)?;
         super::cluster::encode(&mut enc)?;
+        super::reassign::encode(&mut enc)?;
         encode_lag(&mut enc, m)
     }
 }

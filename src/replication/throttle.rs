@@ -153,6 +153,8 @@ struct ShardThrottle {
     leader_throttled: BTreeMap<TopicPartition, Vec<NodeId>>,
     /// Partitions this shard follows, throttled and out of the ISR.
     follower_throttled: BTreeSet<TopicPartition>,
+    /// Partitions this shard hosts as an adding replica of a reassignment (bytes moved).
+    adding: BTreeSet<TopicPartition>,
 }
 
 thread_local! {
@@ -174,6 +176,17 @@ pub fn install_image(image: &MetadataImage, shard: ShardId) {
     };
     let mut leader_throttled = BTreeMap::new();
     let mut follower_throttled = BTreeSet::new();
+    let mut adding = BTreeSet::new();
+    for ((topic_id, partition), r) in image.reassignments.iter() {
+        let Some(t) = image.topic_by_id(topic_id) else { continue };
+        let mine = t.partitions.get(usize::try_from(*partition).unwrap_or(usize::MAX));
+        if r.adding.contains(&me) && mine.is_some_and(|p| p.owner_shard == shard) {
+            adding.insert(TopicPartition::new(t.name.clone(), *partition));
+        }
+    }
+    if shard == ShardId(0) {
+        crate::metrics::reassign::set_in_progress(image.reassignments.len());
+    }
     for t in image.topics.values() {
         let has_any = t.configs.contains_key(LEADER_REPLICAS) || t.configs.contains_key(FOLLOWER_REPLICAS);
         if !has_any {
@@ -197,6 +210,7 @@ pub fn install_image(image: &MetadataImage, shard: ShardId) {
         s.follower.set_bound(bound(FOLLOWER_RATE));
         s.leader_throttled = leader_throttled;
         s.follower_throttled = follower_throttled;
+        s.adding = adding;
     });
 }
 
@@ -209,12 +223,17 @@ pub fn follower_skips(tp: &TopicPartition) -> bool {
     })
 }
 
-/// Follower side: counts bytes appended for `tp` if it is throttled.
+/// Follower side: counts bytes appended for `tp` if it is throttled, and as bytes moved if
+/// this broker is one of its adding replicas.
 pub fn follower_appended(tp: &TopicPartition, bytes: usize) {
     SHARD.with(|s| {
         let mut s = s.borrow_mut();
         if s.follower_throttled.contains(tp) {
             s.follower.record(now_ms(), bytes as u64);
+            crate::metrics::reassign::add_throttled(false, bytes as u64);
+        }
+        if s.adding.contains(tp) {
+            crate::metrics::reassign::add_bytes_moved(bytes as u64);
         }
     });
 }
@@ -236,6 +255,7 @@ pub fn leader_sent(tp: &TopicPartition, replica: NodeId, bytes: usize) {
         let mut s = s.borrow_mut();
         if s.leader_throttled.get(tp).is_some_and(|isr| !isr.contains(&replica)) {
             s.leader.record(now_ms(), bytes as u64);
+            crate::metrics::reassign::add_throttled(true, bytes as u64);
         }
     });
 }
