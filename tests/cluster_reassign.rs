@@ -55,11 +55,8 @@ fn tool(libs: &Path, class: &str, args: &[&str]) -> (bool, String) {
         .args(args)
         .output()
         .expect("run java");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success(), text)
 }
 
@@ -90,7 +87,8 @@ fn list(w: &mut Wire, partitions: Option<Vec<i32>>) -> ListPartitionReassignment
             .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
             .with_partition_indexes(ps)]
     });
-    let req = ListPartitionReassignmentsRequest::default().with_timeout_ms(5_000).with_topics(topics);
+    let req =
+        ListPartitionReassignmentsRequest::default().with_timeout_ms(5_000).with_topics(topics);
     w.call(ApiKey::ListPartitionReassignments, 0, &req)
 }
 
@@ -121,14 +119,23 @@ fn reassign_with_kafka_tool_under_load_then_cancel() {
     let mut c = Cluster::start(3, base);
     let four = c.add_node(4, base + 400, &["--process-roles", "broker"]);
     c.start_node(four);
-    c.wait_for(LIMIT, "four brokers registered", |w| (metadata(w).brokers.len() == 4).then_some(()));
+    c.wait_for(LIMIT, "four brokers registered", |w| {
+        (metadata(w).brokers.len() == 4).then_some(())
+    });
     let bs = c.bootstrap();
     let (ok, out) = tool(
         &libs,
         "org.apache.kafka.tools.TopicCommand",
         &[
-            "--bootstrap-server", &bs, "--create", "--topic", TOPIC,
-            "--replica-assignment", "1:2:3,1:2:3", "--config", "min.insync.replicas=2",
+            "--bootstrap-server",
+            &bs,
+            "--create",
+            "--topic",
+            TOPIC,
+            "--replica-assignment",
+            "1:2:3,1:2:3",
+            "--config",
+            "min.insync.replicas=2",
         ],
     );
     assert!(ok, "create: {out}");
@@ -139,13 +146,27 @@ fn reassign_with_kafka_tool_under_load_then_cancel() {
     });
 
     // --generate proposes a plan over brokers 2,3,4 (printed, not applied).
-    let topics_json = write(work.path(), "topics.json", &format!(r#"{{"version":1,"topics":[{{"topic":"{TOPIC}"}}]}}"#));
-    let (ok, out) = reassign(&libs, &bs, &["--generate", "--topics-to-move-json-file", &topics_json, "--broker-list", "2,3,4"]);
+    let topics_json = write(
+        work.path(),
+        "topics.json",
+        &format!(r#"{{"version":1,"topics":[{{"topic":"{TOPIC}"}}]}}"#),
+    );
+    let (ok, out) = reassign(
+        &libs,
+        &bs,
+        &["--generate", "--topics-to-move-json-file", &topics_json, "--broker-list", "2,3,4"],
+    );
     assert!(ok && out.contains("Proposed partition reassignment configuration"), "generate: {out}");
 
     // Cancel: broker 4 down, partition 1 to {1,2,4} stays in progress.
     c.kill(four);
-    let p1 = write(work.path(), "p1.json", &format!(r#"{{"version":1,"partitions":[{{"topic":"{TOPIC}","partition":1,"replicas":[1,2,4]}}]}}"#));
+    let p1 = write(
+        work.path(),
+        "p1.json",
+        &format!(
+            r#"{{"version":1,"partitions":[{{"topic":"{TOPIC}","partition":1,"replicas":[1,2,4]}}]}}"#
+        ),
+    );
     let bs3 = c.bootstrap();
     // The tool's --execute refuses a broker DescribeCluster does not list (a fenced one):
     // start this one with the API itself.
@@ -153,11 +174,12 @@ fn reassign_with_kafka_tool_under_load_then_cancel() {
         let part = ReassignablePartition::default()
             .with_partition_index(1)
             .with_replicas(Some(vec![BrokerId(1), BrokerId(2), BrokerId(4)]));
-        let req = AlterPartitionReassignmentsRequest::default().with_timeout_ms(5_000).with_topics(
-            vec![ReassignableTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-                .with_partitions(vec![part])],
-        );
+        let req =
+            AlterPartitionReassignmentsRequest::default().with_timeout_ms(5_000).with_topics(vec![
+                ReassignableTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+                    .with_partitions(vec![part]),
+            ]);
         let r: AlterPartitionReassignmentsResponse =
             w.call(ApiKey::AlterPartitionReassignments, 0, &req);
         (r.error_code == 0).then_some(r)
@@ -212,7 +234,9 @@ fn reassign_with_kafka_tool_under_load_then_cancel() {
                     let end = rest.find([',', '}'])?;
                     Some(rest[..end].trim_matches('"').to_string())
                 };
-                if let (Some(p), Some(o), Some(v)) = (field("partition"), field("offset"), field("value")) {
+                if let (Some(p), Some(o), Some(v)) =
+                    (field("partition"), field("offset"), field("value"))
+                {
                     if let (Ok(p), Ok(o)) = (p.parse(), o.parse()) {
                         acked.lock().unwrap().insert((p, o), v);
                     }
@@ -225,9 +249,19 @@ fn reassign_with_kafka_tool_under_load_then_cancel() {
         assert!(Instant::now() < deadline, "producer acked too little before the move");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let p0 = write(work.path(), "p0.json", &format!(r#"{{"version":1,"partitions":[{{"topic":"{TOPIC}","partition":0,"replicas":[2,3,4]}}]}}"#));
+    let p0 = write(
+        work.path(),
+        "p0.json",
+        &format!(
+            r#"{{"version":1,"partitions":[{{"topic":"{TOPIC}","partition":0,"replicas":[2,3,4]}}]}}"#
+        ),
+    );
     let started = Instant::now();
-    let (ok, out) = reassign(&libs, &bs, &["--execute", "--reassignment-json-file", &p0, "--throttle", "50000000"]);
+    let (ok, out) = reassign(
+        &libs,
+        &bs,
+        &["--execute", "--reassignment-json-file", &p0, "--throttle", "50000000"],
+    );
     assert!(ok, "execute p0: {out}");
     assert!(out.contains("Successfully started"), "execute p0: {out}");
     let mut verifies = 0;
@@ -271,7 +305,8 @@ fn reassign_with_kafka_tool_under_load_then_cancel() {
         assert!(!batches.is_empty(), "no data at {offset} (hw {})", a.high_watermark);
         for (records, next) in batches {
             for r in records {
-                stored.insert(r.offset, String::from_utf8_lossy(&r.value.unwrap_or_default()).into());
+                stored
+                    .insert(r.offset, String::from_utf8_lossy(&r.value.unwrap_or_default()).into());
             }
             offset = next;
         }

@@ -31,6 +31,7 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
     let (mut count, mut committed, mut registrations, mut topics, mut fences, mut superseded) =
         (0, 0, 0, 0, 0, 0);
     let (mut crashes, mut dropped, mut shutdowns, mut deleted, mut timeouts) = (0, 0, 0, 0, 0);
+    let (mut reassign_ops, mut reassign_elections) = (0, 0);
     for seed in seeds {
         match run(&SimConfig::cluster_for_seed(seed)) {
             Ok(o) => {
@@ -44,6 +45,8 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
                 shutdowns += o.cluster.shutdowns;
                 deleted += o.cluster.topics_deleted;
                 timeouts += o.cluster.timeouts;
+                reassign_ops += o.cluster.reassign_ops;
+                reassign_elections += o.cluster.reassign_elections;
                 crashes += o.crashes + o.power_losses + o.disk_faults;
             }
             Err(failure) => panic!("{failure}"),
@@ -53,9 +56,12 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
         "{count} cluster seeds in {:.1?}: {committed} entries committed, {registrations} \
          registrations, {topics} topics created, {deleted} deleted, {timeouts} operations timed out, {fences} brokers fenced, {shutdowns} controlled \
          shutdowns, {dropped} working copies dropped with an operation in flight, {superseded} \
-         superseded, {crashes} crashes/power losses/disk faults",
+         superseded, {crashes} crashes/power losses/disk faults, {reassign_ops} reassignment \
+         requests and ISR expansions accepted, {reassign_elections} elections during a \
+         reassignment",
         started.elapsed()
     );
+    assert!(count < 5 || reassign_ops > 0, "reassignments ran during the simulation");
 }
 
 /// Equal seeds take equal paths. Topic ids are random (`Uuid::new_v4` in the controller),

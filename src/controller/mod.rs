@@ -53,8 +53,8 @@ pub use configs::{BrokerDefaults, TopicConfig};
 pub use delta::{ImageDelta, PartitionRef};
 pub use error::ControllerError;
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
-pub use reassign::{ReassignError, ReassignmentView};
 pub use meta_properties::{random_kafka_uuid, MetaProperties};
+pub use reassign::{ReassignError, ReassignmentView};
 pub use shard_assignment::{
     node_image, node_image_since, stable_shard, ShardAssignment, SHARD_ASSIGNMENT_FILE,
     UNASSIGNED_SHARD,

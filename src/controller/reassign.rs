@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use super::records::{MetadataRecord, PartitionRecord, PartitionReassignmentRecord};
+use super::records::{MetadataRecord, PartitionReassignmentRecord, PartitionRecord};
 use super::state::{record_of, ControllerState};
 use super::{PartitionImage, NO_LEADER};
 use crate::types::{Epoch, NodeId};
@@ -252,6 +252,41 @@ impl ControllerState {
         }))
     }
 
+    /// Checks the reassignment invariants (module docs) and that every ISR lies within its
+    /// replicas; for the simulator and tests.
+    pub fn check_reassignments(&self) -> Result<(), String> {
+        for ((id, partition), r) in &self.reassignments {
+            let p = self
+                .topic_ids
+                .get(id)
+                .and_then(|name| self.topics.get(name))
+                .and_then(|t| t.partitions.get(usize::try_from(*partition).ok()?))
+                .ok_or_else(|| format!("reassignment of a missing partition {id}-{partition}"))?;
+            let within = |v: &[NodeId]| v.iter().all(|n| p.replicas.contains(n));
+            if (r.adding.is_empty() && r.removing.is_empty())
+                || !within(&r.adding)
+                || !within(&r.removing)
+                || r.adding.iter().any(|n| r.removing.contains(n))
+            {
+                return Err(format!(
+                    "{id}-{partition}: reassignment {r:?} does not fit replicas {:?}",
+                    p.replicas
+                ));
+            }
+        }
+        for t in self.topics.values() {
+            for p in &t.partitions {
+                if !p.isr.iter().all(|n| p.replicas.contains(n)) {
+                    return Err(format!(
+                        "{}-{}: ISR {:?} outside replicas {:?}",
+                        t.name, p.index, p.isr, p.replicas
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The reassignment records of one topic, for a snapshot (after its partition records).
     pub(super) fn reassignment_records(&self, topic_id: Uuid) -> Vec<MetadataRecord> {
         self.reassignments
@@ -297,7 +332,9 @@ impl ControllerState {
     fn validate_target(&self, target: &[NodeId]) -> Result<(), ReassignError> {
         let bad = ReassignError::InvalidReplicaAssignment;
         if target.is_empty() {
-            return Err(bad("The manual partition assignment includes an empty replica list.".into()));
+            return Err(bad(
+                "The manual partition assignment includes an empty replica list.".into()
+            ));
         }
         for (i, n) in target.iter().enumerate() {
             if target[..i].contains(n) {
@@ -378,10 +415,8 @@ mod tests {
             let epoch = st.register_broker(&req, 0).unwrap();
             st.unfence_broker(NodeId(n), epoch).unwrap();
         }
-        let topic = NewTopic {
-            assignments: vec![(0, replicas.to_vec())],
-            ..NewTopic::with_defaults("t")
-        };
+        let topic =
+            NewTopic { assignments: vec![(0, replicas.to_vec())], ..NewTopic::with_defaults("t") };
         for r in st.create_topics(&[topic], false) {
             r.unwrap();
         }
@@ -426,9 +461,13 @@ mod tests {
         let before = part(&st);
         assert_eq!(before.leader, NodeId(1));
         st.alter_partition_reassignment("t", 0, Some(&ids(&[2, 3, 4]))).unwrap();
+        st.check_reassignments().unwrap();
         let p = part(&st);
         assert_eq!(p.replicas, ids(&[2, 3, 4, 1]), "AR = target ++ removing");
-        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (NodeId(1), before.leader_epoch, before.isr));
+        assert_eq!(
+            (p.leader, p.leader_epoch, p.isr.clone()),
+            (NodeId(1), before.leader_epoch, before.isr)
+        );
         let listed = st.list_partition_reassignments(None);
         assert_eq!(listed.len(), 1);
         assert_eq!((listed[0].adding.clone(), listed[0].removing.clone()), (ids(&[4]), ids(&[1])));
@@ -436,7 +475,9 @@ mod tests {
         // A failover: the committed copy and a snapshot of it know the reassignment too.
         drain(&mut st, &mut committed, &mut index);
         assert_eq!(committed.snapshot()[9..], st.snapshot()[9..], "replay = working copy");
-        let mut restored = ControllerState::new("cluster".into(), NodeId(2), 2, BrokerDefaults::default()).unwrap();
+        let mut restored =
+            ControllerState::new("cluster".into(), NodeId(2), 2, BrokerDefaults::default())
+                .unwrap();
         restored.restore_snapshot(index, &committed.snapshot()).unwrap();
         assert_eq!(restored.list_partition_reassignments(None), listed);
         // Node 4 catches up and joins the ISR: the reassignment completes in the same change.
@@ -445,7 +486,11 @@ mod tests {
         assert_eq!(p.replicas, ids(&[2, 3, 4]));
         assert_eq!(p.isr, isr);
         assert!(!p.isr.contains(&NodeId(1)));
-        assert_eq!(p.leader, NodeId(2), "the removed leader hands over to the first target replica");
+        assert_eq!(
+            p.leader,
+            NodeId(2),
+            "the removed leader hands over to the first target replica"
+        );
         assert!(p.leader_epoch > before.leader_epoch);
         assert!(st.list_partition_reassignments(None).is_empty());
         drain(&mut st, &mut committed, &mut index);

@@ -188,7 +188,8 @@ pub fn install_image(image: &MetadataImage, shard: ShardId) {
         crate::metrics::reassign::set_in_progress(image.reassignments.len());
     }
     for t in image.topics.values() {
-        let has_any = t.configs.contains_key(LEADER_REPLICAS) || t.configs.contains_key(FOLLOWER_REPLICAS);
+        let has_any =
+            t.configs.contains_key(LEADER_REPLICAS) || t.configs.contains_key(FOLLOWER_REPLICAS);
         if !has_any {
             continue;
         }

@@ -24,6 +24,8 @@
 //! told); a heartbeat unfences a broker only once its offset covers its registration entry;
 //! a working copy whose proposals are all applied equals the committed state.
 
+mod reassign;
+
 use std::collections::{BTreeMap, VecDeque};
 
 use rand::rngs::StdRng;
@@ -88,11 +90,28 @@ pub enum Body {
     CreateTopic(NewTopic),
     DeleteTopic(String),
     Registered(BrokerEpoch),
-    HeartbeatReply { is_fenced: bool, should_shutdown: bool },
+    HeartbeatReply {
+        is_fenced: bool,
+        should_shutdown: bool,
+    },
     Created,
     Deleted,
-    Failed { stale_epoch: bool, exists: bool, reason: String },
+    Failed {
+        stale_epoch: bool,
+        exists: bool,
+        reason: String,
+    },
     NotLeader(Option<u64>),
+    /// Start/replace (`Some`) or cancel (`None`) a reassignment ([`reassign`]).
+    Reassign {
+        topic: String,
+        partition: i32,
+        target: Option<Vec<NodeId>>,
+    },
+    /// An ISR expansion as a partition leader would send it ([`reassign`]).
+    ExpandIsr(crate::controller::AlterPartitionRequest),
+    /// A reassignment request or ISR expansion accepted.
+    Done,
 }
 
 /// The active controller of one node for one term (`server::cluster::Active`).
@@ -145,6 +164,10 @@ pub struct ClusterStats {
     pub dropped_in_flight: u64,
     /// Controlled shutdowns (shutdown heartbeat, then the process exits).
     pub shutdowns: u64,
+    /// Reassignment requests and ISR expansions accepted ([`reassign`]).
+    pub reassign_ops: u64,
+    /// Leader changes (elections) of partitions while under reassignment.
+    pub reassign_elections: u64,
 }
 
 /// The cluster layer; see the module docs.
@@ -253,6 +276,9 @@ impl Cluster {
         }
         if clients && rng.gen_range(0..100) < 8 {
             self.client_create(nodes, net, rng, now, None);
+        }
+        if clients && rng.gen_range(0..100) < 6 {
+            self.client_reassign(nodes, net, rng, now);
         }
         Ok(())
     }
@@ -621,7 +647,9 @@ impl Cluster {
             Body::Register(_)
             | Body::Heartbeat(_)
             | Body::CreateTopic(_)
-            | Body::DeleteTopic(_) => self.serve(i, rpc, nodes, net, rng, now),
+            | Body::DeleteTopic(_)
+            | Body::Reassign { .. }
+            | Body::ExpandIsr(_) => self.serve(i, rpc, nodes, net, rng, now),
             _ => self.answer(i, rpc, nodes, net, rng, now),
         }
     }
@@ -751,6 +779,10 @@ impl Cluster {
                 };
                 (body, a.working.take_proposals(), Vec::new())
             }
+            Body::Reassign { .. } | Body::ExpandIsr(_) => {
+                let body = reassign::run(&mut a.working, &req.body);
+                (body, a.working.take_proposals(), Vec::new())
+            }
             _ => return Ok(()),
         };
         frames.extend(extra);
@@ -778,6 +810,7 @@ impl Cluster {
                     self.calm_created |= calm;
                 }
                 Body::Deleted => self.stats.topics_deleted += 1,
+                Body::Done => self.stats.reassign_ops += 1,
                 Body::Failed { exists: true, .. } => self.calm_created |= calm,
                 Body::NotLeader(Some(l)) if call.hops > 0 => {
                     // Retried at once towards the named leader.

@@ -42,6 +42,10 @@ pub struct ClusterCheck {
     compared: BTreeMap<u64, u64>,
     /// Times a registered broker went from unfenced to fenced in the committed log.
     pub fences: u64,
+    /// Leader of each partition under reassignment in the last state checked.
+    reassigning_leaders: BTreeMap<(Uuid, i32), NodeId>,
+    /// Leader changes of partitions that stayed under reassignment (elections during one).
+    pub reassign_elections: u64,
 }
 
 impl ClusterCheck {
@@ -57,6 +61,8 @@ impl ClusterCheck {
             registered_at: BTreeMap::new(),
             compared: BTreeMap::new(),
             fences: 0,
+            reassigning_leaders: BTreeMap::new(),
+            reassign_elections: 0,
         }
     }
 
@@ -160,7 +166,20 @@ impl ClusterCheck {
             // Before any registration the single-node fallback places on the controller.
             return Ok(());
         }
+        state.check_reassignments().map_err(|e| format!("entry {index}: {e}"))?;
         let image = state.image();
+        let mut leaders = BTreeMap::new();
+        for key in image.reassignments.keys() {
+            let Some(t) = image.topic_by_id(&key.0) else { continue };
+            let Some(p) = t.partitions.get(usize::try_from(key.1).unwrap_or(usize::MAX)) else {
+                continue;
+            };
+            if self.reassigning_leaders.get(key).is_some_and(|l| *l != p.leader) {
+                self.reassign_elections += 1;
+            }
+            leaders.insert(*key, p.leader);
+        }
+        self.reassigning_leaders = leaders;
         for t in image.topics.values() {
             for p in &t.partitions {
                 if p.leader == NO_LEADER {

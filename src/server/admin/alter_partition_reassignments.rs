@@ -8,7 +8,9 @@
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
 };
-use kafka_protocol::messages::{AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse};
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+};
 
 use super::{sb, Mutation};
 use crate::controller::ControllerState;
@@ -55,7 +57,9 @@ pub fn handle(
                     }
                 })
                 .collect();
-            ReassignableTopicResponse::default().with_name(t.name.clone()).with_partitions(partitions)
+            ReassignableTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
         })
         .collect();
     let response = AlterPartitionReassignmentsResponse::default()
