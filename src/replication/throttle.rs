@@ -35,7 +35,7 @@ const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
 const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
 
 /// A byte rate measured over a sliding window of samples, with an upper bound.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ReplicationQuota {
     /// Bytes/s; `None`: unlimited.
     bound: Option<f64>,
@@ -43,12 +43,6 @@ pub struct ReplicationQuota {
     samples: VecDeque<(u64, u64)>,
     /// Bytes ever recorded (a metric).
     total_bytes: u64,
-}
-
-impl Default for ReplicationQuota {
-    fn default() -> Self {
-        ReplicationQuota { bound: None, samples: VecDeque::new(), total_bytes: 0 }
-    }
 }
 
 impl ReplicationQuota {
