@@ -3,7 +3,8 @@
 //! it fully implements declared as `VERSIONS` (the server builds ApiVersions from them).
 //!
 //! Mutating handlers (CreateTopics, DeleteTopics, CreatePartitions, InitProducerId,
-//! AlterConfigs, IncrementalAlterConfigs, AlterClientQuotas) run on
+//! AlterConfigs, IncrementalAlterConfigs, AlterClientQuotas, AlterPartitionReassignments, and
+//! ListPartitionReassignments, which Kafka also answers on the controller) run on
 //! the controller shard with `&mut Controller` and return a [`Mutation`]: the response and
 //! whether the image changed, so the server publishes the new image to every shard before
 //! answering. Read-only handlers (Metadata, DescribeConfigs, DescribeCluster,
