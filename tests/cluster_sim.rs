@@ -32,6 +32,7 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
         (0, 0, 0, 0, 0, 0);
     let (mut crashes, mut dropped, mut shutdowns, mut deleted, mut timeouts) = (0, 0, 0, 0, 0);
     let (mut elections, mut rebalanced, mut deaths, mut expansions) = (0, 0, 0, 0);
+    let (mut reassign_ops, mut reassign_elections) = (0, 0);
     for seed in seeds {
         match run(&SimConfig::cluster_for_seed(seed)) {
             Ok(o) => {
@@ -49,6 +50,8 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
                 rebalanced += o.cluster.rebalance_moves;
                 deaths += o.cluster.shutdown_deaths;
                 expansions += o.cluster.isr_expansions;
+                reassign_ops += o.cluster.reassign_ops;
+                reassign_elections += o.cluster.reassign_elections;
                 crashes += o.crashes + o.power_losses + o.disk_faults;
             }
             Err(failure) => panic!("{failure}"),
@@ -60,9 +63,12 @@ fn cluster_simulation_holds_its_invariants_over_many_seeds() {
          shutdowns, {dropped} working copies dropped with an operation in flight, {superseded} \
          superseded, {crashes} crashes/power losses/disk faults, {elections} ElectLeaders \
          answered, {rebalanced} leaders moved by the automatic rebalance, {deaths} brokers dead \
-         during their controlled shutdown, {expansions} ISR expansions",
+         during their controlled shutdown, {expansions} ISR expansions, {reassign_ops} reassignment \
+         requests and ISR expansions accepted, {reassign_elections} elections during a \
+         reassignment",
         started.elapsed()
     );
+    assert!(count < 5 || reassign_ops > 0, "reassignments ran during the simulation");
 }
 
 /// Equal seeds take equal paths. Topic ids are random (`Uuid::new_v4` in the controller),

@@ -113,9 +113,13 @@ impl ControllerState {
         let Some(record) = super::elr::change(t, p, req.new_isr.clone(), live) else {
             return Ok(p.isr.clone());
         };
+        let mut record = record;
+        // An ISR expansion may finish a reassignment (`controller::reassign`): same frame.
+        let done = self.complete_reassignment_if_done(p, &mut record);
         let isr = record.isr.clone();
-        self.propose(vec![MetadataRecord::Partition(record)])
-            .map_err(|e| AlterPartitionError::InvalidRequest(e.to_string()))?;
+        let mut records = vec![MetadataRecord::Partition(record)];
+        records.extend(done);
+        self.propose(records).map_err(|e| AlterPartitionError::InvalidRequest(e.to_string()))?;
         Ok(isr)
     }
 }

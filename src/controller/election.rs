@@ -147,6 +147,7 @@ impl ControllerState {
             }
         }
         r.leader_epoch = Epoch(p.leader_epoch.0.saturating_add(1));
+        super::elr::settle(t, &mut r);
         Ok(MetadataRecord::Partition(r))
     }
 

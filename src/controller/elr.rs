@@ -61,7 +61,26 @@ pub(super) fn change(
     record.isr = isr;
     record.elr = elr;
     record.last_known_elr = last_known_elr;
-    Some(record)
+    // An ELR member elected is the whole ISR: at the minimum (min ISR 1) the lists empty.
+    settle(t, &mut record);
+    (record != record_of(t, p)).then_some(record)
+}
+
+/// Brings `record`'s ELR and last known ELR in line with an ISR or replica set a caller
+/// changed directly (an unclean election, a reassignment's completion or cancellation):
+/// at or above `min.insync.replicas` both are empty; below it, ISR members and replicas no
+/// longer assigned leave them.
+pub(super) fn settle(t: &TopicImage, record: &mut PartitionRecord) {
+    let min_isr = usize::try_from(t.config.min_insync_replicas).unwrap_or(1);
+    if record.isr.len() >= min_isr {
+        record.elr.clear();
+        record.last_known_elr.clear();
+        return;
+    }
+    let (isr, replicas) = (record.isr.clone(), record.replicas.clone());
+    let keep = |n: &NodeId| !isr.contains(n) && replicas.contains(n);
+    record.elr.retain(keep);
+    record.last_known_elr.retain(keep);
 }
 
 /// Kafka's `maybePopulateTargetElr`: (ISR, ELR, last known ELR) for `target_isr`.

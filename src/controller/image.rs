@@ -84,6 +84,9 @@ pub struct MetadataImage {
     pub client_quotas: Arc<crate::quota::ClientQuotaConfigs>,
     /// Registered brokers by node id (empty until brokers register: a single node).
     pub brokers: Arc<BTreeMap<NodeId, BrokerImage>>,
+    /// Partition reassignments in progress by (topic id, partition): adding and removing
+    /// replicas (`controller::reassign`).
+    pub reassignments: Arc<BTreeMap<(Uuid, i32), super::reassign::Reassignment>>,
 }
 
 impl MetadataImage {
@@ -101,6 +104,7 @@ impl MetadataImage {
             broker_defaults: Arc::clone(defaults),
             client_quotas: Arc::default(),
             brokers: Arc::default(),
+            reassignments: Arc::default(),
         }
     }
 

@@ -33,6 +33,7 @@ mod image;
 pub mod log;
 mod meta_properties;
 mod placement;
+pub mod reassign;
 pub mod records;
 pub mod shard_assignment;
 pub mod state;
@@ -56,6 +57,7 @@ pub use delta::{ImageDelta, PartitionRef};
 pub use error::ControllerError;
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{random_kafka_uuid, MetaProperties};
+pub use reassign::{ReassignError, ReassignmentView};
 pub use shard_assignment::{
     node_image, node_image_since, stable_shard, ShardAssignment, SHARD_ASSIGNMENT_FILE,
     UNASSIGNED_SHARD,

@@ -52,6 +52,21 @@ pub enum MetadataRecord {
     UnfenceBroker(BrokerEpochRecord),
     /// The broker with this epoch left the cluster (`UnregisterBrokerRecord`).
     UnregisterBroker(BrokerEpochRecord),
+    /// A partition's ongoing reassignment (Kafka's `addingReplicas`/`removingReplicas` of
+    /// `PartitionRecord`/`PartitionChangeRecord`); both lists empty: none. Always follows the
+    /// partition's `Partition` record in the same frame.
+    PartitionReassignment(PartitionReassignmentRecord),
+}
+
+/// The adding and removing replicas of one partition. Kept as its own record type (rather
+/// than a new `PartitionRecord` version) so older readers of partition records stay valid.
+/// Layout: `[topic uuid][partition i32][adding nodes][removing nodes]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionReassignmentRecord {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub adding: Vec<NodeId>,
+    pub removing: Vec<NodeId>,
 }
 
 /// One listener of a broker, as BrokerRegistration sends it.
@@ -144,6 +159,8 @@ const TYPE_REGISTER_BROKER: u8 = 8;
 const TYPE_FENCE_BROKER: u8 = 9;
 const TYPE_UNFENCE_BROKER: u8 = 10;
 const TYPE_UNREGISTER_BROKER: u8 = 11;
+/// Numbered apart from the others so concurrent additions of record types do not collide.
+const TYPE_PARTITION_REASSIGNMENT: u8 = 20;
 /// The `node` field of a cluster-default broker config (Kafka's empty resource name).
 const NODE_CLUSTER_DEFAULT: i32 = -1;
 const VERSION_0: u8 = 0;
@@ -250,6 +267,13 @@ impl MetadataRecord {
             MetadataRecord::UnregisterBroker(b) => {
                 put_broker_epoch(&mut p, b, TYPE_UNREGISTER_BROKER)
             }
+            MetadataRecord::PartitionReassignment(r) => {
+                p.extend_from_slice(r.topic_id.as_bytes());
+                p.extend_from_slice(&r.partition.to_be_bytes());
+                put_nodes(&mut p, &r.adding);
+                put_nodes(&mut p, &r.removing);
+                TYPE_PARTITION_REASSIGNMENT
+            }
         };
         out.push(kind);
         out.push(match self {
@@ -318,6 +342,14 @@ impl MetadataRecord {
             TYPE_FENCE_BROKER => MetadataRecord::FenceBroker(p.broker_epoch()?),
             TYPE_UNFENCE_BROKER => MetadataRecord::UnfenceBroker(p.broker_epoch()?),
             TYPE_UNREGISTER_BROKER => MetadataRecord::UnregisterBroker(p.broker_epoch()?),
+            TYPE_PARTITION_REASSIGNMENT => {
+                MetadataRecord::PartitionReassignment(PartitionReassignmentRecord {
+                    topic_id: p.uuid()?,
+                    partition: p.i32()?,
+                    adding: p.nodes()?,
+                    removing: p.nodes()?,
+                })
+            }
             other => return Err(DecodeError::UnknownType(other)),
         };
         if p.pos != payload.len() {
@@ -545,6 +577,12 @@ mod tests {
                 entity: vec![EntityPart { kind: "client-id".into(), name: None }],
                 key: "consumer_byte_rate".into(),
                 value: None,
+            }),
+            MetadataRecord::PartitionReassignment(PartitionReassignmentRecord {
+                topic_id: id,
+                partition: 2,
+                adding: vec![NodeId(4)],
+                removing: vec![NodeId(1)],
             }),
         ]
     }

@@ -65,6 +65,8 @@ pub struct ControllerState {
     pub(super) producer_id_block_end: i64,
     pub(super) brokers: Arc<BTreeMap<NodeId, BrokerImage>>,
     pub(super) next_broker_epoch: i64,
+    /// Ongoing partition reassignments (`controller::reassign`).
+    pub(super) reassignments: super::reassign::Reassignments,
     last_applied: u64,
     // Leader-local.
     /// Next producer id to hand out; a new active controller skips to the block end.
@@ -99,6 +101,7 @@ impl ControllerState {
             producer_id_block_end: 0,
             brokers: Arc::default(),
             next_broker_epoch: 1,
+            reassignments: BTreeMap::new(),
             last_applied: 0,
             next_producer_id: 0,
             pending: Vec::new(),
@@ -235,6 +238,7 @@ impl ControllerState {
                 internal: t.internal,
             })];
             records.extend(t.partitions.iter().map(|p| MetadataRecord::Partition(record_of(t, p))));
+            records.extend(self.reassignment_records(t.topic_id));
             records.extend(t.configs.iter().map(|(name, value)| {
                 MetadataRecord::Config(ConfigRecord {
                     topic_id: t.topic_id,
@@ -385,6 +389,7 @@ impl ControllerState {
                     .remove(&topic_id)
                     .ok_or_else(|| format!("removal of unknown topic id {topic_id}"))?;
                 self.topics.remove(&name);
+                self.reassignments.retain(|(id, _), _| *id != topic_id);
             }
             MetadataRecord::ProducerIdsBlock { block_end } => {
                 if block_end < self.producer_id_block_end {
@@ -398,6 +403,7 @@ impl ControllerState {
             MetadataRecord::FenceBroker(b) => self.apply_fence(b, true)?,
             MetadataRecord::UnfenceBroker(b) => self.apply_fence(b, false)?,
             MetadataRecord::UnregisterBroker(b) => self.apply_unregister(b)?,
+            MetadataRecord::PartitionReassignment(r) => self.apply_reassignment(r)?,
         }
         Ok(())
     }
@@ -418,6 +424,7 @@ impl ControllerState {
         image.topic_ids = self.topic_ids.clone();
         image.client_quotas = Arc::clone(&self.client_quotas);
         image.brokers = Arc::clone(&self.brokers);
+        image.reassignments = Arc::new(self.reassignments.clone());
         self.image = Arc::new(image);
     }
 }

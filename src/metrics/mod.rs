@@ -26,6 +26,7 @@ pub mod http;
 pub mod hub;
 pub mod leadership;
 pub mod prom;
+pub mod reassign;
 mod recorder;
 pub mod replication;
 pub mod shard_task;

@@ -62,6 +62,7 @@ impl Collector for MergedCollector {
         super::cluster::encode(&mut enc)?;
         super::leadership::encode(&mut enc)?;
         super::replication::encode(&mut enc)?;
+        super::reassign::encode(&mut enc)?;
         encode_lag(&mut enc, m)
     }
 }

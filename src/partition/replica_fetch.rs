@@ -108,7 +108,12 @@ pub async fn serve_replica_fetch<F: FileSystem>(
         });
     }
     let log_end = log.log_end_offset();
-    let records = log.read(req.fetch_offset, req.max_bytes, log_end).await?;
+    // max_bytes 0: a throttled fetch (`replication::throttle`), answered without records.
+    let records = if req.max_bytes == 0 {
+        Bytes::new()
+    } else {
+        log.read(req.fetch_offset, req.max_bytes, log_end).await?
+    };
     replication.with(|r| {
         r.on_follower_fetch(
             req.replica,
@@ -166,8 +171,17 @@ pub async fn run(ctx: &ShardCtx, op: ReplicaFetchOp) -> FetchPart {
     if let Err((err, _)) = check_epoch(&p, op.current_leader_epoch) {
         return fail(err);
     }
-    match serve_replica_fetch(&p.log, &p.replication, &op.request, p.log.now_ms()).await {
+    // Kafka's leader-side replication throttle: no records for a throttled out-of-sync
+    // replica while the leader rate is over its bound (its position still counts).
+    let mut request = op.request.clone();
+    let throttled = crate::replication::throttle::leader_throttles(&p.tp, request.replica);
+    if throttled {
+        request.max_bytes = 0;
+    }
+    match serve_replica_fetch(&p.log, &p.replication, &request, p.log.now_ms()).await {
         Ok(answer) => {
+            let bytes = answer.records.len();
+            crate::replication::throttle::leader_sent(&p.tp, request.replica, bytes);
             if answer.high_watermark_moved {
                 p.hw_changed.notify_all();
             }

@@ -162,6 +162,7 @@ impl PartitionTable {
             return Ok(());
         }
         let wanted = owned_by(image, ctx.id);
+        crate::replication::throttle::install_image(image, ctx.id);
         let stale: Vec<Rc<OwnedPartition>> = {
             let mut map = self.map.borrow_mut();
             let gone: Vec<TopicPartition> = map

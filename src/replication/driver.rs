@@ -102,7 +102,14 @@ pub async fn fetch_round<F: FileSystem, L: LeaderLink>(
     link: &L,
     now_ms: i64,
 ) -> Result<Option<RoundStats>, LinkError> {
-    let Some(plan) = fetcher.build(now_ms, |tp| logs.get(tp).map(FollowerLog::view)) else {
+    // A throttled partition over the follower rate sits this round out (`throttle`).
+    let local = |tp: &TopicPartition| {
+        if super::throttle::follower_skips(tp) {
+            return None;
+        }
+        logs.get(tp).map(FollowerLog::view)
+    };
+    let Some(plan) = fetcher.build(now_ms, local) else {
         return Ok(None);
     };
     let replies = match link.fetch(&plan).await {
@@ -169,6 +176,7 @@ async fn apply<F: FileSystem, L: LeaderLink>(
             stats.appended_batches += info.batches;
             stats.appended_bytes += info.bytes;
             crate::metrics::replication::bytes_in(info.bytes as u64);
+            super::throttle::follower_appended(tp, info.bytes);
             follower.set_high_watermark(leader_high_watermark);
         }
         Action::Idle { leader_high_watermark } => {

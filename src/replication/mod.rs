@@ -20,6 +20,8 @@
 //!   state per partition, from the metadata image) and `partition::replica_fetch` (the answer
 //!   to a follower's Fetch, and acks=all's wait).
 //!
+//! - [`throttle`]: Kafka's replication quotas (`*.replication.throttled.rate` and the
+//!   topics' `*.replication.throttled.replicas`), per shard, for both sides.
 //! - Wiring: `partition::table` reconciles the [`manager`] with every image; the leader's ISR
 //!   decisions go to the controller as AlterPartition from `server::isr`.
 //!
@@ -32,4 +34,5 @@ pub mod fetcher;
 pub mod link;
 pub mod manager;
 pub mod task;
+pub mod throttle;
 pub mod truncation;

@@ -8,6 +8,9 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, DeleteTopicsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
 };
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::admin::{self, Mutation};
@@ -27,6 +30,8 @@ pub const CONTROLLER_APIS: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::AlterClientQuotas,
     ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
+    ApiKey::ListPartitionReassignments,
 ];
 
 pub(super) fn run(
@@ -69,6 +74,16 @@ pub(super) fn run(
         ApiKey::ElectLeaders => mutate::<ElectLeadersRequest, _>(c, api, version, frame, |c, r| {
             admin::elect_leaders::handle(c, r, version)
         }),
+        ApiKey::AlterPartitionReassignments => {
+            mutate::<AlterPartitionReassignmentsRequest, _>(c, api, version, frame, |c, r| {
+                admin::alter_partition_reassignments::handle(c, r, version)
+            })
+        }
+        ApiKey::ListPartitionReassignments => {
+            mutate::<ListPartitionReassignmentsRequest, _>(c, api, version, frame, |c, r| {
+                admin::list_partition_reassignments::handle(c, r, version)
+            })
+        }
         other => Err(format!("{other:?} is not a controller API")),
     };
     result

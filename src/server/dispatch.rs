@@ -61,6 +61,14 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::AlterClientQuotas, admin::alter_client_quotas::VERSIONS),
     ApiRange::new(ApiKey::ElectLeaders, admin::elect_leaders::VERSIONS),
     ApiRange::new(
+        ApiKey::AlterPartitionReassignments,
+        admin::alter_partition_reassignments::VERSIONS,
+    ),
+    ApiRange::new(
+        ApiKey::ListPartitionReassignments,
+        admin::list_partition_reassignments::VERSIONS,
+    ),
+    ApiRange::new(
         ApiKey::DescribeUserScramCredentials,
         admin::describe_user_scram_credentials::VERSIONS,
     ),

@@ -473,6 +473,7 @@ pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
         broker_defaults: Default::default(),
         client_quotas: Default::default(),
         brokers: Default::default(),
+        reassignments: Default::default(),
     }
 }
 

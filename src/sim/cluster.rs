@@ -28,6 +28,8 @@
 //! a working copy whose proposals are all applied equals the committed state; a partition
 //! has one leader per leader epoch and its epoch never goes back.
 
+mod reassign;
+
 use std::collections::{BTreeMap, VecDeque};
 
 use rand::rngs::StdRng;
@@ -117,6 +119,16 @@ pub enum Body {
         reason: String,
     },
     NotLeader(Option<u64>),
+    /// Start/replace (`Some`) or cancel (`None`) a reassignment ([`reassign`]).
+    Reassign {
+        topic: String,
+        partition: i32,
+        target: Option<Vec<NodeId>>,
+    },
+    /// An ISR expansion as a partition leader would send it ([`reassign`]).
+    ExpandIsr(crate::controller::AlterPartitionRequest),
+    /// A reassignment request or ISR expansion accepted.
+    Done,
 }
 
 /// The active controller of one node for one term (`server::cluster::Active`).
@@ -178,6 +190,10 @@ pub struct ClusterStats {
     pub rebalance_moves: u64,
     /// ISR expansions (AlterPartition) the controller accepted.
     pub isr_expansions: u64,
+    /// Reassignment requests and ISR expansions accepted ([`reassign`]).
+    pub reassign_ops: u64,
+    /// Leader changes (elections) of partitions while under reassignment.
+    pub reassign_elections: u64,
 }
 
 /// The cluster layer; see the module docs.
@@ -300,6 +316,9 @@ impl Cluster {
         }
         if clients && rng.gen_range(0..100) < 10 {
             self.isr_expansion(nodes, net, rng, now);
+        }
+        if clients && rng.gen_range(0..100) < 6 {
+            self.client_reassign(nodes, net, rng, now);
         }
         Ok(())
     }
@@ -741,7 +760,9 @@ impl Cluster {
             | Body::CreateTopic(_)
             | Body::DeleteTopic(_)
             | Body::Elect(_)
-            | Body::AlterIsr(_) => self.serve(i, rpc, nodes, net, rng, now),
+            | Body::AlterIsr(_)
+            | Body::Reassign { .. }
+            | Body::ExpandIsr(_) => self.serve(i, rpc, nodes, net, rng, now),
             _ => self.answer(i, rpc, nodes, net, rng, now),
         }
     }
@@ -887,6 +908,10 @@ impl Cluster {
                 };
                 (body, a.working.take_proposals(), Vec::new())
             }
+            Body::Reassign { .. } | Body::ExpandIsr(_) => {
+                let body = reassign::run(&mut a.working, &req.body);
+                (body, a.working.take_proposals(), Vec::new())
+            }
             _ => return Ok(()),
         };
         frames.extend(extra);
@@ -916,6 +941,7 @@ impl Cluster {
                 Body::Deleted => self.stats.topics_deleted += 1,
                 Body::Elected => self.stats.elections += 1,
                 Body::Altered => self.stats.isr_expansions += 1,
+                Body::Done => self.stats.reassign_ops += 1,
                 Body::Failed { exists: true, .. } => self.calm_created |= calm,
                 Body::NotLeader(Some(l)) if call.hops > 0 => {
                     // Retried at once towards the named leader.

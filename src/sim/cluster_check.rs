@@ -45,6 +45,10 @@ pub struct ClusterCheck {
     /// Per partition (topic id, index): the leader of each leader epoch seen in a committed
     /// state, and so the highest epoch (one leader per epoch; epochs never go back).
     leaders: BTreeMap<(Uuid, i32), BTreeMap<i32, NodeId>>,
+    /// Leader of each partition under reassignment in the last state checked.
+    reassigning_leaders: BTreeMap<(Uuid, i32), NodeId>,
+    /// Leader changes of partitions that stayed under reassignment (elections during one).
+    pub reassign_elections: u64,
 }
 
 impl ClusterCheck {
@@ -61,6 +65,8 @@ impl ClusterCheck {
             compared: BTreeMap::new(),
             fences: 0,
             leaders: BTreeMap::new(),
+            reassigning_leaders: BTreeMap::new(),
+            reassign_elections: 0,
         }
     }
 
@@ -164,7 +170,20 @@ impl ClusterCheck {
             // Before any registration the single-node fallback places on the controller.
             return Ok(());
         }
+        state.check_reassignments().map_err(|e| format!("entry {index}: {e}"))?;
         let image = state.image();
+        let mut leaders = BTreeMap::new();
+        for key in image.reassignments.keys() {
+            let Some(t) = image.topic_by_id(&key.0) else { continue };
+            let Some(p) = t.partitions.get(usize::try_from(key.1).unwrap_or(usize::MAX)) else {
+                continue;
+            };
+            if self.reassigning_leaders.get(key).is_some_and(|l| *l != p.leader) {
+                self.reassign_elections += 1;
+            }
+            leaders.insert(*key, p.leader);
+        }
+        self.reassigning_leaders = leaders;
         for t in image.topics.values() {
             for p in &t.partitions {
                 let epochs = self.leaders.entry((t.topic_id, p.index)).or_default();

@@ -197,6 +197,7 @@ impl Sim {
             digest: self.check.digest(),
             cluster: self.cluster.as_ref().map_or_else(ClusterStats::default, |c| ClusterStats {
                 fences: c.check.fences,
+                reassign_elections: c.check.reassign_elections,
                 ..c.stats.clone()
             }),
             ..self.stats.clone()

@@ -194,8 +194,8 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         DYNAMIC,
         "A long representing the upper bound (bytes/sec) on replication traffic for followers \
          enumerated in the property follower.replication.throttled.replicas (for each topic). \
-         It is suggested that the limit be kept above 1MB/s for accurate behaviour. Accepted, \
-         validated, stored and described; replication will honour it.",
+         It is suggested that the limit be kept above 1MB/s for accurate behaviour. Honoured by \
+         each shard's replica traffic (`replication::throttle`).",
     ),
     only(
         "group.initial.rebalance.delay.ms",
@@ -253,8 +253,8 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         DYNAMIC,
         "A long representing the upper bound (bytes/sec) on replication traffic for leaders \
          enumerated in the property leader.replication.throttled.replicas (for each topic). \
-         It is suggested that the limit be kept above 1MB/s for accurate behaviour. Accepted, \
-         validated, stored and described; replication will honour it.",
+         It is suggested that the limit be kept above 1MB/s for accurate behaviour. Honoured by \
+         each shard's replica traffic (`replication::throttle`).",
     ),
     only(
         "listeners",
@@ -450,6 +450,17 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         AtLeast(1),
         READ_ONLY,
         "The time span of each sample for client quotas",
+    ),
+    only(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        L,
+        Some(THROTTLE_DEFAULT),
+        AtLeast(0),
+        DYNAMIC,
+        "A long representing the upper bound (bytes/sec) on disk IO used for moving replica \
+         between log directories on the same broker. Accepted, validated, stored and \
+         described; Shardlog has one log directory per broker, so nothing moves between them \
+         (kafka-reassign-partitions.sh sets and removes it with its throttles).",
     ),
     only(
         "replica.lag.time.max.ms",

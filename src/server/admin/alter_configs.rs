@@ -113,7 +113,7 @@ fn replace_broker(
 }
 
 /// The broker a BROKER resource names: `None` for the cluster default (the empty name),
-/// else this broker's node id; Kafka's errors (INVALID_REQUEST) for anything else.
+/// else this node's or a registered broker's id; Kafka's errors (INVALID_REQUEST) for anything else.
 pub(super) fn target_broker(
     controller: &ControllerState,
     name: &str,
@@ -126,12 +126,16 @@ pub(super) fn target_broker(
         .parse()
         .map_err(|_| invalid_request(format!("Node id must be an integer, but it is: {name}")))?;
     let me = controller.node_id();
-    if id != me.0 {
+    // Forwarded requests run here on the active controller, which may be another node than
+    // the one the client addressed (Kafka checks the id on the receiving broker, then
+    // forwards): any registered broker's resource is accepted, as Kafka's controller does.
+    // kafka-reassign-partitions.sh sets and clears every broker's throttles this way.
+    if id != me.0 && !controller.brokers().contains_key(&NodeId(id)) {
         return Err(invalid_request(format!(
             "Unexpected broker id, expected {me}, but received {name}"
         )));
     }
-    Ok(Some(me))
+    Ok(Some(NodeId(id)))
 }
 
 /// The topic an AlterConfigs/IncrementalAlterConfigs resource names, with the image it was

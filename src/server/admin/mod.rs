@@ -3,7 +3,8 @@
 //! it fully implements declared as `VERSIONS` (the server builds ApiVersions from them).
 //!
 //! Mutating handlers (CreateTopics, DeleteTopics, CreatePartitions, InitProducerId,
-//! AlterConfigs, IncrementalAlterConfigs, AlterClientQuotas) run on
+//! AlterConfigs, IncrementalAlterConfigs, AlterClientQuotas, AlterPartitionReassignments, and
+//! ListPartitionReassignments, which Kafka also answers on the controller) run on
 //! the controller shard with `&mut Controller` and return a [`Mutation`]: the response and
 //! whether the image changed, so the server publishes the new image to every shard before
 //! answering. Read-only handlers (Metadata, DescribeConfigs, DescribeCluster,
@@ -13,6 +14,7 @@
 
 pub mod alter_client_quotas;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
@@ -25,6 +27,7 @@ pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod unavailable;
 

@@ -19,6 +19,11 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId,
 };
 
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+};
+
 use super::sb;
 use crate::protocol::{decode_request, encode_response};
 
@@ -178,6 +183,20 @@ pub fn response(
                 response
             }
         }),
+        ApiKey::AlterPartitionReassignments => {
+            answer!(AlterPartitionReassignmentsRequest, |_r: AlterPartitionReassignmentsRequest| {
+                AlterPartitionReassignmentsResponse::default()
+                    .with_error_code(code)
+                    .with_error_message(msg.clone())
+            })
+        }
+        ApiKey::ListPartitionReassignments => {
+            answer!(ListPartitionReassignmentsRequest, |_r: ListPartitionReassignmentsRequest| {
+                ListPartitionReassignmentsResponse::default()
+                    .with_error_code(code)
+                    .with_error_message(msg.clone())
+            })
+        }
         other => Err(format!("{other:?} is not a controller API")),
     }
 }
