@@ -135,16 +135,18 @@ fn unclean_election_only_for_a_leaderless_partition() {
     let mut st = with_topic();
     assert_eq!(one(ElectionType::Unclean, &mut st), Err(ElectionError::NotNeeded));
     let p = partition(&st);
-    // Fence every replica: the last ISR member stays, the partition has no leader.
+    // Fence every replica: the last ISR member goes to the ELR (KIP-966, an empty ISR), the
+    // partition has no leader.
     for r in &p.replicas {
         st.fence_broker(*r, epoch_of(&st, *r)).unwrap();
     }
     let last = partition(&st);
     assert_eq!(last.leader, NO_LEADER);
-    assert_eq!(last.isr.len(), 1);
+    assert!(last.isr.is_empty());
+    assert_eq!(last.elr.len(), 1);
     assert_eq!(one(ElectionType::Unclean, &mut st), Err(ElectionError::EligibleNotAvailable));
     // A replica other than the last ISR member comes back: only an unclean election helps.
-    let back = *p.replicas.iter().find(|r| !last.isr.contains(r)).unwrap();
+    let back = *p.replicas.iter().find(|r| !last.elr.contains(r)).unwrap();
     st.unfence_broker(back, epoch_of(&st, back)).unwrap();
     assert_eq!(partition(&st).leader, NO_LEADER);
     assert_eq!(one(ElectionType::Preferred, &mut st), Err(ElectionError::PreferredNotAvailable));
@@ -152,6 +154,7 @@ fn unclean_election_only_for_a_leaderless_partition() {
     let after = partition(&st);
     assert_eq!(after.leader, back);
     assert_eq!(after.isr, vec![back]);
+    assert!(after.elr.is_empty(), "at min ISR the ELR empties");
     assert_eq!(after.leader_epoch.0, last.leader_epoch.0 + 1);
 }
 
