@@ -45,9 +45,19 @@ if [[ "${SHARDLOG_FAULTS_LONG:-0}" == 1 ]]; then
   } >"$DEST"
   echo "faults: wrote $DEST"
 else
-  # Bounded: ~40 s per fault; the section's own limit in .ci/run is the backstop.
+  # Bounded; the section's own limit in .ci/run is the backstop.
   timeout 600 python3 "$HERE/matrix.py" --bin "$REPO/target/debug/shardlog" --cp "$CP" \
     --faults "$FAULTS" --json "$OUT/matrix.jsonl" --base-port "$BASE" || status=1
   [[ -s "$OUT/matrix.jsonl" ]] && python3 "$HERE/report.py" "$OUT/matrix.jsonl" "Fault matrix (one run each)"
+fi
+# Real clients (confluent-kafka, Java, kcat) through a leader SIGKILL: gating.
+timeout 300 python3 "$HERE/clients.py" --bin "$REPO/target/debug/shardlog" --cp "$CP" \
+  --base-port "$((BASE + 600))" || status=1
+# A consumer group's committed offsets across its coordinator's SIGKILL. Not gating yet:
+# on main a fresh three-node cluster answers COORDINATOR_LOAD_IN_PROGRESS to every commit
+# (the coordinator-moves-with-leadership work); SHARDLOG_FAULTS_GROUP=1 makes it gate.
+if ! timeout 200 python3 "$HERE/clients.py" --group --bin "$REPO/target/debug/shardlog" --cp "$CP" \
+  --base-port "$((BASE + 600))"; then
+  if [[ "${SHARDLOG_FAULTS_GROUP:-0}" == 1 ]]; then status=1; else echo "faults: group offsets test SKIPPED (known failing on main, see above)"; fi
 fi
 exit $status
