@@ -133,9 +133,11 @@ done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 mkdir -p "$(dirname "$OUT")"
-python3 - "$TMP/res" "$ROUNDS" "$DUR" "$WARM" "$LOAD_BEFORE" "$LOAD_AFTER" "$(git rev-parse --short HEAD)" >"$OUT" <<'EOF'
+BUILD="debug build ($SHARDLOG)"
+[[ "$SHARDLOG" == */release/* ]] && BUILD="release build"
+python3 - "$TMP/res" "$ROUNDS" "$DUR" "$WARM" "$LOAD_BEFORE" "$LOAD_AFTER" "$(git rev-parse --short HEAD)" "$BUILD" >"$OUT" <<'EOF'
 import json, os, statistics, sys
-res, rounds, dur, warm, lb, la, commit = sys.argv[1:]
+res, rounds, dur, warm, lb, la, commit, build = sys.argv[1:]
 rows = {}
 for cfg in ("shardlog-rf3", "kafka-rf3", "shardlog-rf1"):
     for r in range(1, int(rounds) + 1):
@@ -148,7 +150,7 @@ print(f"Three brokers each, on one {os.cpu_count()}-core host shared with other 
       f"loaded in turn, interleaved over {rounds} rounds (Shardlog RF 3, Kafka RF 3, Shardlog RF 1). "
       f"Client: `shardlog bench produce`, closed loop, 1 KiB records, 3 partitions, acks=all, "
       f"{dur} s measured after {warm} s warm-up; RF 3 topics with min.insync.replicas=2. Shardlog "
-      "release build, `--shards 1` per broker, node i on core i % cores; Kafka heap 512 MiB, "
+      f"{build}, `--shards 1` per broker, node i on core i % cores; Kafka heap 512 MiB, "
       "`taskset` the same cores, Kafka's default durability (no fsync per batch).\n")
 print("| configuration | rounds | records/s median (min-max) | p50 ms | p99 ms | p99.99 ms | errors |")
 print("|---|---|---|---|---|---|---|")
