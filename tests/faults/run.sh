@@ -49,7 +49,7 @@ if [[ "${SHARDLOG_FAULTS_LONG:-0}" == 1 ]]; then
   echo "faults: wrote $DEST"
 else
   # Bounded; the section's own limit in .ci/run is the backstop.
-  timeout 720 python3 "$HERE/matrix.py" --bin "$REPO/target/debug/shardlog" --cp "$CP" \
+  timeout 900 python3 "$HERE/matrix.py" --bin "$REPO/target/debug/shardlog" --cp "$CP" \
     --faults "$FAULTS" --json "$OUT/matrix.jsonl" --base-port "$BASE" || status=1
   [[ -s "$OUT/matrix.jsonl" ]] && python3 "$HERE/report.py" "$OUT/matrix.jsonl" "Fault matrix (one run each)"
 fi
