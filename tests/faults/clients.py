@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -164,6 +165,7 @@ def main():
     ap.add_argument("--base-port", type=int, default=31600)
     ap.add_argument("--group", action="store_true", help="only the consumer-group offsets test")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `finally`s
     if args.group:
         found = group_offsets_survive_coordinator_kill(args)
         for f in found:

@@ -484,6 +484,9 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--base-port", type=int, default=31000)
     args = ap.parse_args()
+    # A bounding `timeout` sends SIGTERM: exit through the `finally`s, which stop the brokers
+    # and clients, unmount the disk images and remove the namespaces.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     use_netns, why = netns_possible()
     if os.environ.get("FAULTS_NETNS") == "0":
         use_netns, why = False, "FAULTS_NETNS=0"
