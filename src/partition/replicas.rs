@@ -342,6 +342,17 @@ impl LeaderReplicas {
 
     /// The controller's answer arrived (or a new image): the ISR in force.
     pub fn apply_isr(&mut self, isr: &[NodeId]) {
+        // A replica taken out of the ISR (fenced or shutting down, or a shrink) must catch
+        // up again before it counts as about to rejoin: otherwise a dead broker's stale log
+        // end holds the high watermark, so every acks=all produce, for up to
+        // `replica.lag.time.max.ms` after its last fetch (Kafka's `maybeIncrementLeaderHW`
+        // skips replicas that are not ISR-eligible; the same rule as a new leader's
+        // `FollowerState::new`).
+        for f in &mut self.followers {
+            if self.isr.contains(&f.id) && !isr.contains(&f.id) {
+                f.last_caught_up_ms = 0;
+            }
+        }
         self.isr = isr.to_vec();
         self.pending = None;
     }

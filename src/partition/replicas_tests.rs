@@ -60,12 +60,24 @@ fn high_watermark_is_the_isr_minimum_and_never_goes_back() {
     // A follower that truncated (new fetch offset lower) does not move it back.
     r.on_follower_fetch(NodeId(3), 7, Offset(4), Offset(12), Offset(12), true, t).unwrap();
     assert_eq!(r.high_watermark(), Offset(8));
-    // Out of the ISR but caught up within the lag window, 3 still holds the high watermark
-    // (Kafka: a replica about to rejoin is never below it); past the window it does not.
+    // Taken out of the ISR (fenced, say), 3 no longer holds the high watermark, although
+    // its last catch-up is within the lag window: Kafka counts only ISR-eligible replicas.
     r.apply_isr(&n(&[1, 2]));
     r.on_follower_fetch(NodeId(2), 7, Offset(12), Offset(12), Offset(12), true, t).unwrap();
-    assert_eq!(r.high_watermark(), Offset(8));
-    let later = t + LAG + 1;
+    assert_eq!(r.high_watermark(), Offset(12));
+}
+
+#[test]
+fn a_caught_up_replica_about_to_rejoin_holds_the_high_watermark() {
+    // Not in the ISR, but caught up within the lag window (Kafka's joining replica): the
+    // high watermark does not pass it, so it never joins below it; past the window it may.
+    let mut r = three(&[1, 2], 2);
+    let t = 1_000_000;
+    r.on_follower_fetch(NodeId(3), 7, Offset(10), Offset(10), Offset(10), true, t).unwrap();
+    r.on_follower_fetch(NodeId(3), 7, Offset(10), Offset(12), Offset(12), true, t + 10).unwrap();
+    r.on_follower_fetch(NodeId(2), 7, Offset(12), Offset(12), Offset(12), true, t + 20).unwrap();
+    assert_eq!(r.high_watermark(), Offset(10));
+    let later = t + LAG + 100;
     r.on_follower_fetch(NodeId(2), 7, Offset(12), Offset(12), Offset(12), true, later).unwrap();
     assert_eq!(r.high_watermark(), Offset(12));
 }
@@ -176,4 +188,23 @@ fn a_fenced_follower_does_not_hold_the_high_watermark() {
     r.ineligible = n(&[3]);
     assert!(r.update_high_watermark(Offset(9), Offset(9), t + 2));
     assert_eq!(r.high_watermark(), Offset(9));
+}
+
+#[test]
+fn a_replica_leaving_the_isr_stops_holding_the_high_watermark() {
+    // Broker 2 dies right after a fetch: the controller fences it and drops it from the ISR.
+    // Its stale log end must not keep acks=all waiting for replica.lag.time.max.ms.
+    let mut r = three(&[1, 2, 3], 2);
+    let t = 1_000_000;
+    r.on_follower_fetch(NodeId(2), 7, Offset(10), Offset(10), Offset(10), true, t).unwrap();
+    r.on_follower_fetch(NodeId(3), 7, Offset(10), Offset(10), Offset(10), true, t).unwrap();
+    assert_eq!(r.high_watermark(), Offset(10));
+    r.on_follower_fetch(NodeId(3), 7, Offset(20), Offset(20), Offset(20), true, t + 100).unwrap();
+    assert_eq!(r.high_watermark(), Offset(10));
+    r.apply_isr(&n(&[1, 3]));
+    assert!(r.update_high_watermark(Offset(20), Offset(20), t + 200));
+    assert_eq!(r.high_watermark(), Offset(20));
+    // Back and caught up, it counts again before it rejoins (Kafka's joining replica).
+    r.on_follower_fetch(NodeId(2), 8, Offset(20), Offset(25), Offset(25), true, t + 300).unwrap();
+    assert_eq!(r.high_watermark(), Offset(20));
 }
