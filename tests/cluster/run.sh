@@ -40,7 +40,7 @@ done
 KAFKA_CLASSPATH="$("$REPO/perf/kafka/kafka.sh" classpath)"
 export KAFKA_CLASSPATH
 status=0
-if ! timeout 300 python3 "$HERE/kafka_tools_check.py" \
+if ! timeout 540 python3 "$HERE/kafka_tools_check.py" \
   "127.0.0.1:$((BASE + 1)),127.0.0.1:$((BASE + 2)),127.0.0.1:$((BASE + 3))"; then
   status=1
   for id in 1 2 3; do echo "--- node $id log (last 30 lines)"; tail -n 30 "$ROOT/node-$id.log"; done
