@@ -56,6 +56,9 @@ fn plain_frames_show_every_shard_and_the_served_apis() {
     let produce = frame.lines().find(|l| l.starts_with("Produce")).expect("Produce row");
     assert_eq!(produce.split_whitespace().nth(1), Some("3"), "{produce}");
     assert!(frame.contains("ApiVersions") || frame.contains("Metadata"), "{frame}");
+    // The first frame (rates since start) lists the producing client with its byte rate.
+    let first = text.split("shardlog top  ").nth(1).expect("first frame");
+    assert!(first.contains("PROD MiB/s") && first.contains("THROTTLE ms/s"), "{first}");
 
     // --admin and a duration with its unit are accepted before the subcommand too.
     let out = Command::new(BIN)

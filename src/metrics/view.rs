@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::snapshot::{Merged, ShardLoad};
+use super::snapshot::{ClientTotals, Merged, ShardLoad};
 use super::{api_name, Stage};
 
 /// Latency percentiles of one API's `total` stage, microseconds.
@@ -27,6 +27,18 @@ pub struct View {
     pub uptime_ms: u64,
     pub shards: Vec<ShardLoad>,
     pub apis: Vec<ApiLatency>,
+    /// Per-client byte and throttle totals, by client id (at most `METRICS_CLIENTS_MAX`
+    /// ids per shard, the rest as `_other`). Absent in views of older brokers.
+    #[serde(default)]
+    pub clients: Vec<ClientView>,
+}
+
+/// One client's cumulative quota counters, summed over the shards.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientView {
+    pub client_id: String,
+    #[serde(flatten)]
+    pub totals: ClientTotals,
 }
 
 impl View {
@@ -49,6 +61,12 @@ impl View {
                 })
             })
             .collect();
-        Self { uptime_ms, shards: m.shards.clone(), apis }
+        let clients = m
+            .total
+            .clients
+            .iter()
+            .map(|(id, t)| ClientView { client_id: id.clone(), totals: *t })
+            .collect();
+        Self { uptime_ms, shards: m.shards.clone(), apis, clients }
     }
 }

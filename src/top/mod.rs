@@ -1,11 +1,13 @@
 //! `shardlog top --admin host:port`: a live view of per-shard load (busy %, requests/s,
 //! bytes/s, partitions, connections) and per-API latency percentiles, refreshed every
-//! second, read from the broker's admin endpoint (`GET /v1/shards`).
+//! second, plus each client's byte rates and throttling, read from the broker's admin
+//! endpoint (`GET /v1/shards`).
 //!
 //! Runs on the main thread of the `top` process (blocking std sockets, no executor).
 //! On a terminal each frame redraws the screen; otherwise (pipes, SSH without a TTY,
 //! tests) frames are printed one after another, separated by a blank line.
 
+mod clients;
 mod render;
 
 use std::io::{IsTerminal, Read, Write};
@@ -14,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
 
+pub use clients::{section as clients_section, ClientRates};
 pub use render::{frame, rates, ShardRates};
 
 use crate::cli::{units, AdminArgs};

@@ -130,6 +130,11 @@ pub fn frame(source: &str, before: Option<&View>, now: &View) -> String {
             ms(a.max_us)
         );
     }
+    let clients = super::clients::section(before, now);
+    if !clients.is_empty() {
+        let _ = writeln!(out);
+        out.push_str(&clients);
+    }
     out
 }
 
@@ -160,6 +165,7 @@ mod tests {
                 p999_us: 2_000,
                 max_us: 9_000,
             }],
+            clients: Vec::new(),
         }
     }
 
