@@ -9,6 +9,8 @@
   acknowledged rate stays near its quota (the shards re-split it by measured demand every
   window, so its one connection's shard soon holds nearly all of it), within 2x; a producer with
   another client id is not throttled.
+- A kafka-python producer (client.id qc-slow again) reports the
+  throttling in its throttle-time metrics.
 - The Java producer (client.id qc-java, its own quota) reports the throttling in its
   `produce-throttle-time-avg`/`-max` metrics and is held near its share
   (`java/ThrottleCheck.java`).
@@ -99,6 +101,28 @@ def produce(bs, topic, client_id, secs):
     return acked[0] / elapsed, throttle[0]
 
 
+def kafka_python_throttle(bs, topic, records):
+    """kafka-python's report: the producer's produce-throttle-time metrics (client id
+    qc-slow, so qc-slow's quota holds it). A bounded burst: `records` of 1 KB, every
+    wait bounded."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+    p = KafkaProducer(bootstrap_servers=bs, client_id="qc-slow", linger_ms=5,
+                      max_block_ms=20000, request_timeout_ms=30000)
+    try:
+        for _ in range(records):
+            p.send(topic, b"k" * 1000)
+        p.flush(timeout=60)
+    except KafkaError as e:
+        print(f"     kafka-python: {e!r}", flush=True)
+    m = p.metrics().get("producer-metrics", {})
+    # kafka-python 3.x names them throttle-time-max/avg (2.x: produce-throttle-time-*).
+    throttle_max = m.get("throttle-time-max", m.get("produce-throttle-time-max", 0))
+    throttle_avg = m.get("throttle-time-avg", m.get("produce-throttle-time-avg", 0))
+    p.close(timeout=10)
+    return throttle_max or 0, throttle_avg or 0
+
+
 def main():
     bs, shards = sys.argv[1], int(sys.argv[2])
     admin = AdminClient({"bootstrap.servers": bs})
@@ -117,6 +141,10 @@ def main():
     print(f"     qc-free: {rate:.0f} B/s, throttle max {throttle} ms", flush=True)
     check(throttle == 0, "a client without a quota is not throttled")
     check(rate > RATE * 2, "and is not held to the other client's rate")
+    kmax, kavg = kafka_python_throttle(bs, topic, 3000)
+    print(f"     qc-slow (kafka-python): throttle-time max {kmax} ms, avg {kavg:.0f} ms",
+          flush=True)
+    check(kmax > 0, "kafka-python reports the broker's throttle_time_ms")
     java = ["java", "-Xmx256m", "-cp", os.environ["KAFKA_CLASSPATH"],
             os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "ThrottleCheck.java"),
             bs, topic, str(RATE), str(shards)]
