@@ -29,8 +29,10 @@ use super::segment::{segment_path, INDEX_SUFFIX, TIME_INDEX_SUFFIX};
 use super::FlushPolicy;
 use futures::stream::{FuturesOrdered, StreamExt};
 
+use super::prealloc::{next_fill, Fill};
 use crate::constants::{DISK_FULL_RETRY_MS, LOG_WRITES_IN_FLIGHT_MAX, LOG_WRITE_BYTES_MAX};
-use crate::io::{align_down, DataFile, FileSystem};
+use crate::io::{align_down, align_up, DataFile, FileSystem};
+use crate::metrics::Stage;
 use crate::types::Offset;
 
 enum Job<F: FileSystem> {
@@ -181,8 +183,12 @@ impl<F: FileSystem> LogInner<F> {
                     .write_at(w.pos, &refs)
                     .await
                     .map_err(StorageError::io("write", &path, w.pos))?;
+                let written = fs.monotonic();
+                crate::metrics::writer_stage(Stage::Write, written.saturating_sub(started));
                 if w.sync {
                     w.file.sync().await.map_err(StorageError::io("fsync", &path, w.pos))?;
+                    let synced = fs.monotonic().saturating_sub(written);
+                    crate::metrics::writer_stage(Stage::Fdatasync, synced);
                 }
                 let took = fs.monotonic().saturating_sub(started);
                 crate::metrics::flush(took, w.parts.len().saturating_sub(1) as u64);
@@ -283,31 +289,50 @@ impl<F: FileSystem> LogInner<F> {
         }
     }
 
-    fn take_job(&self, in_flight: usize) -> Option<Job<F>> {
+    fn take_job(self: &Rc<Self>, in_flight: usize) -> Option<Job<F>> {
+        let (job, fill) = self.next_job(in_flight)?;
+        if let Some(fill) = fill {
+            self.start_fill(fill);
+        }
+        Some(job)
+    }
+
+    /// The next job, and the preallocation to start beside it (`storage::prealloc`).
+    fn next_job(&self, in_flight: usize) -> Option<(Job<F>, Option<Fill<F::File>>)> {
+        let (step_max, segment_bytes) = (self.prealloc_step(), self.cfg().segment_bytes);
         let mut st = self.st.borrow_mut();
         if st.failed.is_some() {
             return None;
         }
         let sync = st.force_sync > 0 || st.sync_requested || self.sync_due(st.last_sync);
-        let (durable, written) = (st.durable, st.written);
+        let (durable, written, fill) = (st.durable, st.written, st.fill);
         let seg = st.segments.values_mut().find(|s| !s.finalized)?;
+        let filling = fill.filter(|(base, _)| *base == seg.base.0).map(|(_, from)| from);
         if seg.staged.is_empty() {
             if in_flight > 0 {
                 return None;
             }
             if seg.sealed {
-                return Some(Job::Finalize { seg_base: seg.base.0 });
+                // Finalize trims the file: not under a preallocation still writing to it.
+                return filling.is_none().then_some((Job::Finalize { seg_base: seg.base.0 }, None));
             }
             let file = seg.file.clone();
-            return (durable < written && sync).then_some(Job::Sync { file, upto: written });
+            return (durable < written && sync)
+                .then_some((Job::Sync { file, upto: written }, None));
         }
         // A second write in flight must not share a page with the first.
         if in_flight > 0 && !seg.page_prefix.is_empty() {
             return None;
         }
         let pos = align_down(seg.queued_bytes);
-        let prefix = Bytes::from(std::mem::take(&mut seg.page_prefix));
         let staged: usize = seg.staged.iter().map(|(b, _)| b.len()).sum();
+        // A write must not reach into a region a preallocation is zero-filling: it waits
+        // for the fill, which wakes the writer.
+        let planned = (seg.page_prefix.len() + staged).min(LOG_WRITE_BYTES_MAX);
+        if filling.is_some_and(|from| align_up(pos + planned as u64) > from) {
+            return None;
+        }
+        let prefix = Bytes::from(std::mem::take(&mut seg.page_prefix));
         // A backlog larger than one write is cut at a page boundary so the next write can be
         // issued before this one completes.
         let limit = if prefix.len() + staged > LOG_WRITE_BYTES_MAX {
@@ -334,15 +359,27 @@ impl<F: FileSystem> LogInner<F> {
         let end_bytes = pos + bytes as u64;
         seg.page_prefix = tail_bytes(&parts, (end_bytes - align_down(end_bytes)) as usize);
         seg.queued_bytes = end_bytes;
-        Some(Job::Write(WriteJob {
-            seg_base: seg.base.0,
-            file: seg.file.clone(),
-            pos,
-            parts,
-            end_bytes,
-            end_offset,
-            sync,
-        }))
+        let more_staged = !seg.staged.is_empty();
+        let (seg_base, file) = (seg.base.0, seg.file.clone());
+        let new_fill = if fill.is_none() && !seg.sealed && !seg.prealloc_off {
+            next_fill(end_bytes, seg.prealloc_end, step_max, segment_bytes)
+        } else {
+            None
+        };
+        let now = self.fs.monotonic();
+        if let Some(since) = st.first_staged_at.take() {
+            crate::metrics::writer_stage(Stage::WriteWait, now.saturating_sub(since));
+        }
+        // A backlog cut at the write limit: what stays staged waits from now on.
+        if more_staged {
+            st.first_staged_at = Some(now);
+        }
+        let new_fill = new_fill.map(|(from, to)| {
+            st.fill = Some((seg_base, from));
+            Fill { seg_base, file: file.clone(), from, to }
+        });
+        let job = Job::Write(WriteJob { seg_base, file, pos, parts, end_bytes, end_offset, sync });
+        Some((job, new_fill))
     }
 
     async fn run_barrier(self: &Rc<Self>, job: Job<F>) -> Result<(), StorageError> {
@@ -357,6 +394,7 @@ impl<F: FileSystem> LogInner<F> {
                     seg.page_prefix = Vec::new();
                     let next = seg.next_offset;
                     st.durable = st.durable.max(next);
+                    st.committed_at = self.fs.monotonic();
                     next
                 };
                 if self.st.borrow().recovery_point < next {
@@ -370,6 +408,7 @@ impl<F: FileSystem> LogInner<F> {
                 let mut st = self.st.borrow_mut();
                 st.durable = st.durable.max(upto);
                 st.last_sync = self.fs.monotonic();
+                st.committed_at = st.last_sync;
                 st.sync_requested = false;
                 drop(st);
                 self.progress.notify_all();
@@ -386,6 +425,7 @@ impl<F: FileSystem> LogInner<F> {
         }
         if let Some(end_offset) = end_offset {
             st.written = end_offset;
+            st.committed_at = self.fs.monotonic();
             if synced {
                 st.durable = end_offset;
             }
