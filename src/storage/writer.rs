@@ -135,8 +135,17 @@ impl<F: FileSystem> LogInner<F> {
                 break barrier_failure;
             }
             // Empty (nothing in flight, nothing to take) resolves at once: the loop stops in
-            // the same step that found no work, so no append can slip in unnoticed.
-            let Some((job, done)) = in_flight.next().await else { break None };
+            // the same step that found no work, so no append can slip in unnoticed. Work held
+            // back by a preallocation keeps the writer (waiting for the fill, which notifies):
+            // stopping would let every waiter restart it, only to stop again, in a busy loop.
+            let Some((job, done)) = in_flight.next().await else {
+                let wait = self.progress.wait();
+                if self.held_by_fill() {
+                    wait.await;
+                    continue;
+                }
+                break None;
+            };
             match done {
                 Ok(done) => self.complete_write(done),
                 Err(e) if e.is_out_of_space() => {
@@ -295,6 +304,19 @@ impl<F: FileSystem> LogInner<F> {
             self.start_fill(fill);
         }
         Some(job)
+    }
+
+    /// Whether the next job waits for the running preallocation (a write reaching into its
+    /// region, or the finalize of its segment).
+    fn held_by_fill(&self) -> bool {
+        let st = self.st.borrow();
+        st.fill.is_some()
+            && st.failed.is_none()
+            && st
+                .segments
+                .values()
+                .find(|s| !s.finalized)
+                .is_some_and(|s| !s.staged.is_empty() || s.sealed)
     }
 
     /// The next job, and the preallocation to start beside it (`storage::prealloc`).
