@@ -28,7 +28,7 @@ use std::rc::Rc;
 
 use super::log::LogInner;
 use super::FlushPolicy;
-use crate::constants::{LOG_PREALLOCATE_BYTES_MIN, LOG_WRITE_BYTES_MAX};
+use crate::constants::LOG_PREALLOCATE_BYTES_MIN;
 use crate::io::{align_down, align_up, DataFile, FileSystem};
 
 /// A fill to start: `[from, to)` of segment `seg_base`'s file.
@@ -40,9 +40,9 @@ pub(super) struct Fill<D> {
 }
 
 /// The region to zero-fill after a write queued up to `queued_bytes`, if one is due: when
-/// less than a step (and less than one largest write) of preallocated space is left. The
-/// step grows with the segment (its current size, between the minimum and `step_max`),
-/// capped at the segment size limit.
+/// less than half a step of preallocated space is left. The step grows with the segment
+/// (its current size, between the minimum and `step_max`), capped at the segment size
+/// limit. Writes that catch up with a running fill are cut at its start (`writer`).
 #[must_use]
 pub(super) fn next_fill(
     queued_bytes: u64,
@@ -57,10 +57,7 @@ pub(super) fn next_fill(
     let step = align_down(
         data_end.clamp(LOG_PREALLOCATE_BYTES_MIN, step_max.max(LOG_PREALLOCATE_BYTES_MIN)),
     );
-    // A whole step of lead, at least one largest write: a backlog's next write then fits in
-    // space already filled while the next fill runs, instead of waiting for it.
-    let lead = step.max(LOG_WRITE_BYTES_MAX as u64);
-    if data_end + lead <= prealloc_end {
+    if data_end + step / 2 < prealloc_end {
         return None;
     }
     let from = prealloc_end.max(data_end);
@@ -120,18 +117,14 @@ mod tests {
         assert_eq!(next_fill(0, 0, 8 * MIB, 1024 * MIB), Some((0, LOG_PREALLOCATE_BYTES_MIN)));
         // A partial page is never zero-filled: the fill starts at the next page.
         assert_eq!(next_fill(5000, 0, 8 * MIB, 1024 * MIB), Some((8192, 8192 + 256 * 1024)));
-        // Plenty left (at least a step and a largest write): nothing to do.
-        assert_eq!(next_fill(MIB, 5 * MIB, 8 * MIB, 1024 * MIB), None);
-        assert_eq!(next_fill(6 * MIB, 14 * MIB, 8 * MIB, 1024 * MIB), None);
+        // Plenty left (at least half a step): nothing to do.
+        assert_eq!(next_fill(MIB, 4 * MIB, 8 * MIB, 1024 * MIB), None);
+        assert_eq!(next_fill(8192, 4096 + 256 * 1024, 8 * MIB, 1024 * MIB), None);
         // Less left: the next step starts at the preallocated end.
+        let three = 3 * MIB + 4096;
         assert_eq!(
-            next_fill(MIB + 1, 5 * MIB, 8 * MIB, 1024 * MIB),
-            Some((5 * MIB, 6 * MIB + 4096))
-        );
-        let six = 6 * MIB + 4096;
-        assert_eq!(
-            next_fill(6 * MIB + 1, 10 * MIB, 8 * MIB, 1024 * MIB),
-            Some((10 * MIB, 10 * MIB + six))
+            next_fill(3 * MIB + 1, 4 * MIB, 8 * MIB, 1024 * MIB),
+            Some((4 * MIB, 4 * MIB + three))
         );
         // Steps stop at the segment size limit and at step_max.
         assert_eq!(

@@ -348,20 +348,27 @@ impl<F: FileSystem> LogInner<F> {
         }
         let pos = align_down(seg.queued_bytes);
         let staged: usize = seg.staged.iter().map(|(b, _)| b.len()).sum();
-        // A write must not reach into a region a preallocation is zero-filling: it waits
-        // for the fill, which wakes the writer.
-        let planned = (seg.page_prefix.len() + staged).min(LOG_WRITE_BYTES_MAX);
-        if filling.is_some_and(|from| align_up(pos + planned as u64) > from) {
-            return None;
-        }
-        let prefix = Bytes::from(std::mem::take(&mut seg.page_prefix));
         // A backlog larger than one write is cut at a page boundary so the next write can be
         // issued before this one completes.
-        let limit = if prefix.len() + staged > LOG_WRITE_BYTES_MAX {
+        let mut limit = if seg.page_prefix.len() + staged > LOG_WRITE_BYTES_MAX {
             LOG_WRITE_BYTES_MAX
         } else {
             usize::MAX
         };
+        // A write must not reach into a region a preallocation is zero-filling: it is cut at
+        // the fill's start (a page boundary), or waits for the fill (which wakes the writer)
+        // when it could not carry a staged byte.
+        if let Some(from) = filling {
+            let planned = (seg.page_prefix.len() + staged).min(limit);
+            if align_up(pos + planned as u64) > from {
+                let room = usize::try_from(from.saturating_sub(pos)).unwrap_or(usize::MAX);
+                if room <= seg.page_prefix.len() {
+                    return None;
+                }
+                limit = limit.min(room);
+            }
+        }
+        let prefix = Bytes::from(std::mem::take(&mut seg.page_prefix));
         let mut bytes = prefix.len();
         let mut parts = vec![prefix];
         let mut end_offset = None;
