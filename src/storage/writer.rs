@@ -135,9 +135,8 @@ impl<F: FileSystem> LogInner<F> {
                 break barrier_failure;
             }
             // Empty (nothing in flight, nothing to take) resolves at once: the loop stops in
-            // the same step that found no work, so no append can slip in unnoticed. Work held
-            // back by a preallocation keeps the writer (waiting for the fill, which notifies):
-            // stopping would let every waiter restart it, only to stop again, in a busy loop.
+            // the same step that found no work, so no append can slip in unnoticed. A running
+            // preallocation keeps the writer up, waiting for it (the fill notifies).
             let Some((job, done)) = in_flight.next().await else {
                 let wait = self.progress.wait();
                 if self.held_by_fill() {
@@ -306,17 +305,13 @@ impl<F: FileSystem> LogInner<F> {
         Some(job)
     }
 
-    /// Whether the next job waits for the running preallocation (a write reaching into its
-    /// region, or the finalize of its segment).
+    /// Whether the writer stays up for the running preallocation: it holds back writes that
+    /// reach its region and the finalize of its segment, and `drain(idle)` waits for it. A
+    /// writer that stopped instead would be restarted by every waiter and stop again at once,
+    /// a busy loop that also starved the reactor, so the fill's I/O never completed.
     fn held_by_fill(&self) -> bool {
         let st = self.st.borrow();
-        st.fill.is_some()
-            && st.failed.is_none()
-            && st
-                .segments
-                .values()
-                .find(|s| !s.finalized)
-                .is_some_and(|s| !s.staged.is_empty() || s.sealed)
+        st.fill.is_some() && st.failed.is_none()
     }
 
     /// The next job, and the preallocation to start beside it (`storage::prealloc`).
