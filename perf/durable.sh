@@ -99,6 +99,8 @@ v = json.load(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/v1/shards"
 json.dump(v, open(sys.argv[2], "w"))
 PY
   kill "$PID" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$PID" 2>/dev/null || true
   wait "$PID" 2>/dev/null || true
   PID=""
   rm -rf "$dir"
@@ -164,7 +166,7 @@ floor = fio.get("zerofill")
 lines.append("")
 lines.append(f"Device p50 used for the targets: {device and round(device)} µs (fio's default layout, as "
              f"perf/fio.sh measures it); the zero-filled floor: {floor and round(floor)} µs.\n")
-stage_names = ["queue", "storage", "write_wait", "write", "fdatasync", "notify", "send"]
+stage_names = ["total", "queue", "storage", "write_wait", "write", "fdatasync", "notify", "send"]
 summary = {}
 for rate in rates:
     lines.append(f"## {rate:,} records/s (1 KiB, 8 partitions, linger 0, acks=1, --shards 1)\n")
@@ -199,7 +201,9 @@ for rate in rates:
             p50s, p99s = [], []
             for r in range(1, int(rounds) + 1):
                 v = load(f"{res}/stages-{arm}-{rate}-{r}.json")
-                for s in (v or {}).get("produce_stages", []):
+                # `total` (frame read → response written) is the API's own histogram.
+                totals = [dict(a, stage="total") for a in (v or {}).get("apis", []) if a["api"] == "Produce"]
+                for s in totals + (v or {}).get("produce_stages", []):
                     if s["stage"] == st:
                         p50s.append(s["p50_us"]); p99s.append(s["p99_us"])
             if p50s:

@@ -32,7 +32,12 @@ TMP="$(mktemp -d /tmp/shardlog-javagap.XXXXXX)"
 SPID=""
 log() { echo "[javagap $(date +%H:%M:%S)] $*" >&2; }
 stop_shardlog() {
-  if [[ -n "$SPID" ]]; then kill "$SPID" 2>/dev/null || true; wait "$SPID" 2>/dev/null || true; fi
+  if [[ -n "$SPID" ]]; then
+    kill "$SPID" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$SPID" 2>/dev/null || true
+    wait "$SPID" 2>/dev/null || true
+  fi
   SPID=""
 }
 cleanup() {
