@@ -19,7 +19,7 @@
 # Environment: KAFKA_SH (default perf/kafka/kafka.sh), SHARDLOG (binary with `serve` and
 # `bench`, default target/release/shardlog), BENCH (command of the load generator, default
 # "$SHARDLOG bench", falling back to target/release/examples/bench), CARGO_BUILD=0 to skip
-# the release build.
+# the release build, PERF_KAFKA_PORT / PERF_SHARDLOG_PORT / PERF_IPERF_PORT to move the ports.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,9 +53,10 @@ else
   DUR=25; WARM=5; W3_RATE=20000; W4_DUR=20; W5_BYTES=$((2 << 30)); W6_RATE=20000; FIO_S=10; IPERF_S=5
 fi
 RECORD=1024
-KAFKA_PORT=29092
-SHARDLOG_PORT=29093
-IPERF_PORT=29150
+# Overridable so concurrent runs (or a port block per session) do not collide.
+KAFKA_PORT="${PERF_KAFKA_PORT:-29092}"
+SHARDLOG_PORT="${PERF_SHARDLOG_PORT:-29093}"
+IPERF_PORT="${PERF_IPERF_PORT:-29150}"
 BROKER_CPU=1
 CLIENT_CPU=0
 KAFKA_SH="${KAFKA_SH:-$ROOT/perf/kafka/kafka.sh}"

@@ -76,6 +76,9 @@ impl<F: FileSystem> Clone for Job<F> {
     }
 }
 
+/// A job and the preallocation to start beside it.
+type JobAndFill<F> = (Job<F>, Option<Fill<<F as FileSystem>::File>>);
+
 /// What a finished write reports back, in issue order.
 struct WriteDone {
     seg_base: i64,
@@ -315,7 +318,7 @@ impl<F: FileSystem> LogInner<F> {
     }
 
     /// The next job, and the preallocation to start beside it (`storage::prealloc`).
-    fn next_job(&self, in_flight: usize) -> Option<(Job<F>, Option<Fill<F::File>>)> {
+    fn next_job(&self, in_flight: usize) -> Option<JobAndFill<F>> {
         let (step_max, segment_bytes) = (self.prealloc_step(), self.cfg().segment_bytes);
         let mut st = self.st.borrow_mut();
         if st.failed.is_some() {
