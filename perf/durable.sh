@@ -14,7 +14,9 @@
 #     (GET /v1/shards: queue, storage, write_wait, write, fdatasync, notify, send).
 # Arms: growth   = fsync every batch, no preallocation (SHARDLOG_PREALLOCATE_BYTES=0);
 #       prealloc = fsync every batch, zero-filled preallocation (the default);
-#       flush1000= topic config flush.ms=1000 (acknowledged after the O_DIRECT write).
+#       flush1000= topic config flush.ms=1000 (acknowledged after the O_DIRECT write);
+#       prealloc-spin = prealloc with the reactor spinning 200 µs before it parks
+#       (not in the default set: it measures what parking costs).
 # Reports medians and [min–max] of the rounds, the load average (other work on the host),
 # and whether the issue-20 targets are met. Ports 36093 (Kafka API) and 36094 (admin);
 # override with DURABLE_PORT / DURABLE_ADMIN_PORT. SHARDLOG: the binary (default
@@ -71,10 +73,11 @@ fio4k() { # round, layout
 }
 
 run_arm() { # round, rate, arm
-  local r="$1" rate="$2" arm="$3" prealloc="" cfg=()
+  local r="$1" rate="$2" arm="$3" prealloc="" cfg=() spin=0
   case "$arm" in
     growth) prealloc=0 ;;
     prealloc) prealloc="" ;;
+    prealloc-spin) spin=200 ;;
     flush1000) cfg=(--topic-config flush.ms=1000) ;;
     *) echo "unknown arm $arm" >&2; return 1 ;;
   esac
@@ -82,7 +85,7 @@ run_arm() { # round, rate, arm
   local tag="$arm-$rate-$r"
   echo "$(cut -d' ' -f1-3 /proc/loadavg)" >"$RES/load-$tag.txt"
   env ${prealloc:+SHARDLOG_PREALLOCATE_BYTES=$prealloc} taskset -c "$BROKER_CPU" "$SHARDLOG" serve \
-    --shards 1 --spin-before-park-us 0 --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN" \
+    --shards 1 --spin-before-park-us "$spin" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN" \
     --data-dir "$dir/data" >"$dir/server.log" 2>&1 &
   PID=$!
   for _ in $(seq 1 100); do

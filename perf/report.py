@@ -95,7 +95,7 @@ def row(w, metric, kv, sv, hib=True):
 
 def target(name, value, limit, higher_better):
     if value is None or limit is None:
-        met = "n/a"
+        return  # the workload did not run (or failed): no row
     else:
         met = "yes" if (value >= limit if higher_better else value <= limit) else "no"
     targets.append(f"| {name} | {fmt1(value)} | {'≥' if higher_better else '≤'} {fmt1(limit)} | {met} |")
