@@ -31,7 +31,7 @@ pub const LOG_WRITES_IN_FLIGHT_MAX: usize = 2;
 /// Largest zero-filled preallocation step of an active segment under fsync-every-batch
 /// (`storage::prealloc`): appends then overwrite written extents inside the file size, so
 /// their fdatasync flushes data only, without an ext4 journal commit for the size change
-/// (2.4 ms against 21 µs measured by fio, perf/results/2026-12-01-durable-latency.md).
+/// (fio: 0.24–2.4 ms against 20–70 µs, perf/results/2026-12-01-durable-latency.md).
 /// 0 turns preallocation off. Overridden by `SHARDLOG_PREALLOCATE_BYTES` (tuning.md).
 pub const LOG_PREALLOCATE_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
 /// First (smallest) preallocation step of a segment; each later step is as large as the

@@ -2,10 +2,11 @@
 //! fdatasync flushes data only.
 //!
 //! Why: on ext4 an O_DIRECT append that grows the file changes its size (and allocates
-//! blocks), so the fdatasync that follows must commit the journal: fio measured 2.4 ms p50
-//! for a 4 KiB append + fdatasync against 21 µs for the same write over zero-written
-//! blocks inside the file, and 261 µs over fallocated (unwritten) extents, whose
-//! conversion to written is journalled too (perf/results/2026-12-01-durable-latency.md).
+//! blocks), so the fdatasync that follows must commit the journal: fio measured 0.24–2.4 ms
+//! p50 for a 4 KiB append + fdatasync against 20–40 µs for the same write over
+//! zero-written blocks inside the file, and 0.14–0.26 ms over fallocated (unwritten)
+//! extents, whose conversion to written is journalled too
+//! (perf/results/2026-12-01-durable-latency.md).
 //! So, under [`FlushPolicy::EveryBatch`](super::FlushPolicy::EveryBatch) only, the writer
 //! keeps a zero-written, fsynced region ahead of its writes, as Redpanda's fallocation step
 //! does: one journal commit per step instead of one per append.
