@@ -7,20 +7,23 @@
 # percentiles (GET /v1/shards), which show where a request's time goes.
 #
 #   perf/javagap.sh [--rounds 3] [--records 300000] [--rate 40000] [--out FILE]
+#                   [--arms kafka,growth,prealloc]   (also: flush1000 = Shardlog, topics
+#                   with flush.ms=1000, acknowledged after the O_DIRECT write)
 #
 # Brokers on cpu 1 (both stay up; one is loaded at a time), the client on cpu 0. Ports
 # 36192 (Kafka), 36193/36194 (Shardlog Kafka API/admin), Kafka's controller on 36195.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-ROUNDS=3; RECORDS=300000; RATE=40000; OUT=""
+ROUNDS=3; RECORDS=300000; RATE=40000; OUT=""; ARMS=kafka,growth,prealloc
 while (($#)); do
   case "$1" in
     --rounds) ROUNDS="$2"; shift ;;
     --records) RECORDS="$2"; shift ;;
     --rate) RATE="$2"; shift ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --arms) ARMS="$2"; shift ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "javagap.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -59,8 +62,8 @@ start_shardlog() { # prealloc ("" = as built)
   log "shardlog did not start"; return 1
 }
 
-pp() { # out, port, topic, records, rate
-  "$ROOT/target/release/shardlog" topics --bootstrap "127.0.0.1:$2" create "$3" --partitions 8 \
+pp() { # out, port, topic, records, rate [topic config k=v]
+  "$SHARDLOG" topics --bootstrap "127.0.0.1:$2" create "$3" --partitions 8 ${6:+--config "$6"} \
     >/dev/null 2>&1 || true
   taskset -c 0 "$KAFKA_SH" tool org.apache.kafka.tools.ProducerPerformance --topic "$3" \
     --num-records "$4" --record-size 1024 --throughput "$5" \
@@ -79,25 +82,27 @@ PY
 log "starting Kafka on cpu 1"
 "$KAFKA_SH" start --port "$KPORT" --controller-port "$KCTRL" --dir "$TMP/kafka" --cpu 1 >/dev/null
 for r in $(seq 1 "$ROUNDS"); do
-  for arm in kafka growth prealloc; do
+  for arm in ${ARMS//,/ }; do
     port=$KPORT
+    tcfg=""
+    [[ "$arm" == flush1000 ]] && tcfg="flush.ms=1000"
     if [[ "$arm" != kafka ]]; then
-      start_shardlog "$([[ $arm == growth ]] && echo 0)"
+      start_shardlog "$([[ $arm == growth ]] && echo 0 || true)"
       port=$SPORT
     fi
     cut -d' ' -f1 /proc/loadavg >"$RES/load-$arm-$r.txt"
     log "round $r: $arm W1 (closed loop, $RECORDS records)"
-    pp "$RES/w1-$arm-$r.txt" "$port" "w1r$r" "$RECORDS" -1
+    pp "$RES/w1-$arm-$r.txt" "$port" "w1r$r" "$RECORDS" -1 "$tcfg"
     log "round $r: $arm W2 ($RATE rec/s)"
-    pp "$RES/w2-$arm-$r.txt" "$port" "w2r$r" $((RATE * 10)) "$RATE"
+    pp "$RES/w2-$arm-$r.txt" "$port" "w2r$r" $((RATE * 10)) "$RATE" "$tcfg"
     if [[ "$arm" != kafka ]]; then stages "$RES/stages-$arm-$r.json"; stop_shardlog; fi
   done
 done
 COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo nocommit)"
 OUT="${OUT:-$ROOT/perf/results/$(date -u +%Y-%m-%d)-javagap-$COMMIT.md}"
-python3 - "$RES" "$OUT" "$COMMIT" "$ROUNDS" "$RECORDS" "$RATE" <<'PY'
+python3 - "$RES" "$OUT" "$COMMIT" "$ROUNDS" "$RECORDS" "$RATE" "$ARMS" <<'PY'
 import glob, json, os, re, statistics, sys
-res, out, commit, rounds, records, rate = sys.argv[1:7]
+res, out, commit, rounds, records, rate, arms = sys.argv[1:8]
 def pp(path):
     try:
         line = open(path).read()
@@ -111,12 +116,12 @@ def cell(xs, f="{:,.0f}"):
     if not xs:
         return "n/a"
     return f.format(statistics.median(xs)) + (f" [{f.format(min(xs))}–{f.format(max(xs))}]" if len(xs) > 1 else "")
-arms = ["kafka", "growth", "prealloc"]
+arms = arms.split(",")
 lines = [f"# Java client (ProducerPerformance) vs Kafka — {os.path.basename(out)[:-3]}\n",
          f"Commit `{commit}`; `perf/javagap.sh --rounds {rounds} --records {records} --rate {rate}`. "
          "Brokers on cpu 1 (Shardlog `--shards 1 --spin-before-park-us 0`, fresh per run; Kafka one "
          "JVM for the whole run), ProducerPerformance on cpu 0; 1 KiB, 8 partitions, acks=1, linger 0, "
-         "idempotence off. Median [min–max] of the rounds, interleaved kafka, growth, prealloc.\n",
+         "idempotence off. Median [min–max] of the rounds, interleaved in the order of the arms.\n",
          "| workload | arm | records/s | avg ms | p50 ms | p99 ms | load avg |", "|---|---|---|---|---|---|---|"]
 for w in ("w1", "w2"):
     for arm in arms:
@@ -133,7 +138,7 @@ for w in ("w1", "w2"):
 lines += ["", "Shardlog Produce stages over both workloads of a run (µs p50 / p99, median of rounds):", "",
           "| arm | " + " | ".join(["total", "queue", "storage", "write_wait", "write", "fdatasync", "notify", "send"]) + " |",
           "|---|" + "---|" * 8]
-for arm in arms[1:]:
+for arm in [a for a in arms if a != "kafka"]:
     cells = []
     for st in ["total", "queue", "storage", "write_wait", "write", "fdatasync", "notify", "send"]:
         p50, p99 = [], []
