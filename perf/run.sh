@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Side-by-side performance run: Shardlog vs Apache Kafka 4.x on this machine, in one run.
 #
-#   perf/run.sh [--quick] [--only kafka|shardlog] [--workloads W1,W2,...] [--keep TMPDIR]
+#   perf/run.sh [--quick] [--only kafka|shardlog] [--workloads W1,W2,...] [--reps N]
+#               [--keep TMPDIR]
 #
-# 1. records the machine (cores, kernel, disk, memory) and its limits: fio O_DIRECT
-#    sequential write (perf/fio.sh when present) and iperf3 over loopback;
-# 2. starts each broker in turn on cpu 1 (Shardlog `serve --shards 1`, spinning off;
-#    Kafka under `taskset -c 1`), own temp dirs, stopped by the script; the load generator
-#    runs on cpu 0;
+# 1. records the machine (cores, kernel, disk, memory), its load average, and its limits:
+#    fio O_DIRECT sequential write (perf/fio.sh when present) and iperf3 over loopback;
+# 2. starts both brokers on cpu 1 (Shardlog `serve --shards 1`, spinning off; Kafka under
+#    `taskset -c 1`), own temp dirs, stopped by the script; the load generator runs on cpu 0;
 # 3. runs workloads W1-W6 (perf/README.md) with `shardlog bench` and Kafka's
-#    ProducerPerformance as a neutral client;
-# 4. writes perf/results/<date>-<commit>.md (table with ratios) and SVG latency plots.
+#    ProducerPerformance as a neutral client, each workload N times (default 3) per broker,
+#    interleaved Kafka, Shardlog, Kafka, Shardlog, ... (one broker loaded at a time, a fresh
+#    topic per run), so a ratio is never one noisy sample;
+# 4. writes perf/results/<date>-<commit>.md: per metric the median and [min–max] of the
+#    runs, the ratio of medians, which targets are met, and SVG latency plots.
 #
-# Bounded: about 15 minutes by default, under 3 minutes with --quick. Ports 29092-29199.
+# Bounded: about 40 minutes by default, under 10 minutes with --quick. Ports 29092-29199.
 # Environment: KAFKA_SH (default perf/kafka/kafka.sh), SHARDLOG (binary with `serve` and
 # `bench`, default target/release/shardlog), BENCH (command of the load generator, default
 # "$SHARDLOG bench", falling back to target/release/examples/bench), CARGO_BUILD=0 to skip
-# the release build.
+# the release build, PERF_KAFKA_PORT / PERF_SHARDLOG_PORT / PERF_IPERF_PORT to move the ports.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,13 +28,15 @@ QUICK=0
 ONLY=""
 WORKLOADS="W1,W2,W3,W4,W5,W6"
 KEEP=""
+REPS=3
 while (($#)); do
   case "$1" in
     --quick) QUICK=1 ;;
     --only) ONLY="$2"; shift ;;
     --workloads) WORKLOADS="$2"; shift ;;
     --keep) KEEP="$2"; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --reps) REPS="$2"; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -48,9 +53,10 @@ else
   DUR=25; WARM=5; W3_RATE=20000; W4_DUR=20; W5_BYTES=$((2 << 30)); W6_RATE=20000; FIO_S=10; IPERF_S=5
 fi
 RECORD=1024
-KAFKA_PORT=29092
-SHARDLOG_PORT=29093
-IPERF_PORT=29150
+# Overridable so concurrent runs (or a port block per session) do not collide.
+KAFKA_PORT="${PERF_KAFKA_PORT:-29092}"
+SHARDLOG_PORT="${PERF_SHARDLOG_PORT:-29093}"
+IPERF_PORT="${PERF_IPERF_PORT:-29150}"
 BROKER_CPU=1
 CLIENT_CPU=0
 KAFKA_SH="${KAFKA_SH:-$ROOT/perf/kafka/kafka.sh}"
@@ -100,6 +106,7 @@ machine() {
     echo "memory: $(free -m | awk '/^Mem:/ {print $2 " MiB"}')"
     echo "disk (temp dir): $(df -h "$TMP" | awk 'NR==2 {print $1 " " $2 " (" $6 ")"}')"
     echo "java: $(java -version 2>&1 | head -1)"
+    echo "load average at start (1/5/15 min; other work on the host): $(cut -d' ' -f1-3 /proc/loadavg)"
   } >"$m"
   log "measuring disk with fio and loopback with iperf3"
   # shellcheck source=perf/ensure_tools.sh
@@ -180,91 +187,136 @@ producer_perf() {
 }
 
 # ------------------------------------------------------------------ 3. workloads
-run_workloads() {
-  local b="$1" port="$2" r="$TMP/res/$1"
-  local bs="127.0.0.1:$port"
+# Median over Kafka's runs of a workload's JSON field (W2's rate and ProducerPerformance's
+# record count derive from Kafka's W1); $2 when there is none.
+kafka_median() { # field, default, scale
+  python3 - "$TMP/res/kafka" "$1" "$2" "${3:-1}" <<'PY' 2>/dev/null || echo "$2"
+import glob, json, statistics, sys
+d, field, default, scale = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+v = []
+for f in glob.glob(d + "/w1-[0-9]*.json"):
+    try:
+        v.append(json.load(open(f))[field])
+    except Exception:
+        pass
+print(int(statistics.median(v) * scale) if v else default)
+PY
+}
+
+# One run of workload $3 against broker $1 (port $2), repetition $4: results in
+# res/<broker>/<w>-<rep>.* and a fresh topic per run.
+run_workload() {
+  local b="$1" port="$2" w="$3" rep="$4" r="$TMP/res/$1"
+  local bs="127.0.0.1:$port" t="${3,,}r$4"
   mkdir -p "$r"
   local common=(--bootstrap "$bs" --record-size "$RECORD" --quiet)
-  if want W1; then
-    log "$b W1: max produce throughput, 1 KiB, 8 partitions, acks=1"
-    bench produce "${common[@]}" --topic w1 --partitions 8 --acks 1 --duration "$DUR" \
-      --warmup "$WARM" --label "$b W1" --json "$r/w1.json" --hgrm "$r/w1.hgrm" >"$r/w1.txt" 2>&1 \
-      || log "$b W1 failed: $(tail -1 "$r/w1.txt")"
+  cut -d' ' -f1 /proc/loadavg >"$r/${w,,}-$rep.load"
+  case "$w" in
+  W1)
+    log "$b W1 #$rep: max produce throughput, 1 KiB, 8 partitions, acks=1"
+    bench produce "${common[@]}" --topic "$t" --partitions 8 --acks 1 --duration "$DUR" \
+      --warmup "$WARM" --label "$b W1" --json "$r/w1-$rep.json" --hgrm "$r/w1-$rep.hgrm" >"$r/w1-$rep.txt" 2>&1 \
+      || log "$b W1 failed: $(tail -1 "$r/w1-$rep.txt")"
     # The same record count for both brokers: a third of what our client moved at Kafka's
     # W1 in DUR seconds (the JVM client is slower; this keeps the run bounded).
     local recs
-    recs=$(python3 -c "import json;print(max(10000,min(2000000,int(json.load(open('$TMP/res/kafka/w1.json'))['records_per_s']*$DUR/3))))" 2>/dev/null || echo 100000)
-    producer_perf "$r/w1-pp.txt" "$port" w1pp "$recs" -1 1
-  fi
-  if want W2; then
+    recs=$(kafka_median records_per_s 100000 "$DUR / 3")
+    recs=$(python3 -c "print(max(10000, min(2000000, int($recs))))")
+    producer_perf "$r/w1-pp-$rep.txt" "$port" "${t}pp" "$recs" -1 1
+    ;;
+  W2)
     local rate
-    rate=$(python3 -c "import json;print(int(json.load(open('$TMP/res/kafka/w1.json'))['records_per_s']*0.5))" 2>/dev/null || echo 20000)
-    echo "$rate" >"$r/w2-rate.txt"
-    log "$b W2: produce latency at $rate rec/s (50% of Kafka's W1)"
-    bench produce "${common[@]}" --topic w2 --partitions 8 --acks 1 --rate "$rate" --duration "$DUR" \
-      --warmup "$WARM" --label "$b W2" --json "$r/w2.json" --hgrm "$r/w2.hgrm" >"$r/w2.txt" 2>&1 \
-      || log "$b W2 failed: $(tail -1 "$r/w2.txt")"
-    producer_perf "$r/w2-pp.txt" "$port" w2pp $((rate * DUR / 2)) "$rate" 1
-  fi
-  if want W3; then
-    log "$b W3: acks=all, flush per batch (flush.messages=1), $W3_RATE rec/s"
-    bench produce "${common[@]}" --topic w3 --partitions 8 --acks -1 --rate "$W3_RATE" \
+    rate=$(kafka_median records_per_s 40000 0.5)
+    echo "$rate" >"$TMP/res/w2-rate.txt"
+    log "$b W2 #$rep: produce latency at $rate rec/s (50% of Kafka's W1)"
+    bench produce "${common[@]}" --topic "$t" --partitions 8 --acks 1 --rate "$rate" --duration "$DUR" \
+      --warmup "$WARM" --label "$b W2 #$rep" --json "$r/w2-$rep.json" --hgrm "$r/w2-$rep.hgrm" >"$r/w2-$rep.txt" 2>&1 \
+      || log "$b W2 failed: $(tail -1 "$r/w2-$rep.txt")"
+    producer_perf "$r/w2-pp-$rep.txt" "$port" "${t}pp" $((rate * DUR / 2)) "$rate" 1
+    ;;
+  W3)
+    log "$b W3 #$rep: acks=all, flush per batch (flush.messages=1), $W3_RATE rec/s"
+    bench produce "${common[@]}" --topic "$t" --partitions 8 --acks -1 --rate "$W3_RATE" \
       --topic-config flush.messages=1 --duration "$DUR" --warmup "$WARM" --label "$b W3" \
-      --json "$r/w3.json" >"$r/w3.txt" 2>&1 || log "$b W3 failed: $(tail -1 "$r/w3.txt")"
-  fi
-  if want W4; then
-    log "$b W4: 1,000 partitions, max produce throughput"
-    bench produce "${common[@]}" --topic w4 --partitions 1000 --acks 1 --duration "$W4_DUR" \
-      --warmup "$WARM" --label "$b W4" --json "$r/w4.json" >"$r/w4.txt" 2>&1 || log "$b W4 failed: $(tail -1 "$r/w4.txt")"
-    resources "$BROKER_PID" >"$r/w4-resources.json"
-  fi
-  if want W5; then
+      --json "$r/w3-$rep.json" >"$r/w3-$rep.txt" 2>&1 || log "$b W3 failed: $(tail -1 "$r/w3-$rep.txt")"
+    ;;
+  W4)
+    log "$b W4 #$rep: 1,000 partitions, max produce throughput"
+    bench produce "${common[@]}" --topic "$t" --partitions 1000 --acks 1 --duration "$W4_DUR" \
+      --warmup "$WARM" --label "$b W4" --json "$r/w4-$rep.json" >"$r/w4-$rep.txt" 2>&1 || log "$b W4 failed: $(tail -1 "$r/w4-$rep.txt")"
+    resources "$(broker_pid "$b")" >"$r/w4-resources-$rep.json"
+    ;;
+  W5)
     local n=$((W5_BYTES / RECORD))
-    log "$b W5: write $((W5_BYTES >> 20)) MiB, then consume it from the start"
-    bench produce "${common[@]}" --topic w5 --partitions 8 --acks 1 --records "$n" \
-      --label "$b W5 write" --json "$r/w5-write.json" >"$r/w5-write.txt" 2>&1 || log "$b W5 write failed"
-    bench consume --bootstrap "$bs" --quiet --topic w5 --from earliest --to-end \
-      --label "$b W5" --json "$r/w5.json" >"$r/w5.txt" 2>&1 || log "$b W5 failed: $(tail -1 "$r/w5.txt")"
-  fi
-  if want W6; then
-    log "$b W6: end-to-end latency at $W6_RATE rec/s"
-    bench e2e "${common[@]}" --topic w6 --partitions 8 --acks 1 --rate "$W6_RATE" --duration "$DUR" \
-      --warmup "$WARM" --fetch-max-wait-ms 100 --label "$b W6" --json "$r/w6.json" \
-      --hgrm "$r/w6.hgrm" >"$r/w6.txt" 2>&1 || log "$b W6 failed: $(tail -1 "$r/w6.txt")"
-  fi
-  resources "$BROKER_PID" >"$r/resources.json"
+    log "$b W5 #$rep: write $((W5_BYTES >> 20)) MiB, then consume it from the start"
+    bench produce "${common[@]}" --topic "$t" --partitions 8 --acks 1 --records "$n" \
+      --label "$b W5 write" --json "$r/w5-write-$rep.json" >"$r/w5-write-$rep.txt" 2>&1 || log "$b W5 write failed"
+    bench consume --bootstrap "$bs" --quiet --topic "$t" --from earliest --to-end \
+      --label "$b W5" --json "$r/w5-$rep.json" >"$r/w5-$rep.txt" 2>&1 || log "$b W5 failed: $(tail -1 "$r/w5-$rep.txt")"
+    # Both brokers run for the whole run: W5's gigabytes go as soon as they were read.
+    "$SHARDLOG" topics --bootstrap "$bs" delete "$t" >/dev/null 2>&1 || log "$b W5: could not delete $t"
+    ;;
+  W6)
+    log "$b W6 #$rep: end-to-end latency at $W6_RATE rec/s"
+    bench e2e "${common[@]}" --topic "$t" --partitions 8 --acks 1 --rate "$W6_RATE" --duration "$DUR" \
+      --warmup "$WARM" --fetch-max-wait-ms 100 --label "$b W6 #$rep" --json "$r/w6-$rep.json" \
+      --hgrm "$r/w6-$rep.hgrm" >"$r/w6-$rep.txt" 2>&1 || log "$b W6 failed: $(tail -1 "$r/w6-$rep.txt")"
+    ;;
+  esac
 }
+
+broker_pid() { if [[ "$1" == kafka ]]; then cat "$TMP/kafka.pid"; else echo "$SHARDLOG_PID"; fi; }
 
 free_gib=$(df -Pk "$TMP" | awk 'NR==2 {print int($4 / 1048576)}')
 need_gib=$(( (W5_BYTES >> 30) * 3 + 3 ))
 ((free_gib >= need_gib)) || log "warning: $free_gib GiB free in $TMP, the run writes up to ~$need_gib GiB per broker"
 machine
+BROKERS=()
 if [[ "$ONLY" != shardlog ]]; then
   [[ -x "$KAFKA_SH" ]] || die "$KAFKA_SH missing (the Kafka launcher)"
   log "starting Apache Kafka $("$KAFKA_SH" version 2>/dev/null) on cpu $BROKER_CPU"
   start_kafka
-  run_workloads kafka "$KAFKA_PORT"
-  stop_kafka
+  BROKERS+=(kafka)
 fi
 if [[ "$ONLY" != kafka ]]; then
   if [[ -x "$SHARDLOG" ]] && "$SHARDLOG" serve --help >/dev/null 2>&1; then
     log "starting Shardlog (--shards 1) on cpu $BROKER_CPU"
     start_shardlog
-    run_workloads shardlog "$SHARDLOG_PORT"
-    stop_shardlog
+    BROKERS+=(shardlog)
   else
     log "no shardlog serve binary at $SHARDLOG: Shardlog column left empty"
   fi
 fi
+# Interleaved: every workload runs REPS times per broker, alternating brokers, so slow
+# drifts of the shared machine (other jobs, disk state) hit both alike. Both brokers stay
+# up (the idle one parks); only one is loaded at a time.
+for w in W1 W2 W3 W4 W5 W6; do
+  want "$w" || continue
+  for rep in $(seq 1 "$REPS"); do
+    for b in "${BROKERS[@]}"; do
+      if [[ "$b" == kafka ]]; then run_workload kafka "$KAFKA_PORT" "$w" "$rep"
+      else run_workload shardlog "$SHARDLOG_PORT" "$w" "$rep"; fi
+    done
+  done
+done
+for b in "${BROKERS[@]}"; do
+  mkdir -p "$TMP/res/$b"
+  resources "$(broker_pid "$b")" >"$TMP/res/$b/resources.json"
+done
+stop_shardlog
+[[ " ${BROKERS[*]} " == *" kafka "* ]] && stop_kafka
+cut -d' ' -f1-3 /proc/loadavg >"$TMP/res/load-end.txt"
 
 # ------------------------------------------------------------------ 4. report
 log "writing $REPORT"
 for w in w2 w6; do
   files=()
-  for b in kafka shardlog; do [[ -f "$TMP/res/$b/$w.json" ]] && files+=("$TMP/res/$b/$w.json"); done
+  for b in kafka shardlog; do
+    for f in "$TMP/res/$b/$w"-[0-9]*.json; do [[ -f "$f" ]] && files+=("$f"); done
+  done
   if ((${#files[@]})); then
     $BENCH plot "${files[@]}" -o "$ART_DIR/$w.svg" \
-      --title "${w^^} latency by percentile ($STAMP, $COMMIT)" >/dev/null || true
+      --title "${w^^} latency by percentile, every run ($STAMP, $COMMIT)" >/dev/null || true
   fi
 done
 for b in kafka shardlog; do
@@ -273,141 +325,5 @@ for b in kafka shardlog; do
   done
 done
 ELAPSED=$(($(date +%s) - START_S))
-python3 - "$TMP/res" "$REPORT" "$COMMIT" "$QUICK" "$ELAPSED" "$BENCH" <<'PY'
-import json, os, re, sys
-res, report, commit, quick, elapsed, bench = sys.argv[1:7]
-def j(b, name):
-    try:
-        return json.load(open(os.path.join(res, b, name)))
-    except Exception:
-        return None
-def pp(b, name):
-    try:
-        line = open(os.path.join(res, b, name)).read()
-    except Exception:
-        return None
-    m = re.search(r"([\d.]+) records/sec.*?([\d.]+) ms avg latency.*?([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th", line)
-    if not m:
-        return None
-    return {"rps": float(m[1]), "avg": float(m[2]), "max": float(m[3]), "p50": int(m[4]), "p99": int(m[6]), "p999": int(m[7])}
-def ratio(s, k, higher_better=True):
-    if s is None or k is None or k == 0 or s == 0:
-        return "n/a"
-    r = s / k
-    txt = f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
-    return txt + ("" if higher_better else " (lower is better)")
-def fmt(v, unit=""):
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        v = f"{v:,.0f}" if v >= 100 else f"{v:.2f}"
-    return f"{v}{unit}"
-rows = []
-def row(w, metric, kv, sv, hib=True):
-    rows.append(f"| {w} | {metric} | {fmt(kv)} | {fmt(sv)} | {ratio(sv, kv, hib)} |")
-def get(d, *path):
-    for p in path:
-        if d is None:
-            return None
-        d = d.get(p) if isinstance(d, dict) else None
-    return d
-K, S = "kafka", "shardlog"
-for w, title in [("w1", "W1 max produce"), ("w2", "W2 produce @50% Kafka W1"), ("w3", "W3 acks=all+flush"),
-                 ("w4", "W4 1,000 partitions"), ("w5", "W5 consume catch-up"), ("w6", "W6 end-to-end")]:
-    k, s = j(K, w + ".json"), j(S, w + ".json")
-    if k is None and s is None:
-        continue
-    if w in ("w1", "w4", "w5"):
-        row(title, "records/s", get(k, "records_per_s"), get(s, "records_per_s"))
-        row(title, "MiB/s", get(k, "mib_per_s"), get(s, "mib_per_s"))
-    else:
-        # Below the target rate means the broker saturated: latency then grows with time.
-        row(title, "records/s achieved", get(k, "records_per_s"), get(s, "records_per_s"))
-    for p, name in [("p50", "p50"), ("p99", "p99"), ("p9999", "p99.99"), ("max", "max")]:
-        if w in ("w1", "w4", "w5") and p not in ("p50", "p99"):
-            continue
-        row(title, f"{name} µs", get(k, "latency_us", p), get(s, "latency_us", p), False)
-    row(title, "client CPU % of a core", get(k, "cpu_pct_of_core"), get(s, "cpu_pct_of_core"), False)
-    errs = lambda d: sum((d or {}).get("errors", {}).values()) if d else None
-    if errs(k) or errs(s):
-        row(title, "errors", errs(k), errs(s), False)
-    for b, tag in ((k, K), (s, S)):
-        if b and b.get("target_rate"):
-            row(title, "target rate rec/s", get(k, "target_rate"), get(s, "target_rate"))
-            break
-for w, title in [("w1-pp.txt", "W1 via ProducerPerformance"), ("w2-pp.txt", "W2 via ProducerPerformance")]:
-    k, s = pp(K, w), pp(S, w)
-    if k is None and s is None:
-        continue
-    row(title, "records/s", get(k, "rps"), get(s, "rps"))
-    row(title, "p99 ms (not CO-corrected)", get(k, "p99"), get(s, "p99"), False)
-for b in (K, S):
-    r = j(b, "w4-resources.json")
-    if r:
-        rows.append(f"| W4 1,000 partitions | {b} broker RSS MiB / open fds | {r['rss_mib']} / {r['open_fds']} | | |")
-def machine():
-    out = []
-    try:
-        out += ["    " + l for l in open(os.path.join(res, "machine.txt")).read().splitlines()]
-    except Exception:
-        pass
-    try:
-        f = json.load(open(os.path.join(res, "fio-seq.json")))["jobs"][0]["write"]
-        out.append(f"    fio O_DIRECT seq write 1 MiB qd8: {f['bw_bytes']/2**20:,.0f} MiB/s")
-    except Exception:
-        pass
-    try:
-        f = json.load(open(os.path.join(res, "fio-sync.json")))["jobs"][0]
-        w = f["write"]; sync = f.get("sync", {}).get("lat_ns", {}).get("percentile", {})
-        p50 = sync.get("50.000000")
-        out.append(f"    fio 64 KiB write + fdatasync: {w['bw_bytes']/2**20:,.0f} MiB/s"
-                   + (f", fdatasync p50 {p50/1000:.0f} µs" if p50 else ""))
-    except Exception:
-        pass
-    try:
-        out += ["    " + l for l in open(os.path.join(res, "fio.txt")).read().splitlines()[-6:]]
-    except Exception:
-        pass
-    try:
-        i = json.load(open(os.path.join(res, "iperf.json")))
-        out.append(f"    iperf3 loopback one stream: {i['end']['sum_received']['bits_per_second']/8/2**30:.2f} GiB/s")
-    except Exception:
-        pass
-    return "\n".join(out)
-w2rate = None
-try:
-    w2rate = open(os.path.join(res, "kafka", "w2-rate.txt")).read().strip()
-except Exception:
-    pass
-text = f"""# Shardlog vs Apache Kafka — {os.path.basename(report)[:-3]}
-
-Commit `{commit}`, {'--quick' if quick == '1' else 'full'} run, {elapsed} s. Command: `perf/run.sh{' --quick' if quick == '1' else ''}`.
-Load generator: `{bench}` (closed loop unless a rate is given; open-loop latency measured from
-the intended send time, coordinated omission corrected). Neutral client: Kafka's
-`ProducerPerformance` (latency not CO-corrected).
-
-**CPU split** (2 cores): broker on cpu 1 (Shardlog `serve --shards 1 --spin-before-park-us 0`;
-Kafka JVM under `taskset -c 1`), load generator on cpu 0 (`taskset -c 0`). Brokers run one
-after the other, never at once.
-
-**Durability**: Kafka with its defaults (acks as listed, no fsync: the page cache flushes).
-Shardlog with its defaults (O_DIRECT writes, its documented flush policy). W3 sets the topic
-config `flush.messages=1` on both (fsync per batch) with acks=all.
-
-## Machine and its limits
-{machine()}
-
-## Results (ratio = Shardlog ÷ Kafka)
-W2 target rate: {w2rate or 'n/a'} rec/s (50% of Kafka's W1 throughput).
-
-| workload | metric | Kafka | Shardlog | ratio |
-|---|---|---|---|---|
-""" + "\n".join(rows) + f"""
-
-Plots: [W2]({os.path.basename(report)[:-3]}/w2.svg), [W6]({os.path.basename(report)[:-3]}/w6.svg);
-HdrHistogram distributions (`*.hgrm`) and `--json` results in `{os.path.basename(report)[:-3]}/`.
-"""
-open(report, "w").write(text)
-print(text)
-PY
+python3 "$ROOT/perf/report.py" "$TMP/res" "$REPORT" "$COMMIT" "$QUICK" "$ELAPSED" "$BENCH" "$REPS"
 log "done in $ELAPSED s: $REPORT"

@@ -27,9 +27,25 @@ pub struct MetaProperties {
 }
 
 /// A random UUID in Kafka's textual form: URL-safe base64 without padding, 22 characters.
+/// Like Kafka's `Uuid.randomUuid`, never one starting with `-`, which a command line would
+/// take for an option (`--cluster-id -v…`).
 #[must_use]
 pub fn random_kafka_uuid() -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
+    loop {
+        let id = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(uuid::Uuid::new_v4().as_bytes());
+        if !id.starts_with('-') {
+            return id;
+        }
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn random_ids_never_start_with_a_dash() {
+    assert!((0..2_000)
+        .map(|_| random_kafka_uuid())
+        .all(|id| id.len() == 22 && !id.starts_with('-')));
 }
 
 fn bad(path: &Path, reason: impl Into<String>) -> ControllerError {

@@ -59,6 +59,11 @@ pub struct DmaDataFile {
     spare: RefCell<Vec<DmaBuffer>>,
 }
 
+thread_local! {
+    /// The shard's zeroed buffer for [`DataFile::write_zeros`].
+    static ZEROS: RefCell<Option<std::rc::Rc<DmaBuffer>>> = const { RefCell::new(None) };
+}
+
 /// Spare write buffers kept per file.
 const SPARE_BUFFERS_MAX: usize = 2;
 
@@ -116,6 +121,41 @@ impl DataFile for DmaDataFile {
                 io::ErrorKind::WriteZero,
                 format!("short DMA write: {written} of {padded} bytes"),
             ));
+        }
+        Ok(())
+    }
+
+    async fn write_zeros(&self, pos: u64, len: u64) -> io::Result<()> {
+        debug_assert_eq!(pos % DIRECT_IO_ALIGNMENT_BYTES, 0, "unaligned DMA write");
+        let file = self.handle()?;
+        // One zeroed buffer per shard, shared by every file: no copy, no fresh pages.
+        let zeros = ZEROS.with(|z| {
+            z.borrow_mut()
+                .get_or_insert_with(|| {
+                    let mut b = file.alloc_dma_buffer(super::ZERO_CHUNK_BYTES);
+                    b.as_bytes_mut().fill(0);
+                    std::rc::Rc::new(b)
+                })
+                .clone()
+        });
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(super::ZERO_CHUNK_BYTES as u64);
+            let written = if n == super::ZERO_CHUNK_BYTES as u64 {
+                file.write_rc_at(zeros.clone(), pos + at).await.map_err(glommio_io)?
+            } else {
+                let padded = usize::try_from(align_up(n)).map_err(io::Error::other)?;
+                let mut b = file.alloc_dma_buffer(padded);
+                b.as_bytes_mut().fill(0);
+                file.write_at(b, pos + at).await.map_err(glommio_io)?
+            };
+            if written as u64 != align_up(n) {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    format!("short DMA write: {written} of {n} zero bytes"),
+                ));
+            }
+            at += n;
         }
         Ok(())
     }

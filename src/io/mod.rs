@@ -27,6 +27,9 @@ use bytes::Bytes;
 
 pub use crate::constants::DIRECT_IO_ALIGNMENT_BYTES;
 
+/// Largest single write of [`DataFile::write_zeros`].
+pub const ZERO_CHUNK_BYTES: usize = 256 * 1024;
+
 /// A boxed, non-`Send` future, as spawned on the current shard.
 pub type LocalTask = Pin<Box<dyn Future<Output = ()> + 'static>>;
 
@@ -37,6 +40,17 @@ pub trait DataFile: 'static {
     /// Writes the concatenation of `parts` at `pos` (aligned), padded with zeros to the
     /// alignment. The file grows to at least the padded end.
     async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()>;
+    /// Writes `len` zero bytes at `pos` (both aligned): preallocation with written extents.
+    async fn write_zeros(&self, pos: u64, len: u64) -> io::Result<()> {
+        static ZEROS: [u8; ZERO_CHUNK_BYTES] = [0; ZERO_CHUNK_BYTES];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(ZERO_CHUNK_BYTES as u64);
+            self.write_at(pos + at, &[&ZEROS[..n as usize]]).await?;
+            at += n;
+        }
+        Ok(())
+    }
     /// Makes every completed write and size change durable (fdatasync).
     async fn sync(&self) -> io::Result<()>;
     /// Sets the file size (sparse when growing).

@@ -60,12 +60,36 @@ pub enum Stage {
     Storage = 3,
     /// Writing the response to the socket.
     Send = 4,
+    /// Log writer (recorded under Produce, one sample per write job, not per request): how
+    /// long the oldest batch of a write waited, staged, for the write before it (group
+    /// commit's wait for the in-flight write).
+    WriteWait = 5,
+    /// Log writer: the O_DIRECT write itself.
+    Write = 6,
+    /// Log writer: the fdatasync after the write (fsync-every-batch policy, or a due sync).
+    Fdatasync = 7,
+    /// Log writer → waiting appender: from the writer publishing a committed offset to the
+    /// produce handler waiting on it running again (reactor wake-up and scheduling). One
+    /// sample per append that had to wait.
+    Notify = 8,
 }
 
 impl Stage {
-    pub const COUNT: usize = 5;
-    pub const ALL: [Stage; Stage::COUNT] =
-        [Stage::Total, Stage::Queue, Stage::Hop, Stage::Storage, Stage::Send];
+    pub const COUNT: usize = 9;
+    pub const ALL: [Stage; Stage::COUNT] = [
+        Stage::Total,
+        Stage::Queue,
+        Stage::Hop,
+        Stage::Storage,
+        Stage::Send,
+        Stage::WriteWait,
+        Stage::Write,
+        Stage::Fdatasync,
+        Stage::Notify,
+    ];
+    /// The log writer's stages, in the order a durable acknowledgement passes them.
+    pub const WRITER: [Stage; 4] =
+        [Stage::WriteWait, Stage::Write, Stage::Fdatasync, Stage::Notify];
 
     #[must_use]
     pub fn name(self) -> &'static str {
@@ -75,6 +99,10 @@ impl Stage {
             Stage::Hop => "hop",
             Stage::Storage => "storage",
             Stage::Send => "send",
+            Stage::WriteWait => "write_wait",
+            Stage::Write => "write",
+            Stage::Fdatasync => "fdatasync",
+            Stage::Notify => "notify",
         }
     }
 
@@ -269,6 +297,12 @@ pub fn topic_out(topic: &str, bytes: u64, records: u64) {
 #[inline]
 pub fn flush(elapsed: Duration, appends: u64) {
     with(|r| r.flush(elapsed, appends));
+}
+
+/// One log-writer stage sample ([`Stage::WRITER`]), recorded under Produce.
+#[inline]
+pub fn writer_stage(stage: Stage, elapsed: Duration) {
+    with(|r| r.record(0, stage, elapsed));
 }
 
 /// One batch-cache lookup.

@@ -20,6 +20,18 @@ pub struct ApiLatency {
     pub max_us: u64,
 }
 
+/// Latency percentiles of one stage of Produce (request stages and the log writer's
+/// stages), microseconds: where a durable acknowledgement spends its time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageLatency {
+    pub stage: String,
+    pub count: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+}
+
 /// What `GET /v1/shards` returns.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct View {
@@ -27,6 +39,9 @@ pub struct View {
     pub uptime_ms: u64,
     pub shards: Vec<ShardLoad>,
     pub apis: Vec<ApiLatency>,
+    /// Produce's stages other than `total`, those with samples (older brokers: empty).
+    #[serde(default)]
+    pub produce_stages: Vec<StageLatency>,
     /// Per-client byte and throttle totals, by client id (at most `METRICS_CLIENTS_MAX`
     /// ids per shard, the rest as `_other`). Absent in views of older brokers.
     #[serde(default)]
@@ -61,12 +76,34 @@ impl View {
                 })
             })
             .collect();
+        let produce_stages = m
+            .total
+            .apis
+            .get(&0)
+            .map(|api| {
+                Stage::ALL[1..]
+                    .iter()
+                    .filter_map(|stage| {
+                        let h = api.stages[*stage as usize].as_ref()?;
+                        let q = |x: f64| h.hist.value_at_quantile(x);
+                        Some(StageLatency {
+                            stage: stage.name().to_owned(),
+                            count: h.count(),
+                            p50_us: q(0.5),
+                            p99_us: q(0.99),
+                            p999_us: q(0.999),
+                            max_us: h.hist.max(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let clients = m
             .total
             .clients
             .iter()
             .map(|(id, t)| ClientView { client_id: id.clone(), totals: *t })
             .collect();
-        Self { uptime_ms, shards: m.shards.clone(), apis, clients }
+        Self { uptime_ms, shards: m.shards.clone(), apis, produce_stages, clients }
     }
 }

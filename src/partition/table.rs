@@ -394,6 +394,7 @@ fn log_config(topic: &TopicImage, broker: &BrokerDefaults) -> LogConfig {
         max_compaction_lag_ms: c.max_compaction_lag_ms,
         min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio,
         producer_id_expiration_ms: broker.long("producer.id.expiration.ms"),
+        preallocate_bytes: crate::storage::preallocate_bytes_default(),
     }
 }
 

@@ -71,6 +71,15 @@ pub(super) struct LogState<F: FileSystem> {
     pub force_sync: usize,
     /// Monotonic time (the file system's clock) of the last fsync.
     pub last_sync: Duration,
+    /// When the oldest batch not yet handed to a write was staged (the writer's
+    /// `write_wait` stage runs from here to the write's issue).
+    pub first_staged_at: Option<Duration>,
+    /// The preallocation running (at most one per log): its segment's base and the start of
+    /// the region it zero-fills; writes ending past that start wait for it.
+    pub fill: Option<(i64, u64)>,
+    /// When the writer last advanced `written`/`durable` and woke the waiters (the
+    /// `notify` stage of a waiting append runs from here to its wake-up).
+    pub committed_at: Duration,
     pub failed: Option<String>,
     /// Set while the writer waits for disk space (`storage::writer`): appends and waits for
     /// commit get [`StorageError::OutOfSpace`] until it writes again.
@@ -298,6 +307,9 @@ impl<F: FileSystem> LogInner<F> {
         seg.track_batch(&h, max_ts, config.index_interval_bytes);
         seg.staged.push_back((stored.clone(), Some(last.next())));
         seg.staged_end = last.next();
+        if st.first_staged_at.is_none() {
+            st.first_staged_at = Some(self.fs.monotonic());
+        }
         st.unwritten_bytes += stored.len();
         st.unwritten.push_back((base.0, last.0, stored.clone()));
         st.log_end = last.next();
@@ -345,8 +357,14 @@ impl<F: FileSystem> LogInner<F> {
     }
 
     pub async fn wait_committed(self: &Rc<Self>, offset: Offset) -> Result<(), StorageError> {
+        let mut waited = false;
         loop {
             if self.committed() > offset {
+                if waited {
+                    let since = self.st.borrow().committed_at;
+                    let woke = self.fs.monotonic().saturating_sub(since);
+                    crate::metrics::writer_stage(crate::metrics::Stage::Notify, woke);
+                }
                 return Ok(());
             }
             {
@@ -369,6 +387,7 @@ impl<F: FileSystem> LogInner<F> {
             let wait = self.progress.wait();
             self.kick_writer();
             wait.await;
+            waited = true;
         }
     }
 
@@ -390,7 +409,7 @@ impl<F: FileSystem> LogInner<F> {
                 self.check_space(&st)?;
                 let done = st.written >= target
                     && (!sync || st.durable >= target)
-                    && (!idle || !st.writer_running)
+                    && (!idle || (!st.writer_running && st.fill.is_none()))
                     && st.segments.values().all(|s| s.base >= target || !s.sealed || s.finalized);
                 if done {
                     return Ok(());

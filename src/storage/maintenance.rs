@@ -136,6 +136,8 @@ impl<F: FileSystem> LogInner<F> {
         seg.bytes_since_index = pos - seg.index.entries.last().map_or(0, |(_, p)| u64::from(*p));
         seg.sealed = false;
         seg.finalized = false;
+        // The file now ends at `pos`: preallocation starts over from there.
+        seg.prealloc_end = 0;
         st.log_end = new_end;
         st.written = new_end;
         st.durable = new_end;

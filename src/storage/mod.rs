@@ -10,7 +10,7 @@
 //! decompression, batch builder), [`validate`] (produce-time checks), [`index`] (offset and
 //! time indexes), [`segment`] (one segment, scanning), [`epoch`] (leader-epoch cache),
 //! [`checkpoint`] (small checkpoint files), [`cache`] (per-shard batch cache), `log` (the
-//! partition log: append, wait_committed, read, truncation), `writer` (group commit), `read`
+//! partition log: append, wait_committed, read, truncation), `writer` (group commit), `prealloc` (zero-filled space ahead of the active segment's end), `read`
 //! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files), [`cleaner`]
 //! (log compaction with crash-safe segment swaps), [`producer_state`] (idempotent producers'
 //! sequence windows, pure) and `producers` (their snapshots and rebuild from the log),
@@ -25,6 +25,7 @@ pub mod error;
 pub mod index;
 mod log;
 mod maintenance;
+mod prealloc;
 pub mod producer_state;
 mod producers;
 mod read;
@@ -109,6 +110,9 @@ pub struct LogConfig {
     /// `producer.id.expiration.ms` (a broker config in Kafka): a producer id whose last batch
     /// is this old is forgotten by the retention pass.
     pub producer_id_expiration_ms: i64,
+    /// Largest zero-filled preallocation step of the active segment under
+    /// [`FlushPolicy::EveryBatch`] (0: off); see `storage::prealloc`.
+    pub preallocate_bytes: u64,
 }
 
 impl Default for LogConfig {
@@ -133,8 +137,23 @@ impl Default for LogConfig {
             max_compaction_lag_ms: i64::MAX,
             min_cleanable_dirty_ratio: constants::MIN_CLEANABLE_DIRTY_RATIO_DEFAULT,
             producer_id_expiration_ms: constants::PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+            preallocate_bytes: preallocate_bytes_default(),
         }
     }
+}
+
+/// The preallocation step: [`constants::LOG_PREALLOCATE_BYTES_DEFAULT`], or the
+/// `SHARDLOG_PREALLOCATE_BYTES` environment variable (bytes, 0 = off) read once per process:
+/// an operator's escape hatch and the A/B switch of `perf/durable.sh`.
+#[must_use]
+pub fn preallocate_bytes_default() -> u64 {
+    static VALUE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *VALUE.get_or_init(|| {
+        std::env::var("SHARDLOG_PREALLOCATE_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(constants::LOG_PREALLOCATE_BYTES_DEFAULT)
+    })
 }
 
 /// What `append` assigned.

@@ -79,11 +79,14 @@ impl Readahead {
                     let mut at = 0usize;
                     while let ScanStep::Batch(h) = scan_batch(&data[at..]) {
                         let size = h.total_size();
+                        // A copy, not a slice: a slice would keep the whole read buffer
+                        // alive while the cache counts only the batch's bytes, so the
+                        // cache's real memory could grow past its bound (seen in the soak).
                         cache.insert(
                             log_id,
                             h.base_offset,
                             h.last_offset(),
-                            data.slice(at..at + size),
+                            bytes::Bytes::copy_from_slice(&data[at..at + size]),
                         );
                         at += size;
                     }

@@ -145,7 +145,9 @@ impl<F: FileSystem> LogInner<F> {
             st.max_timestamp = Some(max_ts);
         }
         drop(st);
-        self.cache.insert(self.log_id, base.0, last.0, batch);
+        // A copy: `batch` is a slice of the whole fetch response, which a slice in the cache
+        // would keep alive beyond the cache's byte bound.
+        self.cache.insert(self.log_id, base.0, last.0, Bytes::copy_from_slice(&batch));
         Ok(())
     }
 }

@@ -66,6 +66,11 @@ pub struct Segment<F: FileSystem> {
     pub staged_end: Offset,
     pub sealed: bool,
     pub finalized: bool,
+    /// The file holds zero-written, durably sized space up to here (`storage::prealloc`);
+    /// 0 when unknown. Always aligned.
+    pub prealloc_end: u64,
+    /// A preallocation of this segment failed: its appends grow the file instead.
+    pub prealloc_off: bool,
 }
 
 impl<F: FileSystem> Segment<F> {
@@ -90,6 +95,8 @@ impl<F: FileSystem> Segment<F> {
             staged_end: base,
             sealed: false,
             finalized: false,
+            prealloc_end: 0,
+            prealloc_off: false,
         }
     }
 

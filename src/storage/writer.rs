@@ -29,8 +29,10 @@ use super::segment::{segment_path, INDEX_SUFFIX, TIME_INDEX_SUFFIX};
 use super::FlushPolicy;
 use futures::stream::{FuturesOrdered, StreamExt};
 
+use super::prealloc::{next_fill, Fill};
 use crate::constants::{DISK_FULL_RETRY_MS, LOG_WRITES_IN_FLIGHT_MAX, LOG_WRITE_BYTES_MAX};
-use crate::io::{align_down, DataFile, FileSystem};
+use crate::io::{align_down, align_up, DataFile, FileSystem};
+use crate::metrics::Stage;
 use crate::types::Offset;
 
 enum Job<F: FileSystem> {
@@ -73,6 +75,9 @@ impl<F: FileSystem> Clone for Job<F> {
         }
     }
 }
+
+/// A job and the preallocation to start beside it.
+type JobAndFill<F> = (Job<F>, Option<Fill<<F as FileSystem>::File>>);
 
 /// What a finished write reports back, in issue order.
 struct WriteDone {
@@ -133,8 +138,16 @@ impl<F: FileSystem> LogInner<F> {
                 break barrier_failure;
             }
             // Empty (nothing in flight, nothing to take) resolves at once: the loop stops in
-            // the same step that found no work, so no append can slip in unnoticed.
-            let Some((job, done)) = in_flight.next().await else { break None };
+            // the same step that found no work, so no append can slip in unnoticed. A running
+            // preallocation keeps the writer up, waiting for it (the fill notifies).
+            let Some((job, done)) = in_flight.next().await else {
+                let wait = self.progress.wait();
+                if self.held_by_fill() {
+                    wait.await;
+                    continue;
+                }
+                break None;
+            };
             match done {
                 Ok(done) => self.complete_write(done),
                 Err(e) if e.is_out_of_space() => {
@@ -181,8 +194,12 @@ impl<F: FileSystem> LogInner<F> {
                     .write_at(w.pos, &refs)
                     .await
                     .map_err(StorageError::io("write", &path, w.pos))?;
+                let written = fs.monotonic();
+                crate::metrics::writer_stage(Stage::Write, written.saturating_sub(started));
                 if w.sync {
                     w.file.sync().await.map_err(StorageError::io("fsync", &path, w.pos))?;
+                    let synced = fs.monotonic().saturating_sub(written);
+                    crate::metrics::writer_stage(Stage::Fdatasync, synced);
                 }
                 let took = fs.monotonic().saturating_sub(started);
                 crate::metrics::flush(took, w.parts.len().saturating_sub(1) as u64);
@@ -283,38 +300,73 @@ impl<F: FileSystem> LogInner<F> {
         }
     }
 
-    fn take_job(&self, in_flight: usize) -> Option<Job<F>> {
+    fn take_job(self: &Rc<Self>, in_flight: usize) -> Option<Job<F>> {
+        let (job, fill) = self.next_job(in_flight)?;
+        if let Some(fill) = fill {
+            self.start_fill(fill);
+        }
+        Some(job)
+    }
+
+    /// Whether the writer stays up for the running preallocation: it holds back writes that
+    /// reach its region and the finalize of its segment, and `drain(idle)` waits for it. A
+    /// writer that stopped instead would be restarted by every waiter and stop again at once,
+    /// a busy loop that also starved the reactor, so the fill's I/O never completed.
+    fn held_by_fill(&self) -> bool {
+        let st = self.st.borrow();
+        st.fill.is_some() && st.failed.is_none()
+    }
+
+    /// The next job, and the preallocation to start beside it (`storage::prealloc`).
+    fn next_job(&self, in_flight: usize) -> Option<JobAndFill<F>> {
+        let (step_max, segment_bytes) = (self.prealloc_step(), self.cfg().segment_bytes);
         let mut st = self.st.borrow_mut();
         if st.failed.is_some() {
             return None;
         }
         let sync = st.force_sync > 0 || st.sync_requested || self.sync_due(st.last_sync);
-        let (durable, written) = (st.durable, st.written);
+        let (durable, written, fill) = (st.durable, st.written, st.fill);
         let seg = st.segments.values_mut().find(|s| !s.finalized)?;
+        let filling = fill.filter(|(base, _)| *base == seg.base.0).map(|(_, from)| from);
         if seg.staged.is_empty() {
             if in_flight > 0 {
                 return None;
             }
             if seg.sealed {
-                return Some(Job::Finalize { seg_base: seg.base.0 });
+                // Finalize trims the file: not under a preallocation still writing to it.
+                return filling.is_none().then_some((Job::Finalize { seg_base: seg.base.0 }, None));
             }
             let file = seg.file.clone();
-            return (durable < written && sync).then_some(Job::Sync { file, upto: written });
+            return (durable < written && sync)
+                .then_some((Job::Sync { file, upto: written }, None));
         }
         // A second write in flight must not share a page with the first.
         if in_flight > 0 && !seg.page_prefix.is_empty() {
             return None;
         }
         let pos = align_down(seg.queued_bytes);
-        let prefix = Bytes::from(std::mem::take(&mut seg.page_prefix));
         let staged: usize = seg.staged.iter().map(|(b, _)| b.len()).sum();
         // A backlog larger than one write is cut at a page boundary so the next write can be
         // issued before this one completes.
-        let limit = if prefix.len() + staged > LOG_WRITE_BYTES_MAX {
+        let mut limit = if seg.page_prefix.len() + staged > LOG_WRITE_BYTES_MAX {
             LOG_WRITE_BYTES_MAX
         } else {
             usize::MAX
         };
+        // A write must not reach into a region a preallocation is zero-filling: it is cut at
+        // the fill's start (a page boundary), or waits for the fill (which wakes the writer)
+        // when it could not carry a staged byte.
+        if let Some(from) = filling {
+            let planned = (seg.page_prefix.len() + staged).min(limit);
+            if align_up(pos + planned as u64) > from {
+                let room = usize::try_from(from.saturating_sub(pos)).unwrap_or(usize::MAX);
+                if room <= seg.page_prefix.len() {
+                    return None;
+                }
+                limit = limit.min(room);
+            }
+        }
+        let prefix = Bytes::from(std::mem::take(&mut seg.page_prefix));
         let mut bytes = prefix.len();
         let mut parts = vec![prefix];
         let mut end_offset = None;
@@ -334,15 +386,27 @@ impl<F: FileSystem> LogInner<F> {
         let end_bytes = pos + bytes as u64;
         seg.page_prefix = tail_bytes(&parts, (end_bytes - align_down(end_bytes)) as usize);
         seg.queued_bytes = end_bytes;
-        Some(Job::Write(WriteJob {
-            seg_base: seg.base.0,
-            file: seg.file.clone(),
-            pos,
-            parts,
-            end_bytes,
-            end_offset,
-            sync,
-        }))
+        let more_staged = !seg.staged.is_empty();
+        let (seg_base, file) = (seg.base.0, seg.file.clone());
+        let new_fill = if fill.is_none() && !seg.sealed && !seg.prealloc_off {
+            next_fill(end_bytes, seg.prealloc_end, step_max, segment_bytes)
+        } else {
+            None
+        };
+        let now = self.fs.monotonic();
+        if let Some(since) = st.first_staged_at.take() {
+            crate::metrics::writer_stage(Stage::WriteWait, now.saturating_sub(since));
+        }
+        // A backlog cut at the write limit: what stays staged waits from now on.
+        if more_staged {
+            st.first_staged_at = Some(now);
+        }
+        let new_fill = new_fill.map(|(from, to)| {
+            st.fill = Some((seg_base, from));
+            Fill { seg_base, file: file.clone(), from, to }
+        });
+        let job = Job::Write(WriteJob { seg_base, file, pos, parts, end_bytes, end_offset, sync });
+        Some((job, new_fill))
     }
 
     async fn run_barrier(self: &Rc<Self>, job: Job<F>) -> Result<(), StorageError> {
@@ -357,6 +421,7 @@ impl<F: FileSystem> LogInner<F> {
                     seg.page_prefix = Vec::new();
                     let next = seg.next_offset;
                     st.durable = st.durable.max(next);
+                    st.committed_at = self.fs.monotonic();
                     next
                 };
                 if self.st.borrow().recovery_point < next {
@@ -370,6 +435,7 @@ impl<F: FileSystem> LogInner<F> {
                 let mut st = self.st.borrow_mut();
                 st.durable = st.durable.max(upto);
                 st.last_sync = self.fs.monotonic();
+                st.committed_at = st.last_sync;
                 st.sync_requested = false;
                 drop(st);
                 self.progress.notify_all();
@@ -386,6 +452,7 @@ impl<F: FileSystem> LogInner<F> {
         }
         if let Some(end_offset) = end_offset {
             st.written = end_offset;
+            st.committed_at = self.fs.monotonic();
             if synced {
                 st.durable = end_offset;
             }

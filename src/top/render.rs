@@ -130,6 +130,27 @@ pub fn frame(source: &str, before: Option<&View>, now: &View) -> String {
             ms(a.max_us)
         );
     }
+    if !now.produce_stages.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<22} {:>12} {:>10} {:>10} {:>10} {:>10}",
+            "Produce stage (ms)", "SAMPLES", "p50", "p99", "p99.9", "max"
+        );
+        for s in &now.produce_stages {
+            let ms = |us: u64| us as f64 / 1e3;
+            let _ = writeln!(
+                out,
+                "{:<22} {:>12} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+                s.stage,
+                s.count,
+                ms(s.p50_us),
+                ms(s.p99_us),
+                ms(s.p999_us),
+                ms(s.max_us)
+            );
+        }
+    }
     let clients = super::clients::section(before, now);
     if !clients.is_empty() {
         let _ = writeln!(out);
@@ -166,6 +187,14 @@ mod tests {
                 max_us: 9_000,
             }],
             clients: Vec::new(),
+            produce_stages: vec![crate::metrics::view::StageLatency {
+                stage: "fdatasync".into(),
+                count: 4,
+                p50_us: 41,
+                p99_us: 290,
+                p999_us: 290,
+                max_us: 300,
+            }],
         }
     }
 
@@ -182,5 +211,6 @@ mod tests {
         assert!(text.contains("    1    10.0"), "{text}");
         assert!(text.contains("Produce"), "{text}");
         assert!(text.contains("1.500"), "{text}");
+        assert!(text.contains("fdatasync") && text.contains("0.041"), "{text}");
     }
 }

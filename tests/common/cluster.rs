@@ -31,7 +31,7 @@ pub struct Cluster {
 /// Runs `shardlog format` for `data_dir`.
 pub fn format(data_dir: &Path, cluster_id: &str, node_id: i32) {
     let out = Command::new(env!("CARGO_BIN_EXE_shardlog"))
-        .args(["format", "--cluster-id", cluster_id, "--node-id", &node_id.to_string()])
+        .args(["format", &format!("--cluster-id={cluster_id}"), "--node-id", &node_id.to_string()])
         .arg("--data-dir")
         .arg(data_dir)
         .output()
