@@ -1,6 +1,6 @@
 //! AlterPartition on the [`ControllerState`]: a partition leader asks to change its ISR
 //! (shrink out lagging followers, expand with caught-up ones), as Kafka's
-//! `ReplicationControlManager.alterPartition`, with KIP-966's ELR (see [`super::elr`]). The
+//! `ReplicationControlManager.alterPartition`, with KIP-966's ELR (see `controller::elr`). The
 //! outcome is an ordinary `PartitionRecord` (no new record type); the leader epoch does
 //! not change.
 //!

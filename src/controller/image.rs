@@ -46,7 +46,7 @@ pub struct PartitionImage {
     pub isr: Vec<NodeId>,
     /// KIP-966 eligible leader replicas: left the ISR while it was below
     /// `min.insync.replicas`, so they hold every committed record and may lead (see
-    /// [`super::elr`]). Empty while the ISR is at or above the minimum.
+    /// `controller::elr`). Empty while the ISR is at or above the minimum.
     pub elr: Vec<NodeId>,
     /// KIP-966 last known ELR: replicas that were in the ELR and since went out of it.
     pub last_known_elr: Vec<NodeId>,

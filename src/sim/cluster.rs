@@ -119,13 +119,13 @@ pub enum Body {
         reason: String,
     },
     NotLeader(Option<u64>),
-    /// Start/replace (`Some`) or cancel (`None`) a reassignment ([`reassign`]).
+    /// Start/replace (`Some`) or cancel (`None`) a reassignment (`sim::cluster::reassign`).
     Reassign {
         topic: String,
         partition: i32,
         target: Option<Vec<NodeId>>,
     },
-    /// An ISR expansion as a partition leader would send it ([`reassign`]).
+    /// An ISR expansion as a partition leader would send it (`sim::cluster::reassign`).
     ExpandIsr(crate::controller::AlterPartitionRequest),
     /// A reassignment request or ISR expansion accepted.
     Done,
@@ -190,7 +190,7 @@ pub struct ClusterStats {
     pub rebalance_moves: u64,
     /// ISR expansions (AlterPartition) the controller accepted.
     pub isr_expansions: u64,
-    /// Reassignment requests and ISR expansions accepted ([`reassign`]).
+    /// Reassignment requests and ISR expansions accepted (`sim::cluster::reassign`).
     pub reassign_ops: u64,
     /// Leader changes (elections) of partitions while under reassignment.
     pub reassign_elections: u64,

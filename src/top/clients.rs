@@ -66,7 +66,7 @@ pub fn rates(before: Option<&View>, now: &View) -> Vec<ClientRates> {
 }
 
 /// The section's text: a header and one line per active client (at most
-/// [`CLIENT_ROWS_MAX`], then one line for the others); nothing when no client was active.
+/// `CLIENT_ROWS_MAX`, then one line for the others); nothing when no client was active.
 #[must_use]
 pub fn section(before: Option<&View>, now: &View) -> String {
     let rows = rates(before, now);

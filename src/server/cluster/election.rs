@@ -5,7 +5,7 @@
 //!
 //! Runs on the controller shard of every node (the same loop refreshes the cluster and
 //! leadership gauges every `REBALANCE_POLL_MS`). The elections themselves are
-//! [`ControllerState::rebalance_leaders`], one controller operation per check (`run_op`).
+//! `ControllerState::rebalance_leaders`, one controller operation per check (`run_op`).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
