@@ -261,7 +261,9 @@ fn below_min_isr_the_high_watermark_stops_and_the_elr_leads_cleanly() {
         got.len(),
         restarted.elapsed()
     );
-    for i in 0..c.nodes.len() {
+    // Brokers first, the controller quorum (node 1) last: a broker's controlled shutdown
+    // waits for the controller's approval.
+    for i in (0..c.nodes.len()).rev() {
         c.terminate(i);
     }
 }

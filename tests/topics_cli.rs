@@ -48,7 +48,7 @@ fn create_list_describe_delete() {
     assert!(lines[0].ends_with("Configs: retention.ms=60000"), "{described}");
     for (p, line) in lines[1..].iter().enumerate() {
         let want = format!(
-            "Partition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1\tOsr: -\tOffline: -\tPreferredLeader: 1"
+            "Partition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1\tOsr: -\tElr: -\tLastKnownElr: -\tOffline: -\tPreferredLeader: 1"
         );
         assert!(line.contains(&want), "{line}");
     }

@@ -224,6 +224,13 @@ impl PartitionTable {
             if leads && was_following.contains(&tp) {
                 wait_log_released(&existing).await;
             }
+            if existing.is_leader.get() && !leads {
+                // A leader stepping down keeps what it knew committed as its follower high
+                // watermark (Kafka keeps the log's high watermark), so its checkpoint and a
+                // later leadership never start below it.
+                let hw = existing.high_watermark().min(existing.log.log_end_offset());
+                existing.follower_hw.set(existing.follower_hw.get().max(hw));
+            }
             existing.is_leader.set(leads);
             existing.leader_epoch.set(w.leader_epoch);
             sync_replication(&existing, image, topic);
