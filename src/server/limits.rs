@@ -17,7 +17,8 @@
 //! - `log.dir.reserved.bytes` (Shardlog's own): below this much free space in the data
 //!   directory, client produce is refused with KAFKA_STORAGE_ERROR, so the broker's own
 //!   writes (offset commits, group metadata, the metadata log) still find room
-//!   ([`data_dir_low_on_space`]; measured at most once a second per shard).
+//!   ([`data_dir_low_on_space`]; measured once a second per shard, and sooner as the
+//!   headroom above the reserve shrinks).
 //!
 //! Where it lives: the connection counts are process-wide (one broker per process), behind a
 //! mutex taken once per accept and per close, never per request; the rate bucket and the
@@ -59,34 +60,57 @@ pub fn open_connections() -> usize {
 thread_local! {
     static RATE: RefCell<Option<TokenBucket>> = const { RefCell::new(None) };
     static BUDGET: RefCell<Option<Rc<RequestBudget>>> = const { RefCell::new(None) };
-    /// When this shard last measured the data directory's free space, and whether it was
-    /// below the reserve.
-    static DISK_LOW: Cell<Option<(Instant, bool)>> = const { Cell::new(None) };
+    /// The last measurement of the data directory's free space on this shard.
+    static DISK: Cell<Option<DiskSample>> = const { Cell::new(None) };
 }
 
-/// Whether the data directory has less free space than `log.dir.reserved.bytes` (as last
-/// measured, at most [`DISK_SPACE_CHECK_INTERVAL_MS`] ago). One statvfs a second per shard:
-/// a short blocking syscall on the reactor.
+/// One statvfs of the data directory and what this shard accepted since.
+#[derive(Clone, Copy)]
+struct DiskSample {
+    at: Instant,
+    free_bytes: u64,
+    low: bool,
+    /// Produce request bytes this shard accepted since `at`.
+    accepted_bytes: u64,
+}
+
+/// Whether the data directory has less free space than `log.dir.reserved.bytes`.
+/// `incoming_bytes` is the produce request about to be written. The free space is measured
+/// at most once every [`DISK_SPACE_CHECK_INTERVAL_MS`] per shard, and sooner once this shard
+/// has accepted its share (1/2 over the shard count) of the headroom left above the
+/// reserve: a fast producer would otherwise write far into the reserve between two
+/// measurements. A statvfs is a short blocking syscall on the reactor.
 #[must_use]
-pub fn data_dir_low_on_space(ctx: &ShardCtx) -> bool {
+pub fn data_dir_low_on_space(ctx: &ShardCtx, incoming_bytes: u64) -> bool {
     let reserved = ctx.config.log_dir_reserved_bytes;
     if reserved == 0 {
         return false;
     }
     let now = Instant::now();
-    if let Some((at, low)) = DISK_LOW.with(Cell::get) {
-        if now.duration_since(at) < Duration::from_millis(DISK_SPACE_CHECK_INTERVAL_MS) {
-            return low;
+    let previous = DISK.with(Cell::get);
+    if let Some(mut sample) = previous {
+        let headroom = sample.free_bytes.saturating_sub(reserved);
+        let share = headroom / (2 * u64::from(ctx.shard_count.max(1)));
+        let fresh =
+            now.duration_since(sample.at) < Duration::from_millis(DISK_SPACE_CHECK_INTERVAL_MS);
+        if fresh && (sample.low || sample.accepted_bytes + incoming_bytes <= share) {
+            if !sample.low {
+                sample.accepted_bytes += incoming_bytes;
+                DISK.with(|d| d.set(Some(sample)));
+            }
+            return sample.low;
         }
     }
-    let low = match crate::doctor::sys::space(&ctx.config.data_dir) {
-        Ok(space) => space.free_bytes < reserved,
+    let (free_bytes, low) = match crate::doctor::sys::space(&ctx.config.data_dir) {
+        Ok(space) => (space.free_bytes, space.free_bytes < reserved),
         Err(err) => {
             tracing::debug!("statvfs of the data directory failed: {err}");
-            false
+            (u64::MAX, false)
         }
     };
-    let was = DISK_LOW.with(|d| d.replace(Some((now, low)))).is_some_and(|(_, l)| l);
+    let accepted_bytes = if low { 0 } else { incoming_bytes };
+    DISK.with(|d| d.set(Some(DiskSample { at: now, free_bytes, low, accepted_bytes })));
+    let was = previous.is_some_and(|p| p.low);
     if low && !was {
         tracing::warn!(shard = %ctx.id, reserved, "free space of the data directory is below log.dir.reserved.bytes: refusing produce with KAFKA_STORAGE_ERROR until space is freed");
     } else if was && !low {

@@ -74,7 +74,7 @@ pub async fn start(
     let mut topics = Vec::with_capacity(req.topic_data.len());
     let image = ctx.image();
     // Below `log.dir.reserved.bytes` of free space, client data waits (`server::limits`).
-    let disk_low = super::limits::data_dir_low_on_space(ctx);
+    let disk_low = super::limits::data_dir_low_on_space(ctx, request_bytes);
     // KIP-890 part 1: transactional batches outside the producer's ongoing transaction.
     let unverified = super::txn::verify::check_produce(ctx, &req, version, &image).await;
     for (t, topic) in req.topic_data.into_iter().enumerate() {
