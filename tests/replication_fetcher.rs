@@ -21,7 +21,9 @@ use shardlog::partition::replica_fetch::{
     serve_replica_fetch, ReplicaFetchError, ReplicaFetchRequest,
 };
 use shardlog::partition::replicas::{LeaderReplicas, ReplicaSettings};
-use shardlog::replication::driver::{fetch_round, FollowerLog, LeaderLink, LinkError};
+use shardlog::replication::driver::{
+    fetch_round, fetch_round_assigned, FollowerLog, LeaderLink, LinkError,
+};
 use shardlog::replication::fetcher::{
     FetchPlan, Fetcher, FetcherConfig, PartitionReply, PartitionState,
 };
@@ -340,5 +342,78 @@ fn fetcher_task_follows_commands_and_stops() {
         let (stats, ()) = futures::join!(run(fetcher, handle.clone(), &leader, || T0), driver);
         assert_same(&leader.log, &follower_log).await;
         assert!(stats.appended_batches >= 2, "{stats:?}");
+    });
+}
+
+/// A link that changes the follower's world while its Fetch is in flight: takes the
+/// partition from the fetcher, or lets a second writer append to the follower's log.
+struct MidFlight<'a> {
+    leader: &'a InProcessLeader,
+    assigned: &'a Cell<bool>,
+    unassign: bool,
+    append: Option<(Rc<Log>, Bytes)>,
+}
+
+impl LeaderLink for MidFlight<'_> {
+    async fn fetch(
+        &self,
+        plan: &FetchPlan,
+    ) -> Result<Vec<(TopicPartition, PartitionReply)>, LinkError> {
+        let replies = self.leader.fetch(plan).await?;
+        if self.unassign {
+            self.assigned.set(false);
+        }
+        if let Some((log, batch)) = &self.append {
+            log.append_replicated(batch.clone(), T0).await.unwrap();
+        }
+        Ok(replies)
+    }
+
+    async fn log_offsets(&self, tp: &TopicPartition) -> Result<(Offset, Offset), LinkError> {
+        self.leader.log_offsets(tp).await
+    }
+}
+
+#[test]
+fn answers_that_went_stale_in_flight_are_dropped() {
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let leader = InProcessLeader {
+            log: open(&fs, "/leader/r-0").await,
+            replication: Replication::new(leader_state(1, Offset(0))),
+            epoch: Cell::new(Epoch(1)),
+            fail_next: Cell::new(None),
+        };
+        produce(&leader.log, 3, 2, 10, 1).await;
+        let follower_log = open(&fs, "/follower/r-0").await;
+        let logs: BTreeMap<_, _> = [(tp(), FollowerLog::new(follower_log.clone()))].into();
+        let mut fetcher = Fetcher::new(FetcherConfig::new(NodeId(2), 5), NodeId(1));
+        fetcher.add_partition(tp(), Uuid::new_v4(), Epoch(1)).unwrap();
+        let assigned = Cell::new(true);
+        let check = |_: &TopicPartition, epoch: Epoch| assigned.get() && epoch == Epoch(1);
+
+        // The partition left this fetcher (a new leader, or this broker leads it now) while
+        // the leader answered: nothing is written.
+        let link = MidFlight { leader: &leader, assigned: &assigned, unassign: true, append: None };
+        let stats = fetch_round_assigned(&mut fetcher, &logs, &link, T0, check).await.unwrap();
+        assert_eq!(stats.unwrap().dropped, 1);
+        assert_eq!(follower_log.log_end_offset(), Offset(0));
+
+        // Another writer (a second fetcher) appended while the fetch was in flight: the
+        // answer for offset 0 no longer fits the log and is dropped, not half-applied.
+        assigned.set(true);
+        let first = leader.log.read(Offset(0), 1, Offset(2)).await.unwrap();
+        let append = Some((follower_log.clone(), first));
+        let link = MidFlight { leader: &leader, assigned: &assigned, unassign: false, append };
+        let stats = fetch_round_assigned(&mut fetcher, &logs, &link, T0, check).await.unwrap();
+        assert_eq!(stats.unwrap().dropped, 1);
+        assert_eq!(follower_log.log_end_offset(), Offset(2));
+
+        // With nothing changing under it, the fetcher catches up from where the log ends.
+        let link = MidFlight { leader: &leader, assigned: &assigned, unassign: false, append: None };
+        for _ in 0..10 {
+            fetch_round_assigned(&mut fetcher, &logs, &link, T0, check).await.unwrap();
+        }
+        assert_same(&leader.log, &follower_log).await;
     });
 }

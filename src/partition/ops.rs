@@ -319,7 +319,8 @@ async fn produce(
     }
     let batch = records.unwrap_or_default();
     let (started, batch_bytes) = (std::time::Instant::now(), batch.len());
-    let info = p.log.append(batch, p.leader_epoch.get(), p.log.now_ms()).await?;
+    let epoch = p.leader_epoch.get();
+    let info = p.log.append(batch, epoch, p.log.now_ms()).await?;
     // Followers' long-polls hear of the data at once (they read up to the log end).
     p.replication.appended.notify_all();
     // A duplicate (an idempotent producer's retry) waits for its original, like Kafka's
@@ -330,8 +331,19 @@ async fn produce(
         crate::metrics::produced(topic, batch_bytes, &info, started);
     }
     p.hw_changed.notify_all();
-    if wait.acks == -1 && p.replication.has_followers() {
-        super::replica_fetch::wait_for_isr(&p, info.last_offset.next(), wait.timeout_ms).await?;
+    if wait.acks == -1 {
+        // Demoted while the write became durable: the replica state now describes a follower
+        // (one replica, so "committed" would mean only this log), and the new leader may not
+        // hold the batch. Kafka answers such a delayed produce NOT_LEADER_OR_FOLLOWER; acking
+        // it lost acknowledged records in rolling restarts.
+        if !p.is_leader.get() || p.leader_epoch.get() != epoch {
+            let why = "leadership changed while the batch was written".to_string();
+            return Err((ResponseError::NotLeaderOrFollower, Some(why)).into());
+        }
+        if p.replication.has_followers() {
+            super::replica_fetch::wait_for_isr(&p, info.last_offset.next(), wait.timeout_ms)
+                .await?;
+        }
     }
     Ok(ProduceOk {
         base_offset: info.base_offset.0,

@@ -231,6 +231,16 @@ impl PartitionTable {
                 let hw = existing.high_watermark().min(existing.log.log_end_offset());
                 existing.follower_hw.set(existing.follower_hw.get().max(hw));
             }
+            if leads && (!existing.is_leader.get() || existing.leader_epoch.get() != w.leader_epoch)
+            {
+                tracing::info!(
+                    partition = %tp,
+                    epoch = w.leader_epoch.0,
+                    log_end = existing.log.log_end_offset().0,
+                    follower_hw = existing.follower_hw.get().0,
+                    "leading the partition"
+                );
+            }
             existing.is_leader.set(leads);
             existing.leader_epoch.set(w.leader_epoch);
             sync_replication(&existing, image, topic);

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use super::fetcher::{Action, FetchPlan, Fetcher, LocalLog, PartitionReply, Reset};
 use crate::io::FileSystem;
 use crate::storage::{PartitionLog, StorageError};
-use crate::types::{Offset, TopicPartition};
+use crate::types::{Epoch, Offset, TopicPartition};
 
 /// A failure to talk to the leader (connection, codec, timeout).
 #[derive(Debug, thiserror::Error)]
@@ -92,15 +92,34 @@ pub struct RoundStats {
     pub appended_batches: usize,
     pub appended_bytes: usize,
     pub truncations: usize,
+    /// Answers dropped because the partition or its log changed while they were in flight.
+    pub dropped: usize,
 }
 
 /// One fetch round. `Ok(None)`: no partition was ready (the caller waits the backoff or for
-/// a metadata change).
+/// a metadata change). Every answer is applied: for a fetcher whose assignment cannot
+/// change under it (tests, tools). The broker's fetchers use [`fetch_round_assigned`].
 pub async fn fetch_round<F: FileSystem, L: LeaderLink>(
     fetcher: &mut Fetcher,
     logs: &BTreeMap<TopicPartition, FollowerLog<F>>,
     link: &L,
     now_ms: i64,
+) -> Result<Option<RoundStats>, LinkError> {
+    fetch_round_assigned(fetcher, logs, link, now_ms, |_, _| true).await
+}
+
+/// [`fetch_round`] for a fetcher whose partitions can move while its Fetch is in flight.
+/// An answer is applied only if, when it arrives, `assigned(tp, epoch)` still gives the
+/// partition to this fetcher at the leader epoch the request named, and the local log still
+/// ends at the offset the request fetched from (Kafka's `processFetchRequest` drops the
+/// answer otherwise). A fetcher stopped or replaced mid-flight, a partition handed to a new
+/// leader, or one this broker now leads, is never written from a stale leader's answer.
+pub async fn fetch_round_assigned<F: FileSystem, L: LeaderLink>(
+    fetcher: &mut Fetcher,
+    logs: &BTreeMap<TopicPartition, FollowerLog<F>>,
+    link: &L,
+    now_ms: i64,
+    assigned: impl Fn(&TopicPartition, Epoch) -> bool,
 ) -> Result<Option<RoundStats>, LinkError> {
     // A throttled partition over the follower rate sits this round out (`throttle`).
     let local = |tp: &TopicPartition| {
@@ -121,13 +140,31 @@ pub async fn fetch_round<F: FileSystem, L: LeaderLink>(
             return Err(err);
         }
     };
+    let sent: BTreeMap<&TopicPartition, (Offset, Epoch)> = plan
+        .partitions
+        .iter()
+        .map(|p| (&p.tp, (p.fetch_offset, p.current_leader_epoch)))
+        .collect();
     let mut stats = RoundStats { partitions: plan.partitions.len(), ..RoundStats::default() };
     for (tp, reply) in replies {
         let Some(follower) = logs.get(&tp) else { continue };
+        let Some(&(fetch_offset, epoch)) = sent.get(&tp) else { continue };
+        // Checked per partition right before its step: an earlier partition's step awaited,
+        // and the assignment or the log may have changed meanwhile.
+        if !assigned(&tp, epoch) {
+            tracing::debug!(partition = %tp, "answer dropped: the partition left this fetcher or its epoch changed");
+            stats.dropped += 1;
+            continue;
+        }
+        let local = follower.view();
+        if local.log_end != fetch_offset {
+            tracing::debug!(partition = %tp, fetched = fetch_offset.0, log_end = local.log_end.0, "answer dropped: the log changed while the fetch was in flight");
+            stats.dropped += 1;
+            continue;
+        }
         if reply.error_code != 0 {
             tracing::debug!(partition = %tp, code = reply.error_code, "leader refused a fetch");
         }
-        let local = follower.view();
         let end_for = |e| follower.log.end_offset_for_epoch(e);
         let action = fetcher.on_reply(&tp, reply, &local, end_for, now_ms);
         if let Err(err) = apply(follower, action, &tp, link, &local, &mut stats, now_ms).await {

@@ -10,13 +10,13 @@
 //! ends within one round plus its bounded wait.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::driver::{fetch_round, FollowerLog, LeaderLink};
+use super::driver::{fetch_round_assigned, FollowerLog, LeaderLink};
 use super::fetcher::Fetcher;
 use crate::constants::FETCHER_COMMANDS_MAX;
 use crate::io::FileSystem;
@@ -48,6 +48,10 @@ pub struct FetcherHandle<F: FileSystem> {
     commands: RefCell<VecDeque<Command<F>>>,
     wake: Notify,
     stopped: Cell<bool>,
+    /// The partitions the coordinator gives this fetcher now, with their leader epochs.
+    /// Set synchronously as each image is applied (commands wait for the next round), so a
+    /// round in flight can tell its answers went stale.
+    assigned: RefCell<HashMap<TopicPartition, Epoch>>,
 }
 
 /// The command queue is full.
@@ -61,16 +65,27 @@ impl<F: FileSystem> Default for FetcherHandle<F> {
             commands: RefCell::default(),
             wake: Notify::new(),
             stopped: Cell::new(false),
+            assigned: RefCell::default(),
         }
     }
 }
 
 impl<F: FileSystem> FetcherHandle<F> {
-    /// Queues a command and wakes the loop.
+    /// Queues a command and wakes the loop. An `Add` or `Remove` changes the assignment at
+    /// once: answers to a round in flight are judged by it (`driver::fetch_round_assigned`).
     pub fn send(&self, command: Command<F>) -> Result<(), QueueFull> {
         let mut q = self.commands.borrow_mut();
         if q.len() >= FETCHER_COMMANDS_MAX {
             return Err(QueueFull);
+        }
+        match &command {
+            Command::Add { tp, leader_epoch, .. } => {
+                self.assigned.borrow_mut().insert(tp.clone(), *leader_epoch);
+            }
+            Command::Remove { tp } => {
+                self.assigned.borrow_mut().remove(tp);
+            }
+            Command::Metadata { .. } => {}
         }
         q.push_back(command);
         drop(q);
@@ -78,10 +93,18 @@ impl<F: FileSystem> FetcherHandle<F> {
         Ok(())
     }
 
-    /// Asks the loop to end (its partitions stay as they are on disk).
+    /// Asks the loop to end (its partitions stay as they are on disk). Answers in flight
+    /// are dropped from now on.
     pub fn stop(&self) {
         self.stopped.set(true);
+        self.assigned.borrow_mut().clear();
         self.wake.notify_all();
+    }
+
+    /// Whether `tp` is this fetcher's at leader epoch `epoch`.
+    #[must_use]
+    pub fn is_assigned(&self, tp: &TopicPartition, epoch: Epoch) -> bool {
+        !self.stopped.get() && self.assigned.borrow().get(tp) == Some(&epoch)
     }
 
     #[must_use]
@@ -97,6 +120,8 @@ pub struct RunStats {
     pub appended_batches: u64,
     pub truncations: u64,
     pub link_errors: u64,
+    /// Answers dropped as stale (see `driver::fetch_round_assigned`).
+    pub dropped: u64,
 }
 
 /// Runs the fetcher until [`FetcherHandle::stop`]. `now_ms` is the wall clock.
@@ -112,12 +137,14 @@ pub async fn run<F: FileSystem, L: LeaderLink>(
     while !handle.is_stopped() {
         let seen = handle.wake.version();
         apply_commands(&mut fetcher, &mut logs, &handle);
-        let round = fetch_round(&mut fetcher, &logs, &link, now_ms()).await;
+        let assigned = |tp: &TopicPartition, epoch| handle.is_assigned(tp, epoch);
+        let round = fetch_round_assigned(&mut fetcher, &logs, &link, now_ms(), assigned).await;
         stats.rounds += 1;
         match round {
             Ok(Some(r)) => {
                 stats.appended_batches += r.appended_batches as u64;
                 stats.truncations += r.truncations as u64;
+                stats.dropped += r.dropped as u64;
                 // The leader long-polled already; only let the shard's other tasks run.
                 futures_lite::future::yield_now().await;
                 continue;

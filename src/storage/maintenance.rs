@@ -28,6 +28,8 @@ impl<F: FileSystem> LogInner<F> {
         if offset >= end {
             return Ok(());
         }
+        // Kafka logs every truncation at INFO: it is how a lost tail is traced afterwards.
+        tracing::info!(dir = %self.dir.display(), from = end.0, to = offset.0, "truncating the log");
         if offset.0 <= first_base || offset < start {
             return self.truncate_fully(offset).await;
         }
@@ -165,6 +167,7 @@ impl<F: FileSystem> LogInner<F> {
     }
 
     async fn truncate_fully(self: &Rc<Self>, offset: Offset) -> Result<(), StorageError> {
+        tracing::info!(dir = %self.dir.display(), start = offset.0, "emptying the log");
         self.lower_recovery_point(offset).await?;
         if self.st.borrow_mut().epochs.truncate_from_end(offset) {
             self.write_epochs().await?;
