@@ -331,19 +331,17 @@ async fn produce(
         crate::metrics::produced(topic, batch_bytes, &info, started);
     }
     p.hw_changed.notify_all();
-    if wait.acks == -1 {
-        // Demoted while the write became durable: the replica state now describes a follower
-        // (one replica, so "committed" would mean only this log), and the new leader may not
-        // hold the batch. Kafka answers such a delayed produce NOT_LEADER_OR_FOLLOWER; acking
-        // it lost acknowledged records in rolling restarts.
-        if !p.is_leader.get() || p.leader_epoch.get() != epoch {
-            let why = "leadership changed while the batch was written".to_string();
-            return Err((ResponseError::NotLeaderOrFollower, Some(why)).into());
-        }
-        if p.replication.has_followers() {
-            super::replica_fetch::wait_for_isr(&p, info.last_offset.next(), wait.timeout_ms)
-                .await?;
-        }
+    // Demoted while the batch was written: the replica state now describes a follower (one
+    // replica, so "committed" would mean only this log), and the new leader may not hold the
+    // batch. Kafka appends as leader under its leader-ISR lock and answers a delayed produce
+    // of a demoted leader NOT_LEADER_OR_FOLLOWER; acking it lost acknowledged records in
+    // rolling restarts.
+    if !p.is_leader.get() || p.leader_epoch.get() != epoch {
+        let why = "leadership changed while the batch was written".to_string();
+        return Err((ResponseError::NotLeaderOrFollower, Some(why)).into());
+    }
+    if wait.acks == -1 && p.replication.has_followers() {
+        super::replica_fetch::wait_for_isr(&p, info.last_offset.next(), wait.timeout_ms).await?;
     }
     Ok(ProduceOk {
         base_offset: info.base_offset.0,
