@@ -61,6 +61,15 @@ impl Cluster {
 
     /// As [`Cluster::start`], every node with `extra` `serve` arguments.
     pub fn start_with(voters: usize, base_port: u16, extra: &[&str]) -> Cluster {
+        let mut cluster = Cluster::formatted(voters, base_port, extra);
+        let all: Vec<usize> = (0..cluster.nodes.len()).collect();
+        cluster.start_nodes(&all);
+        cluster
+    }
+
+    /// As [`Cluster::start_with`], formatted but not started (a test may prepare a node's
+    /// data dir first).
+    pub fn formatted(voters: usize, base_port: u16, extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let cluster_id = random_cluster_id();
         let ports: Vec<(i32, u16)> =
@@ -72,8 +81,6 @@ impl Cluster {
         for (id, port) in ports {
             cluster.add_node(id, port, extra);
         }
-        let all: Vec<usize> = (0..cluster.nodes.len()).collect();
-        cluster.start_nodes(&all);
         cluster
     }
 

@@ -78,6 +78,8 @@ pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
     let registration =
         BrokerRegistration { node: node.node_id, incarnation_id, endpoints, rack: None };
     let mut epoch: Option<BrokerEpoch> = None;
+    // Asking to be fenced for lack of disk space (`disk_fence`).
+    let mut disk_fence = false;
     while !stopping(&ctx) {
         let deadline = Instant::now() + Duration::from_millis(CALL_LIMIT_MS);
         let pause_ms = match epoch {
@@ -97,11 +99,20 @@ pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
                 }
             }
             Some(e) => {
+                let others_live =
+                    ctx.image().brokers.iter().any(|(id, b)| *id != node.node_id && !b.fenced);
+                let reserved = ctx.config.log_dir_reserved_bytes;
+                disk_fence = super::disk_fence::check(
+                    &ctx.config.data_dir,
+                    reserved,
+                    disk_fence,
+                    others_live,
+                );
                 let hb = BrokerHeartbeat {
                     node: node.node_id,
                     epoch: e,
                     metadata_offset: node.applied_index(),
-                    want_fence: false,
+                    want_fence: disk_fence,
                     want_shutdown: false,
                 };
                 match node.to_controller(&ctx, Call::Heartbeat(hb), deadline).await {
