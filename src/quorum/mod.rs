@@ -81,6 +81,11 @@ pub const RECONNECT_BACKOFF_MS_MAX: u64 = 2_000;
 pub const CONNECT_TIMEOUT_MS: u64 = 2_000;
 /// Both hellos must be exchanged within this long.
 pub const HANDSHAKE_TIMEOUT_MS: u64 = 2_000;
+/// A connection whose sent data stays unacknowledged this long is closed by the kernel
+/// (`TCP_USER_TIMEOUT`), and an idle one probed after this long (keepalive): a link cut
+/// without a reset (a dropped route, a firewall) is noticed in seconds and redialled,
+/// instead of waiting out TCP's retransmission backoff (minutes). 3 election timeouts.
+pub const PEER_DEAD_AFTER_MS: u32 = 3_000;
 /// Raft messages waiting for the driver loop before new ones are dropped.
 pub const INBOX_MESSAGES_MAX: usize = 16_384;
 /// Driver tick (10-tick elections ≈ 1 s, 2-tick heartbeats).

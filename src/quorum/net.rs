@@ -31,8 +31,8 @@ use tracing::{debug, error, info};
 use super::frame::{self, Frame, Hello, RpcStatus, FRAME_HEADER_BYTES};
 use super::transport::{QuorumRpcError, Receiver, RpcHandler, Sent, Transport};
 use super::{
-    Message, CONNECT_TIMEOUT_MS, HANDSHAKE_TIMEOUT_MS, RECONNECT_BACKOFF_MS_MAX,
-    RECONNECT_BACKOFF_MS_MIN, RPC_INFLIGHT_MAX, SEND_QUEUE_FRAMES_MAX,
+    Message, CONNECT_TIMEOUT_MS, HANDSHAKE_TIMEOUT_MS, PEER_DEAD_AFTER_MS,
+    RECONNECT_BACKOFF_MS_MAX, RECONNECT_BACKOFF_MS_MIN, RPC_INFLIGHT_MAX, SEND_QUEUE_FRAMES_MAX,
 };
 use crate::sync::Notify;
 
@@ -363,6 +363,7 @@ async fn dial_loop(inner: Rc<Inner>, peer: u64, addr: SocketAddr) {
         let connected = bounded(&inner, CONNECT_TIMEOUT_MS + HANDSHAKE_TIMEOUT_MS, async {
             let mut s = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
             let _ = s.set_nodelay(true);
+            detect_dead_peer(&s);
             handshake(&inner, &mut s, Some(peer)).await.map(|_| s)
         })
         .await;
@@ -413,6 +414,7 @@ async fn accept_loop(inner: Rc<Inner>, listener: TcpListener) {
 
 async fn serve_inbound(inner: Rc<Inner>, mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
+    detect_dead_peer(&stream);
     let hello = bounded(&inner, HANDSHAKE_TIMEOUT_MS, handshake(&inner, &mut stream, None)).await;
     let Some(Ok(theirs)) = hello else { return };
     let peer = theirs.node_id;
@@ -423,6 +425,40 @@ async fn serve_inbound(inner: Rc<Inner>, mut stream: TcpStream) {
         old.close();
     }
     run_conn(&inner, stream, &conn).await;
+}
+
+/// [`PEER_DEAD_AFTER_MS`] on a socket: `TCP_USER_TIMEOUT` plus keepalive probes, so the
+/// kernel fails a connection whose peer went silent (after a network cut the old connection
+/// otherwise hangs in retransmission backoff for minutes while the dial loop, thinking it
+/// connected, never redials; a node cut off for 15 s stayed out of the quorum after the cut
+/// healed). Best effort: a failed setsockopt is logged and the connection used as is.
+fn detect_dead_peer(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let fd = stream.as_raw_fd();
+    let idle_s = i32::try_from(PEER_DEAD_AFTER_MS / 1000).unwrap_or(1).max(1);
+    let timeout_ms = i32::try_from(PEER_DEAD_AFTER_MS).unwrap_or(i32::MAX);
+    let options = [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, idle_s),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3),
+        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, timeout_ms),
+    ];
+    for (level, name, value) in options {
+        // SAFETY: setsockopt on a socket we own, with a pointer to a live c_int and its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                std::ptr::addr_of!(value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            debug!("quorum socket option {name}: {}", std::io::Error::last_os_error());
+        }
+    }
 }
 
 /// Runs an established connection until either direction fails or it is closed, then
