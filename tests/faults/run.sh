@@ -22,7 +22,9 @@ cd "$REPO"
 if [[ $(id -u) -eq 0 ]] && { ! command -v ip >/dev/null || ! command -v nft >/dev/null; }; then
   apt-get install -y -q iproute2 nftables >/dev/null || echo "faults: apt could not install iproute2/nftables"
 fi
-cargo build -q --bin shardlog
+# SHARDLOG_BIN: a prebuilt binary (a long run must not see the build change under it).
+BIN="${SHARDLOG_BIN:-$REPO/target/debug/shardlog}"
+[[ -n "${SHARDLOG_BIN:-}" ]] || cargo build -q --bin shardlog
 CP="$("$REPO/perf/kafka/kafka.sh" classpath)"
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
@@ -30,9 +32,9 @@ FAULTS="${SHARDLOG_FAULTS:-kill_leader,stop_leader,cut_leader,kill_controller_in
 status=0
 if [[ "${SHARDLOG_FAULTS_LONG:-0}" == 1 ]]; then
   FAULTS="${SHARDLOG_FAULTS:-$FAULTS,cut_leader_link}"
-  python3 "$HERE/matrix.py" --bin "$REPO/target/debug/shardlog" --cp "$CP" --faults "$FAULTS" \
+  python3 "$HERE/matrix.py" --bin "$BIN" --cp "$CP" --faults "$FAULTS" \
     --rounds 5 --json "$OUT/matrix.jsonl" --base-port "$BASE" || status=1
-  python3 "$HERE/matrix.py" --bin "$REPO/target/debug/shardlog" --cp "$CP" --kills 20 \
+  python3 "$HERE/matrix.py" --bin "$BIN" --cp "$CP" --kills 20 \
     --json "$OUT/matrix.jsonl" --base-port "$BASE" || status=1
   DEST="$REPO/perf/results/$(date -u +%F)-replication-faults.md"
   # Appended, so a day's hand-written notes in the same file stay.
@@ -53,7 +55,7 @@ else
   # (a leader demoted while its write became durable acked acks=all) and the stale leader
   # after a cut (quorum connections never redialled) are fixed; SHARDLOG_FAULTS_GATE=0
   # reports without failing.
-  if ! timeout 900 python3 "$HERE/matrix.py" --bin "$REPO/target/debug/shardlog" --cp "$CP" \
+  if ! timeout 900 python3 "$HERE/matrix.py" --bin "$BIN" --cp "$CP" \
     --faults "$FAULTS" --json "$OUT/matrix.jsonl" --base-port "$BASE"; then
     echo "faults: the fault matrix found violations (see above)"
     if [[ "${SHARDLOG_FAULTS_GATE:-1}" == 1 ]]; then status=1; fi
@@ -61,12 +63,12 @@ else
   [[ -s "$OUT/matrix.jsonl" ]] && python3 "$HERE/report.py" "$OUT/matrix.jsonl" "Fault matrix (one run each)"
 fi
 # Real clients (confluent-kafka, Java, kcat) through a leader SIGKILL: gating.
-timeout 240 python3 "$HERE/clients.py" --bin "$REPO/target/debug/shardlog" --cp "$CP" \
+timeout 240 python3 "$HERE/clients.py" --bin "$BIN" --cp "$CP" \
   --base-port "$((BASE + 600))" || status=1
 # A consumer group's committed offsets across its coordinator's SIGKILL. Not gating yet:
 # on main a fresh three-node cluster answers COORDINATOR_LOAD_IN_PROGRESS to every commit
 # (the coordinator-moves-with-leadership work); SHARDLOG_FAULTS_GROUP=1 makes it gate.
-if ! timeout 150 python3 "$HERE/clients.py" --group --bin "$REPO/target/debug/shardlog" --cp "$CP" \
+if ! timeout 150 python3 "$HERE/clients.py" --group --bin "$BIN" --cp "$CP" \
   --base-port "$((BASE + 600))"; then
   if [[ "${SHARDLOG_FAULTS_GROUP:-0}" == 1 ]]; then status=1; else echo "faults: group offsets test SKIPPED (known failing on main, see above)"; fi
 fi
