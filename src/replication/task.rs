@@ -1,5 +1,5 @@
 //! The long-running fetcher of one (local shard, leader broker): a loop that owns its
-//! [`Fetcher`] and the followed partitions' logs and runs [`fetch_round`]s, and the handle the
+//! [`Fetcher`] and the followed partitions' logs and runs [`fetch_round_assigned`]s, and the handle the
 //! coordinator drives from metadata images (add/remove a partition, a new metadata version,
 //! stop). Commands go through a bounded queue drained between rounds, so the loop never holds
 //! a borrow across `.await` and a command never races a round in flight.
