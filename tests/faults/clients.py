@@ -141,7 +141,11 @@ def group_offsets_survive_coordinator_kill(args):
         got = None
         while time.time() < deadline:
             try:
-                res = matrix.admin(c).list_consumer_group_offsets(
+                # The client must outlive the call: a temporary AdminClient is destroyed
+                # as soon as the call returns, and its request with it (the future then
+                # times out or fails with _DESTROY), whatever the broker answers.
+                admin = matrix.admin(c)
+                res = admin.list_consumer_group_offsets(
                     [ConsumerGroupTopicPartitions("faults-offsets")])["faults-offsets"].result(10)
                 got = sorted((tp.partition, tp.offset) for tp in res.topic_partitions)
                 if got == [(tp.partition, tp.offset) for tp in want]:
