@@ -42,6 +42,8 @@ const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Errors a client retries while the coordinator moves: NOT_COORDINATOR,
 /// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT.
 const RETRIABLE: [i16; 4] = [16, 14, 15, 7];
+/// Pause between OffsetFetch rounds after a kill.
+const POLL: Duration = Duration::from_millis(10);
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -132,41 +134,59 @@ fn expected(offsets: &[i64]) -> BTreeMap<i32, i64> {
 }
 
 /// Commits `offsets` through the coordinator (retrying the coordinator's retriable errors,
-/// bounded); returns its node id.
+/// bounded); returns its node id. (`Cluster::wait_for` retries a panicking check, so a
+/// failure leaves the check as a value and is asserted outside.)
 fn commit_through_coordinator(c: &Cluster, offsets: &[i64]) -> i32 {
-    c.wait_for(LIMIT, "an acknowledged OffsetCommit", |w| {
+    let outcome = c.wait_for(LIMIT, "an acknowledged OffsetCommit", |w| {
         let node = find_coordinator(w)?;
         let (_, b) = c.running().find(|(i, _)| c.nodes[*i].id == node)?;
         let mut cw = Wire::try_connect(&b.addr)?;
-        let code = commit(&mut cw, offsets);
-        assert!(code == 0 || RETRIABLE.contains(&code), "OffsetCommit refused: error {code}");
-        (code == 0).then_some(node)
-    })
-}
-
-/// Polls FindCoordinator and OffsetFetch through the running nodes until a coordinator other
-/// than `dead` serves the group; every error-free OffsetFetch answer on the way must be
-/// `want`. Returns the serving node and the answers seen (by error code, 0 = served).
-fn offsets_after_kill(c: &Cluster, dead: i32, want: &[i64]) -> (i32, BTreeMap<i16, u32>) {
-    let mut seen: BTreeMap<i16, u32> = BTreeMap::new();
-    let node = c.wait_for(LIMIT, "the group's offsets from a new coordinator", |w| {
-        let node = find_coordinator(w).filter(|n| *n != dead)?;
-        let (_, b) = c.running().find(|(i, _)| c.nodes[*i].id == node)?;
-        let mut cw = Wire::try_connect(&b.addr)?;
-        match fetch_all(&mut cw) {
-            Ok(got) => {
-                *seen.entry(0).or_default() += 1;
-                assert_eq!(got, expected(want), "node {node} served other offsets than committed");
-                Some(node)
-            }
-            Err(code) => {
-                *seen.entry(code).or_default() += 1;
-                assert!(RETRIABLE.contains(&code), "OffsetFetch from node {node}: error {code}");
-                None
-            }
+        match commit(&mut cw, offsets) {
+            0 => Some(Ok(node)),
+            code if RETRIABLE.contains(&code) => None,
+            code => Some(Err(format!("OffsetCommit to node {node} refused: error {code}"))),
         }
     });
-    (node, seen)
+    outcome.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Polls OffsetFetch on every survivor (kept connections, every `POLL`) until one serves
+/// the group, so the new coordinator is asked from the moment it takes over, loading window
+/// included; every error-free answer on the way must be `want` (a non-coordinator answers
+/// NOT_COORDINATOR, a loading one COORDINATOR_LOAD_IN_PROGRESS). Then FindCoordinator must
+/// name that node. Returns the serving node and the answers seen (by error code, 0 = served).
+fn offsets_after_kill(c: &Cluster, want: &[i64]) -> (i32, BTreeMap<i16, u32>) {
+    let mut seen: BTreeMap<i16, u32> = BTreeMap::new();
+    let mut conns: BTreeMap<i32, Wire> = BTreeMap::new();
+    let deadline = Instant::now() + LIMIT;
+    let served = 'poll: loop {
+        for (i, b) in c.running() {
+            let node = c.nodes[i].id;
+            if !conns.contains_key(&node) {
+                let Some(w) = Wire::try_connect(&b.addr) else { continue };
+                conns.insert(node, w);
+            }
+            let w = conns.get_mut(&node).expect("connected");
+            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fetch_all(w)));
+            let Ok(answer) = answer else {
+                conns.remove(&node);
+                continue;
+            };
+            *seen.entry(answer.as_ref().err().copied().unwrap_or(0)).or_default() += 1;
+            match answer {
+                Ok(got) if got == expected(want) => break 'poll node,
+                Ok(got) => panic!("node {node} served {got:?}, committed {want:?}; seen {seen:?}"),
+                Err(code) if RETRIABLE.contains(&code) => {}
+                Err(code) => panic!("OffsetFetch from node {node}: error {code}; seen {seen:?}"),
+            }
+        }
+        assert!(Instant::now() < deadline, "no coordinator served the group: {seen:?}");
+        std::thread::sleep(POLL);
+    };
+    c.wait_for(LIMIT, "FindCoordinator naming the serving node", |w| {
+        (find_coordinator(w) == Some(served)).then_some(())
+    });
+    (served, seen)
 }
 
 #[test]
@@ -190,16 +210,15 @@ fn committed_offsets_survive_coordinator_sigkills() {
     });
     // The first FindCoordinator creates __consumer_offsets: RF min(3, brokers) = 3.
     c.wait_for(LIMIT, "FindCoordinator", find_coordinator);
-    let count = c.wait_for(LIMIT, "__consumer_offsets in Metadata", |w| {
+    let (count, rf) = c.wait_for(LIMIT, "__consumer_offsets in Metadata", |w| {
         let m = metadata(w);
         let t = m
             .topics
             .iter()
             .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == OFFSETS_TOPIC))?;
-        let rf = t.partitions.first()?.replica_nodes.len();
-        assert_eq!(rf, 3, "offsets.topic.replication.factor 3 with three brokers");
-        i32::try_from(t.partitions.len()).ok()
+        Some((i32::try_from(t.partitions.len()).ok()?, t.partitions.first()?.replica_nodes.len()))
     });
+    assert_eq!(rf, 3, "offsets.topic.replication.factor 3 with three brokers");
     let offsets_partition = shardlog::group::placement::partition_for(GROUP, count);
 
     // Kill 1: the coordinator that took the commit.
@@ -207,7 +226,7 @@ fn committed_offsets_survive_coordinator_sigkills() {
     let victim = commit_through_coordinator(&c, &first);
     let killed = Instant::now();
     c.kill(c.index_of(victim));
-    let (successor, seen) = offsets_after_kill(&c, victim, &first);
+    let (successor, seen) = offsets_after_kill(&c, &first);
     eprintln!(
         "[group-failover] broker {victim} killed: broker {successor} served the offsets after \
          {:?}; answers by error code {seen:?}",
@@ -230,7 +249,7 @@ fn committed_offsets_survive_coordinator_sigkills() {
     // the second commit, never the first.
     let killed = Instant::now();
     c.kill(c.index_of(successor));
-    let (third, seen) = offsets_after_kill(&c, successor, &second);
+    let (third, seen) = offsets_after_kill(&c, &second);
     eprintln!(
         "[group-failover] broker {successor} killed: broker {third} served the offsets after \
          {:?}; answers by error code {seen:?}",
