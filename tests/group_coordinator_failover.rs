@@ -162,11 +162,13 @@ fn offsets_after_kill(c: &Cluster, want: &[i64]) -> (i32, BTreeMap<i16, u32>) {
     let served = 'poll: loop {
         for (i, b) in c.running() {
             let node = c.nodes[i].id;
-            if !conns.contains_key(&node) {
-                let Some(w) = Wire::try_connect(&b.addr) else { continue };
-                conns.insert(node, w);
-            }
-            let w = conns.get_mut(&node).expect("connected");
+            let w = match conns.entry(node) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    let Some(w) = Wire::try_connect(&b.addr) else { continue };
+                    e.insert(w)
+                }
+            };
             let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fetch_all(w)));
             let Ok(answer) = answer else {
                 conns.remove(&node);
