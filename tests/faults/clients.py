@@ -137,20 +137,28 @@ def group_offsets_survive_coordinator_kill(args):
         victim = desc.coordinator.id
         matrix.log(f"group: offsets committed, coordinator {victim} SIGKILLed")
         c.kill(victim)
-        deadline = time.time() + 90
-        got = None
+        killed = time.time()
+        deadline = killed + 90
+        got, last_error = None, None
         while time.time() < deadline:
             try:
-                res = matrix.admin(c).list_consumer_group_offsets(
+                # The client must outlive the call: a temporary AdminClient is destroyed
+                # as soon as the call returns, and its request with it (the future then
+                # times out or fails with _DESTROY), whatever the broker answers.
+                admin = matrix.admin(c)
+                res = admin.list_consumer_group_offsets(
                     [ConsumerGroupTopicPartitions("faults-offsets")])["faults-offsets"].result(10)
                 got = sorted((tp.partition, tp.offset) for tp in res.topic_partitions)
                 if got == [(tp.partition, tp.offset) for tp in want]:
+                    matrix.log(f"group: offsets read back {time.time() - killed:.1f} s after the kill")
                     break
-            except Exception:  # noqa: BLE001 - coordinator moving: retry, bounded
-                pass
+            except Exception as e:  # noqa: BLE001 - coordinator moving: retry, bounded
+                last_error = e
             time.sleep(1)
         if got != [(tp.partition, tp.offset) for tp in want]:
-            findings.append(f"group offsets after the coordinator's SIGKILL: {got}, committed {want}")
+            # got None: no read-back succeeded at all (last_error says why).
+            findings.append(f"group offsets after the coordinator's SIGKILL: {got}, committed "
+                            f"{want}, last error {last_error!r}")
     except Exception as e:  # noqa: BLE001
         findings.append(f"group run failed: {e}")
     finally:
