@@ -140,11 +140,8 @@ pub async fn fetch_round_assigned<F: FileSystem, L: LeaderLink>(
             return Err(err);
         }
     };
-    let sent: BTreeMap<&TopicPartition, (Offset, Epoch)> = plan
-        .partitions
-        .iter()
-        .map(|p| (&p.tp, (p.fetch_offset, p.current_leader_epoch)))
-        .collect();
+    let sent: BTreeMap<&TopicPartition, (Offset, Epoch)> =
+        plan.partitions.iter().map(|p| (&p.tp, (p.fetch_offset, p.current_leader_epoch))).collect();
     let mut stats = RoundStats { partitions: plan.partitions.len(), ..RoundStats::default() };
     for (tp, reply) in replies {
         let Some(follower) = logs.get(&tp) else { continue };
