@@ -83,12 +83,15 @@ fn produce(c: &Cluster, leaders: &BTreeMap<i32, i32>) {
     }
 }
 
+/// Partition → (size, offset lag).
+type Sizes = BTreeMap<i32, (i64, i64)>;
+
 /// One broker's answer: (log dir, total bytes, usable bytes, partition → (size, lag)).
 struct Described {
     dir: String,
     total_bytes: i64,
     usable_bytes: i64,
-    sizes: BTreeMap<i32, (i64, i64)>,
+    sizes: Sizes,
 }
 
 fn describe(w: &mut Wire, version: i16, filter: Option<Vec<i32>>) -> Described {
@@ -158,10 +161,7 @@ fn tail(s: &str) -> String {
 }
 
 /// `LogDirsCommand --describe`: broker id → (log dir, partition → size, offset lag).
-fn log_dirs_command(
-    libs: &Path,
-    bootstrap: &str,
-) -> BTreeMap<i64, (String, BTreeMap<i32, (i64, i64)>)> {
+fn log_dirs_command(libs: &Path, bootstrap: &str) -> BTreeMap<i64, (String, Sizes)> {
     let args = ["--bootstrap-server", bootstrap, "--describe", "--broker-list", "1,2,3"];
     let (ok, stdout, stderr) = java(
         libs,
@@ -190,6 +190,19 @@ fn log_dirs_command(
         out.insert(b["broker"].as_i64().expect("broker"), (dir, parts));
     }
     out
+}
+
+/// Runs `shardlog log-dirs` with `args`; its stdout (panics on failure).
+fn shardlog_log_dirs(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .arg("log-dirs")
+        .args(args)
+        .output()
+        .expect("run shardlog log-dirs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    eprintln!("[shardlog log-dirs {args:?}]\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "shardlog log-dirs {args:?} failed");
+    stdout
 }
 
 fn alter(w: &mut Wire, path: &str, topic: &str, partitions: Vec<i32>) -> Vec<(i32, i16)> {
@@ -280,6 +293,25 @@ fn log_dirs_describe_sizes_and_refuse_other_dirs() {
     } else {
         eprintln!("[skip] Kafka jars not installed: LogDirsCommand and the Admin client not run");
     }
+
+    // `shardlog log-dirs`: Kafka's JSON with the same figures, and the tables.
+    let first = c.broker(0).addr.clone();
+    let json = shardlog_log_dirs(&["--bootstrap-server", &first, "--topic-list", TOPIC, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(json.trim()).expect("JSON");
+    let brokers = v["brokers"].as_array().expect("brokers");
+    assert_eq!(brokers.len(), 3, "{v}");
+    for (i, a) in answers.iter().enumerate() {
+        let b = brokers.iter().find(|b| b["broker"] == c.nodes[i].id).expect("the broker");
+        assert_eq!(b["logDirs"][0]["logDir"], a.dir.as_str());
+        for (p, (size, _)) in &a.sizes {
+            let entry = &b["logDirs"][0]["partitions"][usize::try_from(*p).expect("index")];
+            assert_eq!(entry["partition"], format!("{TOPIC}-{p}"));
+            assert_eq!(entry["size"], *size);
+        }
+    }
+    let table = shardlog_log_dirs(&["--bootstrap-server", &first, "--broker-list", "2"]);
+    assert!(table.contains(&answers[1].dir) && !table.contains(&answers[0].dir), "{table}");
+    assert!(table.contains(&format!("{TOPIC}-2")), "{table}");
 
     // The reported sizes are the `.log` files once the brokers closed their logs cleanly
     // (while open, the active segment's file is padded and preallocated past its data).
