@@ -35,6 +35,8 @@ const TOPIC: &str = "sizes";
 const PARTITIONS: i32 = 3;
 /// Batches produced to partition `p`: `10 + 5 * p`, so each partition has its own size.
 const BATCHES_BASE: usize = 10;
+/// One test's brokers at a time: this machine has two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
@@ -220,6 +222,7 @@ fn alter(w: &mut Wire, path: &str, topic: &str, partitions: Vec<i32>) -> Vec<(i3
 
 #[test]
 fn log_dirs_describe_sizes_and_refuse_other_dirs() {
+    let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut c = Cluster::start(3, 30600);
     create(&mut Wire::connect(&c.broker(0).addr));
     let leaders = leaders(&c);
@@ -328,4 +331,58 @@ fn log_dirs_describe_sizes_and_refuse_other_dirs() {
             );
         }
     }
+}
+
+/// One broker with two shards: the partitions live on both, and DescribeLogDirs gathers
+/// them all (the connection's shard asks the other one over the mesh).
+#[test]
+fn log_dirs_gather_every_shard() {
+    let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let broker = common::Broker::start(dir.path());
+    let mut w = Wire::connect(&broker.addr);
+    w.create_topic(TOPIC, 4, &[]);
+    let mut expected = BTreeMap::new();
+    for partition in 0..4 {
+        let batch = shardlog::storage::records::build_simple_batch(2, 50 * (partition + 1), 1_000);
+        expected.insert(i32::try_from(partition).expect("index"), batch.len() as i64);
+        let data = TopicProduceData::default().with_name(name(TOPIC)).with_partition_data(vec![
+            PartitionProduceData::default()
+                .with_index(i32::try_from(partition).expect("index"))
+                .with_records(Some(batch)),
+        ]);
+        let req = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![data]);
+        let resp: ProduceResponse = w.call(ApiKey::Produce, 9, &req);
+        assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+    }
+    let placement = http_get(&broker.admin_addr(), "/v1/shards/partitions");
+    let shards: std::collections::BTreeSet<u64> =
+        serde_json::from_str::<serde_json::Value>(&placement)
+            .expect("JSON")
+            .as_array()
+            .expect("list")
+            .iter()
+            .filter(|p| p["topic"] == TOPIC)
+            .map(|p| p["shard"].as_u64().expect("shard"))
+            .collect();
+    assert_eq!(shards.len(), 2, "the partitions are spread over both shards: {placement}");
+    // Several connections: whichever shard accepted each, the answer is the same.
+    for _ in 0..4 {
+        let got = describe(&mut Wire::connect(&broker.addr), 4, None);
+        let sizes: BTreeMap<i32, i64> = got.sizes.iter().map(|(p, (s, _))| (*p, *s)).collect();
+        assert_eq!(sizes, expected, "one batch each, as produced");
+    }
+}
+
+/// A plain HTTP/1.0 GET of the admin endpoint; the body.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect admin");
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("request");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("response");
+    text.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default()
 }
