@@ -49,6 +49,9 @@ enum Command {
     Quotas(shardlog::quota::cli::QuotasArgs),
     /// Which shard owns each partition; move a partition to another shard, online.
     Shards(shardlog::cli::shards::ShardsArgs),
+    /// Each broker's log directory with the size and lag of its replicas (like
+    /// kafka-log-dirs.sh --describe).
+    LogDirs(shardlog::cli::log_dirs::LogDirsArgs),
 }
 
 impl Command {
@@ -71,6 +74,7 @@ impl Command {
             Command::Transactions(_) => ("transactions", Uses::Bootstrap),
             Command::Quotas(_) => ("quotas", Uses::Bootstrap),
             Command::Shards(_) => ("shards", Uses::Admin),
+            Command::LogDirs(_) => ("log-dirs", Uses::Bootstrap),
         }
     }
 }
@@ -102,6 +106,7 @@ fn main() {
         Command::Transactions(args) => shardlog::txn::cli::run(&args),
         Command::Quotas(args) => shardlog::quota::cli::run(args),
         Command::Shards(args) => shardlog::cli::shards::run(&args),
+        Command::LogDirs(args) => shardlog::cli::log_dirs::run(args),
     };
     if let Err(err) = result {
         let status = shardlog::cli::exit_status(&err);

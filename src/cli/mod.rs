@@ -9,6 +9,7 @@
 //! given to a subcommand that does not read it, instead of ignoring it.
 
 pub mod format;
+pub mod log_dirs;
 pub mod shards;
 pub mod units;
 

@@ -4,7 +4,7 @@
 //! wait, [`ops`]), the leader's view of its followers (high watermark, ISR decisions,
 //! min.insync.replicas: [`replicas`], pure; kept per partition by [`leader`]; the answer
 //! to a follower's Fetch: [`replica_fetch`]), the high-watermark checkpoint
-//! ([`hw_checkpoint`]), and the periodic retention and cleaning of the shard's logs
+//! ([`hw_checkpoint`]), a replica's size and lag for DescribeLogDirs ([`log_dir`]), and the periodic retention and cleaning of the shard's logs
 //! ([`maintenance`]). It grows into the leader/follower state
 //! of replication.
 //!
@@ -15,6 +15,7 @@
 
 pub mod hw_checkpoint;
 pub mod leader;
+pub mod log_dir;
 pub mod maintenance;
 pub mod ops;
 pub mod replica_fetch;

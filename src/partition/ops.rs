@@ -63,6 +63,11 @@ pub enum PartitionOp {
         topic: String,
         partition: i32,
     },
+    /// DescribeLogDirs: the replica's size and lag, leader or follower (`log_dir`).
+    DescribeLogDir {
+        topic: String,
+        partition: i32,
+    },
     /// A follower's Fetch (`partition::replica_fetch`).
     ReplicaFetch(super::replica_fetch::ReplicaFetchOp),
     /// A transaction marker from the transaction coordinator (WriteTxnMarkers).
@@ -115,6 +120,8 @@ pub enum PartitionResult {
     /// The low watermark after a DeleteRecords.
     DeleteRecords(Result<i64, OpError>),
     DescribeProducers(Result<Vec<ProducerInfo>, OpError>),
+    /// `None`: this shard holds no log of the partition.
+    DescribeLogDir(Option<super::log_dir::ReplicaLogDir>),
     /// The transaction the marker closed (None: the producer had none open here).
     WriteMarker(Result<Option<crate::storage::producer_state::CompletedTxn>, OpError>),
 }
@@ -247,6 +254,9 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
         }
         PartitionOp::DescribeProducers { topic, partition } => {
             PartitionResult::DescribeProducers(describe_producers(ctx, &topic, partition))
+        }
+        PartitionOp::DescribeLogDir { topic, partition } => {
+            PartitionResult::DescribeLogDir(super::log_dir::describe(ctx, &topic, partition))
         }
         PartitionOp::ReplicaFetch(op) => {
             PartitionResult::Fetch(super::replica_fetch::run(ctx, op).await)

@@ -110,6 +110,7 @@ const FETCH: i16 = 1;
 const LIST_OFFSETS: i16 = 2;
 const DELETE_RECORDS: i16 = 21;
 const DESCRIBE_PRODUCERS: i16 = 61;
+const DESCRIBE_LOG_DIRS: i16 = 35;
 const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
 const WRITE_TXN_MARKERS: i16 = 27;
 
@@ -124,6 +125,7 @@ fn api_of(req: &ShardRequest) -> Option<i16> {
             PartitionOp::EpochEnd { .. } => OFFSET_FOR_LEADER_EPOCH,
             PartitionOp::DeleteRecords { .. } => DELETE_RECORDS,
             PartitionOp::DescribeProducers { .. } => DESCRIBE_PRODUCERS,
+            PartitionOp::DescribeLogDir { .. } => DESCRIBE_LOG_DIRS,
             PartitionOp::WriteMarker { .. } => WRITE_TXN_MARKERS,
         }),
         _ => None,

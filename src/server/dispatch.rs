@@ -15,8 +15,8 @@ use kafka_protocol::messages::ApiKey;
 
 use super::admin_wiring::CONTROLLER_APIS;
 use super::{
-    admin, api_versions, delete_records, describe_producers, fetch, group, list_offsets, metadata,
-    offset_for_leader_epoch, produce, txn,
+    admin, api_versions, delete_records, describe_producers, fetch, group, list_offsets, log_dirs,
+    metadata, offset_for_leader_epoch, produce, txn,
 };
 use crate::protocol::versions::{find, ApiRange};
 use crate::protocol::{encode_response, peek_api};
@@ -46,6 +46,8 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS),
     ApiRange::new(ApiKey::DeleteRecords, delete_records::VERSIONS),
     ApiRange::new(ApiKey::DescribeProducers, describe_producers::VERSIONS),
+    ApiRange::new(ApiKey::DescribeLogDirs, log_dirs::describe::VERSIONS),
+    ApiRange::new(ApiKey::AlterReplicaLogDirs, log_dirs::alter::VERSIONS),
     ApiRange::new(ApiKey::ApiVersions, api_versions::VERSIONS),
     ApiRange::new(ApiKey::CreateTopics, admin::create_topics::VERSIONS),
     ApiRange::new(ApiKey::DeleteTopics, admin::delete_topics::VERSIONS),
@@ -123,6 +125,8 @@ pub async fn dispatch(
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
         ApiKey::DeleteRecords => delete_records::start(ctx, frame, version).await,
         ApiKey::DescribeProducers => describe_producers::start(ctx, frame, version).await,
+        ApiKey::DescribeLogDirs => log_dirs::describe::start(ctx, frame, version).await,
+        ApiKey::AlterReplicaLogDirs => log_dirs::alter::start(ctx, frame, version),
         ApiKey::DescribeConfigs
         | ApiKey::DescribeCluster
         | ApiKey::DescribeTopicPartitions
@@ -231,6 +235,8 @@ mod tests {
             (ApiKey::ApiVersions, 4),
             (ApiKey::DescribeClientQuotas, 1),
             (ApiKey::AlterClientQuotas, 1),
+            (ApiKey::DescribeLogDirs, 4),
+            (ApiKey::AlterReplicaLogDirs, 2),
         ] {
             assert_eq!(find(API_TABLE, api).map(|r| r.max), Some(max), "{api:?}");
         }

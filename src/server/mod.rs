@@ -19,6 +19,7 @@ pub mod fetch;
 pub mod group;
 pub mod limits;
 pub mod list_offsets;
+pub mod log_dirs;
 pub mod metadata;
 mod mutation_quota;
 pub mod offset_for_leader_epoch;

@@ -1,5 +1,5 @@
 //! The one scatter/gather of per-partition requests (Produce, Fetch, ListOffsets,
-//! DeleteRecords, OffsetForLeaderEpoch, DescribeProducers): each partition of a request is either refused
+//! DeleteRecords, OffsetForLeaderEpoch, DescribeProducers, DescribeLogDirs): each partition of a request is either refused
 //! up front (unknown topic, bad acks, ...) or sent to its owner shard, ops for one shard in
 //! one mesh message; the results come back in the request's order, each beside the caller's
 //! tag for its partition.

@@ -87,6 +87,7 @@ fn probe_all() -> HashSet<(i16, i16)> {
         AlterPartitionReassignments => AlterPartitionReassignmentsResponse,
         ListPartitionReassignments => ListPartitionReassignmentsResponse,
         DescribeLogDirs => DescribeLogDirsResponse,
+        AlterReplicaLogDirs => AlterReplicaLogDirsResponse,
         DescribeTopicPartitions => DescribeTopicPartitionsResponse,
     );
     set

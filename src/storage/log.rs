@@ -746,6 +746,14 @@ impl<F: FileSystem> PartitionLog<F> {
         self.inner.st.borrow().producers.entries()
     }
 
+    /// Bytes of the log's segments (`.log` files, not indexes): Kafka's `UnifiedLog.size`,
+    /// what DescribeLogDirs reports. Counts appended batches not yet written too, as
+    /// Kafka's page-cache writes count; segments waiting for deletion are not counted.
+    #[must_use]
+    pub fn size_bytes(&self) -> u64 {
+        self.inner.st.borrow().segments.values().map(|s| s.size_bytes).sum()
+    }
+
     /// Number of segments (for tests and metrics).
     #[must_use]
     pub fn segment_count(&self) -> usize {

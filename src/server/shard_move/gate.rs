@@ -125,6 +125,7 @@ pub fn tp_of(op: &PartitionOp) -> (&str, i32) {
         | PartitionOp::EpochEnd { topic, partition, .. }
         | PartitionOp::DeleteRecords { topic, partition, .. }
         | PartitionOp::DescribeProducers { topic, partition }
+        | PartitionOp::DescribeLogDir { topic, partition }
         | PartitionOp::WriteMarker { topic, partition, .. } => (topic, *partition),
         PartitionOp::ReplicaFetch(op) => (&op.topic, op.partition),
     }
@@ -265,6 +266,7 @@ enum Kind {
     EpochEnd,
     DeleteRecords,
     DescribeProducers,
+    DescribeLogDir,
     WriteMarker,
 }
 
@@ -277,6 +279,7 @@ impl Kind {
             PartitionOp::EpochEnd { .. } => Kind::EpochEnd,
             PartitionOp::DeleteRecords { .. } => Kind::DeleteRecords,
             PartitionOp::DescribeProducers { .. } => Kind::DescribeProducers,
+            PartitionOp::DescribeLogDir { .. } => Kind::DescribeLogDir,
             PartitionOp::WriteMarker { .. } => Kind::WriteMarker,
         }
     }
@@ -300,6 +303,8 @@ fn unreachable_result(kind: Kind) -> PartitionResult {
         Kind::EpochEnd => PartitionResult::EpochEnd(Err(e())),
         Kind::DeleteRecords => PartitionResult::DeleteRecords(Err(e())),
         Kind::DescribeProducers => PartitionResult::DescribeProducers(Err(e())),
+        // Listed by no shard: omitted, as Kafka omits a log it does not hold.
+        Kind::DescribeLogDir => PartitionResult::DescribeLogDir(None),
         Kind::WriteMarker => PartitionResult::WriteMarker(Err(e())),
     }
 }
