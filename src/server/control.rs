@@ -91,6 +91,7 @@ pub async fn apply_image(ctx: &Rc<ShardCtx>, image: Arc<MetadataImage>) -> Shard
     ctx.set_image(image.clone());
     let result = ctx.partitions.apply_image(ctx, &image).await;
     super::isr::ensure_started(ctx);
+    super::group::driver::ensure_started(ctx, &image);
     // Leaders: the hosted partitions this shard owns whose leader is this broker (in a
     // cluster not every owned partition is led here).
     let leaders = image

@@ -82,6 +82,24 @@ fn state(ctx: &Rc<ShardCtx>) -> Rc<GroupShard> {
     s
 }
 
+/// Starts this shard's coordinator (its timer loop: loads and unloads with leadership,
+/// offset expiry) once the shard leads a `__consumer_offsets` partition, instead of at its
+/// first group request: a restarted broker that leads offsets partitions but is never asked
+/// about a group still expires their offsets.
+pub fn ensure_started(ctx: &Rc<ShardCtx>, image: &crate::controller::MetadataImage) {
+    if SHARD_STATE.with(|s| s.borrow().is_some()) {
+        return;
+    }
+    let leads_offsets = image.topic(crate::group::placement::OFFSETS_TOPIC).is_some_and(|t| {
+        t.partitions
+            .iter()
+            .any(|p| p.hosted && p.owner_shard == ctx.id && p.leader == image.node_id)
+    });
+    if leads_offsets {
+        drop(state(ctx));
+    }
+}
+
 /// Runs a group call on this shard (the receiving side of the mesh).
 pub async fn execute(ctx: &Rc<ShardCtx>, call: GroupCall) -> GroupAnswer {
     let s = state(ctx);
