@@ -41,10 +41,10 @@ pub mod validate;
 mod writer;
 
 pub use cache::BatchCache;
-pub use open_files::{OpenFiles, OpenFilesStats};
 pub use cleaner::{CleanOptions, CleanOutcome, CleanStats};
 pub use error::StorageError;
 pub use log::PartitionLog;
+pub use open_files::{OpenFiles, OpenFilesStats};
 pub use replicated::ReplicaAppendInfo;
 pub use retention::RetentionOutcome;
 

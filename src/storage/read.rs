@@ -50,11 +50,7 @@ impl<F: FileSystem> LogInner<F> {
             (base, seg)
         };
         let position = u64::from(seg.index.lookup(seg.relative(Offset(offset.max(*base)))));
-        Some(DiskSpot {
-            seg_base: *base,
-            position,
-            limit_bytes: seg.written_bytes,
-        })
+        Some(DiskSpot { seg_base: *base, position, limit_bytes: seg.written_bytes })
     }
 
     /// Reads whole batches from disk starting with the one containing `offset`: one

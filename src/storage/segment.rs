@@ -20,8 +20,8 @@ use bytes::Bytes;
 
 use super::batch::{scan_batch, BatchHeader, ScanStep};
 use super::error::StorageError;
-use super::open_files::FileSlot;
 use super::index::{OffsetIndex, TimeIndex, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
+use super::open_files::FileSlot;
 use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
 
