@@ -9,8 +9,8 @@
 //! Module map: [`batch`] (header parsing, CRC, patching), [`records`] (record walk,
 //! decompression, batch builder), [`validate`] (produce-time checks), [`index`] (offset and
 //! time indexes), [`segment`] (one segment, scanning), [`epoch`] (leader-epoch cache),
-//! [`checkpoint`] (small checkpoint files), [`cache`] (per-shard batch cache), [`open_files`] (per-shard bounded cache of open
-//! sealed-segment files), `log` (the
+//! [`checkpoint`] (small checkpoint files), [`cache`] (per-shard batch cache), [`open_files`]
+//! (per-shard bounded cache of open sealed-segment files), `log` (the
 //! partition log: append, wait_committed, read, truncation), `writer` (group commit), `prealloc` (zero-filled space ahead of the active segment's end), `read`
 //! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files), [`cleaner`]
 //! (log compaction with crash-safe segment swaps), [`producer_state`] (idempotent producers'
