@@ -131,3 +131,125 @@ fn after_a_crash_scanned_segments_close_once_finalized() {
         assert_eq!(crashed.open_handles(".log"), 0);
     });
 }
+
+#[test]
+fn truncation_into_a_sealed_segment_makes_it_active_with_its_own_file() {
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let dir = Path::new("/data/t-2");
+        let cache = shard_cache();
+        let log = PartitionLog::open(fs.clone(), dir, config(), cache.clone()).await.unwrap();
+        let mut bases = Vec::new();
+        for i in 0..200usize {
+            let b = build_simple_batch(2, 300, 1_000 + i as i64);
+            bases.push(log.append(b, Epoch(1), 2_000).await.unwrap().base_offset.0);
+        }
+        log.flush().await.unwrap();
+        let segments = log.segment_count();
+        // Read everything once so the cache holds sealed files, then cut into an old one.
+        read_each(&log, &fs, &cache, &bases).await;
+        let cut = bases[bases.len() / 3];
+        bases.truncate(200);
+        log.truncate_to(Offset(cut)).await.unwrap();
+        assert!(log.segment_count() < segments);
+        assert_eq!(log.log_end_offset(), Offset(cut));
+        for i in 0..50usize {
+            let b = build_simple_batch(1, 500, 5_000 + i as i64);
+            bases.push(log.append(b, Epoch(2), 6_000).await.unwrap().base_offset.0);
+        }
+        log.flush().await.unwrap();
+        let expected: Vec<i64> = bases
+            .iter()
+            .copied()
+            .filter(|b| *b < cut)
+            .chain(bases[200..].iter().copied())
+            .collect();
+        let whole = log.read(Offset(0), usize::MAX, log.committed_offset()).await.unwrap();
+        assert_eq!(bases_in(&whole), expected);
+        // The truncated segment became active (own file) and later ones sealed again: once
+        // finalized, only the active segment's file stays open beside the cache.
+        assert!(fs.open_handles(".log") <= 1 + CACHE_FILES);
+        log.close().await.unwrap();
+        assert_eq!(fs.open_handles(".log"), 0);
+    });
+}
+
+#[test]
+fn compaction_reads_and_swaps_through_a_cache_of_one() {
+    use shardlog::storage::batch::Compression;
+    use shardlog::storage::cleaner::records_of;
+    use shardlog::storage::cleaner::throttle::Throttler;
+    use shardlog::storage::records::{build_batch, NewRecord};
+    use shardlog::storage::CleanOptions;
+
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let dir = Path::new("/data/t-3");
+        let cache = Rc::new(BatchCache::with_open_files_max(0, 1));
+        let config = LogConfig {
+            segment_bytes: 2048,
+            segment_ms: 1_000_000,
+            index_interval_bytes: 256,
+            compacted: true,
+            delete_retention_enabled: false,
+            retention_ms: -1,
+            file_delete_delay_ms: 10,
+            ..LogConfig::default()
+        };
+        let log = PartitionLog::open(fs.clone(), dir, config, cache.clone()).await.unwrap();
+        let mut last_of_key = std::collections::BTreeMap::new();
+        for i in 0..300usize {
+            let key = format!("k{}", i % 10);
+            let value = vec![b'v'; 40 + i % 50];
+            let rec = [NewRecord {
+                key: Some(key.as_bytes()),
+                value: Some(&value),
+                timestamp_ms: 1_000,
+                headers: vec![],
+            }];
+            let info = log.append(build_batch(&rec, Compression::None), Epoch(1), 1_000).await;
+            last_of_key.insert(key, info.unwrap().base_offset.0);
+        }
+        // A record past `segment.ms` rolls: every keyed record above is in a sealed segment.
+        let end = [NewRecord {
+            key: Some(b"end"),
+            value: Some(b"x"),
+            timestamp_ms: 1_000,
+            headers: vec![],
+        }];
+        let info = log.append(build_batch(&end, Compression::None), Epoch(1), 10_000_000).await;
+        last_of_key.insert("end".to_string(), info.unwrap().base_offset.0);
+        log.flush().await.unwrap();
+        let before = log.segment_count();
+        assert!(before >= 10, "only {before} segments");
+        let throttle = Throttler::unlimited();
+        let opts = CleanOptions {
+            key_map_bytes: 1 << 20,
+            throttle: &throttle,
+            abort: &|| false,
+            force: true,
+            stop_after: None,
+        };
+        log.clean(10_000_000, &opts).await.expect("clean");
+        let whole = log.read(Offset(0), usize::MAX, log.committed_offset()).await.unwrap();
+        let mut seen = std::collections::BTreeMap::new();
+        let mut at = 0;
+        while at < whole.len() {
+            let h = BatchHeader::parse(&whole[at..]).unwrap();
+            let (_, recs) = records_of(&h, &whole[at..at + h.total_size()]).unwrap();
+            for r in recs {
+                let key = String::from_utf8(r.key.unwrap()).unwrap();
+                assert!(seen.insert(key, r.offset).is_none(), "a key twice after cleaning");
+            }
+            at += h.total_size();
+        }
+        assert_eq!(seen, last_of_key, "the latest record of every key, nothing else");
+        let stats = cache.open_files().stats();
+        assert!(stats.evicted > 0 && stats.held <= 1, "{stats:?}");
+        // The swapped-in segment gave up its own file after the swap: only the active
+        // segment's file and at most the cache's one stay open.
+        assert!(fs.open_handles(".log") <= 2, "{} open", fs.open_handles(".log"));
+        log.close().await.unwrap();
+        assert_eq!(fs.open_handles(".log"), 0);
+    });
+}
