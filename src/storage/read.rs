@@ -60,9 +60,18 @@ impl<F: FileSystem> LogInner<F> {
         offset: i64,
         budget: usize,
     ) -> Result<Option<(i64, Bytes)>, StorageError> {
-        let Some(spot) = self.disk_spot(offset) else { return Ok(None) };
-        // Leased for this read: the open-file cache does not close it under us.
-        let Some(file) = self.segment_file(spot.seg_base).await? else { return Ok(None) };
+        // The file is leased for this read: the open-file cache does not close it under us.
+        let mut tries = 0;
+        let (spot, file) = loop {
+            let Some(spot) = self.disk_spot(offset) else { return Ok(None) };
+            match self.segment_file(spot.seg_base).await? {
+                Some(file) => break (spot, file),
+                // The segment left the log while its file was being opened (retention, a
+                // cleaner swap): look the offset up again.
+                None if tries < 2 => tries += 1,
+                None => return Ok(None),
+            }
+        };
         let path = self.seg_path(spot.seg_base);
         let mut pos = spot.position;
         loop {
