@@ -37,6 +37,13 @@ pub const LOG_PREALLOCATE_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
 /// First (smallest) preallocation step of a segment; each later step is as large as the
 /// segment already is, up to the configured step, so idle partitions cost little disk.
 pub const LOG_PREALLOCATE_BYTES_MIN: u64 = 256 * 1024;
+/// Per-shard bound on open sealed-segment files (`storage::open_files`): finalized sealed
+/// segments are opened on first read and the least recently used idle one is closed past
+/// this many. Active segments stay open outside the bound (one per partition). Larger: fewer
+/// re-opens (one open syscall each, see perf/results/2026-12-01-lazy-fds.md) for consumers
+/// reading many old segments; smaller: fewer file descriptors. Overridden by
+/// `SHARDLOG_SEGMENT_OPEN_FILES_MAX` (tuning.md).
+pub const LOG_SEGMENT_OPEN_FILES_MAX_DEFAULT: usize = 1024;
 /// Default per-shard cache of recent batches.
 pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// A read that ends with a disk read of at least this many bytes starts a read-ahead of the

@@ -75,6 +75,10 @@ struct State {
     syncs_seen: u64,
     /// Every write fails with ENOSPC while set (a full disk), whatever the plan.
     disk_full: bool,
+    /// Handles neither closed nor dropped, by the path they were opened with (tests of
+    /// bounded file descriptors), and how many opens there were.
+    open_handles: BTreeMap<PathBuf, usize>,
+    opens: u64,
 }
 
 /// The in-memory file system. Cloning shares the state. Its clocks, timer and spawner come
@@ -161,6 +165,23 @@ impl MemFileSystem {
         new.durable_names = new.names.clone();
         new.next_inode = st.next_inode;
         MemFileSystem { state: Rc::new(RefCell::new(new)), runtime: self.runtime.clone() }
+    }
+
+    /// Open handles (neither closed nor dropped) of files whose path ends with `suffix`.
+    #[must_use]
+    pub fn open_handles(&self, suffix: &str) -> usize {
+        let st = self.state.borrow();
+        st.open_handles
+            .iter()
+            .filter(|(p, _)| p.to_string_lossy().ends_with(suffix))
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
+    /// How many files were opened (or created) so far.
+    #[must_use]
+    pub fn opens(&self) -> u64 {
+        self.state.borrow().opens
     }
 
     /// Current content of a file (test inspection), `None` if missing.
@@ -279,8 +300,32 @@ impl DataFile for MemFile {
     }
 
     async fn close(&self) -> io::Result<()> {
-        self.closed.set(true);
+        self.release();
         Ok(())
+    }
+}
+
+impl MemFile {
+    /// Marks the handle closed and stops counting it as open (once).
+    fn release(&self) {
+        if self.closed.replace(true) {
+            return;
+        }
+        if let Ok(mut st) = self.state.try_borrow_mut() {
+            if let Some(n) = st.open_handles.get_mut(&self.path) {
+                *n -= 1;
+                if *n == 0 {
+                    st.open_handles.remove(&self.path);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for MemFile {
+    /// A dropped handle is a closed one (as a dropped glommio file).
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -308,6 +353,8 @@ impl FileSystem for MemFileSystem {
             }
             None => return Err(not_found(path)),
         };
+        *st.open_handles.entry(path.to_path_buf()).or_default() += 1;
+        st.opens += 1;
         Ok(MemFile {
             state: self.state.clone(),
             inode,

@@ -3,12 +3,16 @@
 //!
 //! One per shard, shared by every log of that shard through `Rc`. Bounded by bytes; evicts
 //! the oldest insertions first (recent batches are what tailing consumers read). Entries are
-//! whole stored batches keyed by (log id, base offset).
+//! whole stored batches keyed by (log id, base offset). The shard's open-file cache
+//! (`storage::open_files`) rides along, so every log of the shard finds it the same way.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
 
 use bytes::Bytes;
+
+use super::open_files::OpenFiles;
 
 #[derive(Default)]
 struct CacheState {
@@ -17,9 +21,12 @@ struct CacheState {
     used_bytes: usize,
 }
 
-/// Per-shard cache of recent batches, bounded by `capacity_bytes`.
+/// Per-shard cache of recent batches, bounded by `capacity_bytes`. Also carries the shard's
+/// bounded cache of open sealed-segment files ([`OpenFiles`]), which every log of the shard
+/// shares the same way.
 pub struct BatchCache {
     capacity_bytes: usize,
+    open_files: Rc<OpenFiles>,
     next_log_id: Cell<u64>,
     state: RefCell<CacheState>,
     hits: Cell<u64>,
@@ -27,10 +34,20 @@ pub struct BatchCache {
 }
 
 impl BatchCache {
+    /// A cache of `capacity_bytes` of batches, with the default bound on open segment files
+    /// ([`super::open_files::open_files_max_default`]).
     #[must_use]
     pub fn new(capacity_bytes: usize) -> Self {
+        Self::with_open_files_max(capacity_bytes, super::open_files::open_files_max_default())
+    }
+
+    /// A cache of `capacity_bytes` of batches holding at most `open_files_max` idle sealed
+    /// segment files open.
+    #[must_use]
+    pub fn with_open_files_max(capacity_bytes: usize, open_files_max: usize) -> Self {
         Self {
             capacity_bytes,
+            open_files: Rc::new(OpenFiles::new(open_files_max)),
             next_log_id: Cell::new(1),
             state: RefCell::default(),
             hits: Cell::new(0),
@@ -117,6 +134,12 @@ impl BatchCache {
         let st = &mut *st;
         st.order.retain(|k| st.entries.contains_key(k));
         report_change(before, st.used_bytes);
+    }
+
+    /// The shard's cache of open sealed-segment files.
+    #[must_use]
+    pub fn open_files(&self) -> &Rc<OpenFiles> {
+        &self.open_files
     }
 
     #[must_use]

@@ -464,7 +464,10 @@ impl<F: FileSystem> LogInner<F> {
             return Ok(());
         }
         for seg in doomed {
-            let _ = seg.file.close().await;
+            // A cached (unpinned) file leaves the shard's cache as the segment drops.
+            if let Some(file) = &seg.pinned_file {
+                let _ = file.close().await;
+            }
             for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, SNAPSHOT_SUFFIX] {
                 let p = segment_path(&self.dir, seg.base, suffix);
                 match self.fs.remove_file(&p).await {

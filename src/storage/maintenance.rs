@@ -15,6 +15,14 @@ use super::segment::{scan_file, Segment};
 use crate::io::{align_down, DataFile, FileSystem};
 use crate::types::Offset;
 
+/// A segment that left the log while an operation holding the append lock needed it.
+fn segment_gone(path: &std::path::Path) -> StorageError {
+    StorageError::io("open", path, 0)(std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        "segment left the log",
+    ))
+}
+
 impl<F: FileSystem> LogInner<F> {
     pub async fn truncate_to(self: &Rc<Self>, offset: Offset) -> Result<(), StorageError> {
         let _turn = self.append_lock.acquire().await;
@@ -73,12 +81,13 @@ impl<F: FileSystem> LogInner<F> {
         seg_base: i64,
         offset: Offset,
     ) -> Result<(u64, Offset), StorageError> {
-        let (file, start, size) = {
+        let (start, size) = {
             let st = self.st.borrow();
             let seg = &st.segments[&seg_base];
-            (seg.file.clone(), u64::from(seg.index.lookup(seg.relative(offset))), seg.written_bytes)
+            (u64::from(seg.index.lookup(seg.relative(offset))), seg.written_bytes)
         };
         let path = self.seg_path(seg_base);
+        let file = self.segment_file(seg_base).await?.ok_or_else(|| segment_gone(&path))?;
         let scan = scan_file(&*file, &path, start, size, i64::MIN).await?;
         scan.batches
             .iter()
@@ -98,7 +107,15 @@ impl<F: FileSystem> LogInner<F> {
         new_end: Offset,
     ) -> Result<(), StorageError> {
         let path = self.seg_path(seg_base);
-        let file = self.st.borrow().segments[&seg_base].file.clone();
+        let file = self.segment_file(seg_base).await?.ok_or_else(|| segment_gone(&path))?;
+        {
+            // The segment becomes the active one again: it keeps its own file (the writer's),
+            // out of the open-file cache.
+            let mut st = self.st.borrow_mut();
+            let seg = st.segments.get_mut(&seg_base).ok_or_else(|| segment_gone(&path))?;
+            seg.pinned_file = Some(file.clone());
+            seg.slot = None;
+        }
         file.truncate(pos).await.map_err(StorageError::io("truncate", &path, pos))?;
         file.sync().await.map_err(StorageError::io("fsync", &path, pos))?;
         let aligned = align_down(pos);
@@ -204,7 +221,12 @@ impl<F: FileSystem> LogInner<F> {
             let mut st = self.st.borrow_mut();
             st.closed = true;
             crate::metrics::producers_tracked(-(st.producers.len() as i64));
-            st.segments.values().map(|s| s.file.clone()).collect()
+            // Cached files of sealed segments leave the shard's cache now (closed once no
+            // read holds them), not when the last handle of the log goes.
+            for s in st.segments.values_mut() {
+                s.slot = None;
+            }
+            st.segments.values().filter_map(|s| s.pinned_file.clone()).collect()
         };
         for f in files {
             let _ = f.close().await;

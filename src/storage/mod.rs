@@ -9,7 +9,8 @@
 //! Module map: [`batch`] (header parsing, CRC, patching), [`records`] (record walk,
 //! decompression, batch builder), [`validate`] (produce-time checks), [`index`] (offset and
 //! time indexes), [`segment`] (one segment, scanning), [`epoch`] (leader-epoch cache),
-//! [`checkpoint`] (small checkpoint files), [`cache`] (per-shard batch cache), `log` (the
+//! [`checkpoint`] (small checkpoint files), [`cache`] (per-shard batch cache), [`open_files`]
+//! (per-shard bounded cache of open sealed-segment files), `log` (the
 //! partition log: append, wait_committed, read, truncation), `writer` (group commit), `prealloc` (zero-filled space ahead of the active segment's end), `read`
 //! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files), [`cleaner`]
 //! (log compaction with crash-safe segment swaps), [`producer_state`] (idempotent producers'
@@ -25,6 +26,7 @@ pub mod error;
 pub mod index;
 mod log;
 mod maintenance;
+pub mod open_files;
 mod prealloc;
 pub mod producer_state;
 mod producers;
@@ -42,6 +44,7 @@ pub use cache::BatchCache;
 pub use cleaner::{CleanOptions, CleanOutcome, CleanStats};
 pub use error::StorageError;
 pub use log::PartitionLog;
+pub use open_files::{OpenFiles, OpenFilesStats};
 pub use replicated::ReplicaAppendInfo;
 pub use retention::RetentionOutcome;
 

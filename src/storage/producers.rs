@@ -11,7 +11,6 @@
 //! fsync dir) and CRC-checked on load (a bad one is skipped: the log is replayed further).
 
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
 use super::batch::BatchHeader;
 use super::error::StorageError;
@@ -46,7 +45,7 @@ pub fn parse_snapshot_name(name: &str) -> Option<i64> {
 }
 
 /// Where replay scans one segment: start position, written size, path, file.
-type SegmentScan<F> = (u64, u64, PathBuf, Rc<<F as FileSystem>::File>);
+type SegmentScan = (u64, u64, PathBuf, i64);
 
 /// Snapshot offsets present in `dir`, ascending.
 async fn snapshot_offsets_in<F: FileSystem>(fs: &F, dir: &Path) -> Result<Vec<i64>, StorageError> {
@@ -195,8 +194,8 @@ impl<F: FileSystem> LogInner<F> {
         from: Offset,
         upto: Offset,
     ) -> Result<u64, StorageError> {
-        // (scan start, written size, path, file) of each segment holding offsets >= from.
-        let segments: Vec<SegmentScan<F>> = {
+        // (scan start, written size, path, base) of each segment holding offsets >= from.
+        let segments: Vec<SegmentScan> = {
             let st = self.st.borrow();
             st.segments
                 .values()
@@ -204,12 +203,15 @@ impl<F: FileSystem> LogInner<F> {
                 .map(|s| {
                     let start =
                         if from > s.base { u64::from(s.index.lookup(s.relative(from))) } else { 0 };
-                    (start, s.written_bytes, s.path.clone(), s.file.clone())
+                    (start, s.written_bytes, s.path.clone(), s.base.0)
                 })
                 .collect()
         };
         let mut applied = 0;
-        for (start, size, path, file) in segments {
+        for (start, size, path, base) in segments {
+            // A segment gone meanwhile (retention below the log start) holds nothing to
+            // replay; each file is leased from the shard's open-file cache while scanned.
+            let Some(file) = self.segment_file(base).await? else { continue };
             let scan = scan_file(&*file, &path, start, size, i64::MIN).await?;
             for (pos, h) in &scan.batches {
                 if h.last_offset() < from.0 || h.last_offset() >= upto.0 {

@@ -21,8 +21,7 @@ use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
 
 /// Where the batch containing an offset lives on disk.
-struct DiskSpot<D> {
-    file: std::rc::Rc<D>,
+struct DiskSpot {
     seg_base: i64,
     position: u64,
     limit_bytes: u64,
@@ -42,7 +41,7 @@ impl<F: FileSystem> LogInner<F> {
         self.cache.get(self.log_id, offset)
     }
 
-    fn disk_spot(&self, offset: i64) -> Option<DiskSpot<F::File>> {
+    fn disk_spot(&self, offset: i64) -> Option<DiskSpot> {
         let st = self.st.borrow();
         let (base, seg) = st.segments.range(..=offset).next_back()?;
         let (base, seg) = if offset >= seg.next_offset.0 {
@@ -51,12 +50,7 @@ impl<F: FileSystem> LogInner<F> {
             (base, seg)
         };
         let position = u64::from(seg.index.lookup(seg.relative(Offset(offset.max(*base)))));
-        Some(DiskSpot {
-            file: seg.file.clone(),
-            seg_base: *base,
-            position,
-            limit_bytes: seg.written_bytes,
-        })
+        Some(DiskSpot { seg_base: *base, position, limit_bytes: seg.written_bytes })
     }
 
     /// Reads whole batches from disk starting with the one containing `offset`: one
@@ -66,7 +60,18 @@ impl<F: FileSystem> LogInner<F> {
         offset: i64,
         budget: usize,
     ) -> Result<Option<(i64, Bytes)>, StorageError> {
-        let Some(spot) = self.disk_spot(offset) else { return Ok(None) };
+        // The file is leased for this read: the open-file cache does not close it under us.
+        let mut tries = 0;
+        let (spot, file) = loop {
+            let Some(spot) = self.disk_spot(offset) else { return Ok(None) };
+            match self.segment_file(spot.seg_base).await? {
+                Some(file) => break (spot, file),
+                // The segment left the log while its file was being opened (retention, a
+                // cleaner swap): look the offset up again.
+                None if tries < 2 => tries += 1,
+                None => return Ok(None),
+            }
+        };
         let path = self.seg_path(spot.seg_base);
         let mut pos = spot.position;
         loop {
@@ -76,7 +81,7 @@ impl<F: FileSystem> LogInner<F> {
             let room = usize::try_from(spot.limit_bytes - pos).unwrap_or(usize::MAX);
             let len = budget.max(LOG_READ_CHUNK_BYTES_MIN).min(room);
             let data =
-                spot.file.read_at(pos, len).await.map_err(StorageError::io("read", &path, pos))?;
+                file.read_at(pos, len).await.map_err(StorageError::io("read", &path, pos))?;
             let mut at = 0usize;
             let mut first: Option<(usize, i64)> = None;
             let mut last_end = 0usize;
@@ -107,8 +112,7 @@ impl<F: FileSystem> LogInner<F> {
                             // The wanted batch (or the scan to it) runs past this chunk.
                             if let Ok(h) = BatchHeader::parse(&data[at..]) {
                                 if h.last_offset() >= offset {
-                                    let whole = spot
-                                        .file
+                                    let whole = file
                                         .read_at(pos + at as u64, h.total_size())
                                         .await
                                         .map_err(StorageError::io("read", &path, pos))?;
@@ -149,20 +153,20 @@ impl<F: FileSystem> LogInner<F> {
 
     /// A large read ended at `next`: the reader is catching up. Keep `len` bytes from `next`
     /// in memory: read what the cache lacks of them while the response is sent.
-    fn read_ahead(&self, next: i64, len: usize) {
+    fn read_ahead(self: &std::rc::Rc<Self>, next: i64, len: usize) {
         let (next, cached) = self.cache.cached_run(self.log_id, next, len);
         if cached >= len / 2 {
             return;
         }
         let len = len - cached;
         let Some(spot) = self.disk_spot(next) else { return };
-        let tail = DiskTail {
-            file: spot.file,
-            end_pos: spot.position,
-            limit_bytes: spot.limit_bytes,
-            next_offset: next,
-        };
-        self.readahead.start(&*self.fs, &self.cache, self.log_id, tail, len);
+        let tail =
+            DiskTail { end_pos: spot.position, limit_bytes: spot.limit_bytes, next_offset: next };
+        // The file is leased in the background task (a cold segment's open does not delay
+        // this read's answer).
+        let me = self.clone();
+        let open = async move { me.segment_file(spot.seg_base).await.ok().flatten() };
+        self.readahead.start::<F, _>(&*self.fs, &self.cache, self.log_id, tail, open, len);
     }
 
     fn corrupt(&self, seg_base: i64, position: u64, reason: &str) -> StorageError {
@@ -174,7 +178,7 @@ impl<F: FileSystem> LogInner<F> {
     }
 
     pub async fn read(
-        &self,
+        self: &std::rc::Rc<Self>,
         offset: Offset,
         max_bytes: usize,
         max_offset: Offset,
@@ -245,7 +249,7 @@ impl<F: FileSystem> LogInner<F> {
     }
 
     pub async fn offset_for_timestamp(
-        &self,
+        self: &std::rc::Rc<Self>,
         timestamp_ms: i64,
     ) -> Result<Option<(Offset, i64)>, StorageError> {
         let committed = self.committed();

@@ -30,10 +30,9 @@ pub struct Readahead {
     done: Notify,
 }
 
-/// Where the read-ahead starts: the segment file, a position at or before the batch holding
-/// `next_offset` (from the sparse index), and the segment's written size.
-pub struct DiskTail<D> {
-    pub file: Rc<D>,
+/// Where the read-ahead starts: a position in the segment file at or before the batch
+/// holding `next_offset` (from the sparse index), and the segment's written size.
+pub struct DiskTail {
     pub end_pos: u64,
     pub limit_bytes: u64,
     /// The offset the reader asks for next.
@@ -56,15 +55,20 @@ impl Readahead {
     }
 
     /// Starts reading `len` bytes after `tail` into `cache` (log `log_id`) unless one is in
-    /// flight or the segment has nothing more written.
-    pub fn start<F: FileSystem>(
+    /// flight or the segment has nothing more written. `open` leases the segment's file (from
+    /// the shard's open-file cache) in the background task; `None` (the segment is gone)
+    /// reads nothing.
+    pub fn start<F: FileSystem, O>(
         self: &Rc<Self>,
         fs: &F,
         cache: &Rc<BatchCache>,
         log_id: u64,
-        tail: DiskTail<F::File>,
+        tail: DiskTail,
+        open: O,
         len: usize,
-    ) {
+    ) where
+        O: std::future::Future<Output = Option<Rc<F::File>>> + 'static,
+    {
         let room = tail.limit_bytes.saturating_sub(tail.end_pos);
         let len = u64::try_from(len).unwrap_or(u64::MAX).min(room);
         if len == 0 || self.inflight_next.get().is_some() {
@@ -74,7 +78,11 @@ impl Readahead {
         let (me, cache, epoch) = (self.clone(), cache.clone(), self.epoch.get());
         fs.spawn(Box::pin(async move {
             // Errors are left to the reader's own disk read, which reports them.
-            if let Ok(data) = tail.file.read_at(tail.end_pos, len as usize).await {
+            let data = match open.await {
+                Some(file) => file.read_at(tail.end_pos, len as usize).await.ok(),
+                None => None,
+            };
+            if let Some(data) = data {
                 if me.epoch.get() == epoch {
                     let mut at = 0usize;
                     while let ScanStep::Batch(h) = scan_batch(&data[at..]) {

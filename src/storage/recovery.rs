@@ -7,7 +7,9 @@
 //! later segment batch by batch (length + CRC), truncating the torn tail, rebuilding its
 //! indexes and deleting any segment after a torn one. Corruption in a trusted segment is an
 //! error naming the file and position. The clean-shutdown marker is removed (durably) before
-//! the log accepts appends.
+//! the log accepts appends. Each finalized sealed segment's file is closed once scanned (it
+//! is reopened on first read through the shard's open-file cache): open files stay bounded
+//! however many segments a shard recovers.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -114,6 +116,11 @@ pub(super) async fn open<F: FileSystem>(
         // A sealed segment that had to be scanned may never have been finalized: let the
         // writer redo it (sync, trim, write indexes, advance the recovery point).
         seg.finalized = !is_last && trusted;
+        if seg.finalized {
+            // Bounded file descriptors: a finalized sealed segment is opened again on first
+            // read, through the shard's open-file cache.
+            seg.unpin().await;
+        }
         segments.insert(base.0, seg);
     }
     for base in doomed {
@@ -230,14 +237,15 @@ async fn finish_active<F: FileSystem>(
     let Some(seg) = segments.values_mut().next_back() else { return Ok(()) };
     let path = seg.path.clone();
     let size = seg.size_bytes;
-    let file_size = seg.file.size().await.map_err(io_err("stat", &path))?;
+    // The last segment is never finalized at open, so it kept its file.
+    let file = seg.writer_file().ok_or_else(|| StorageError::Closed { path: path.clone() })?;
+    let file_size = file.size().await.map_err(io_err("stat", &path))?;
     if file_size != size {
-        seg.file.truncate(size).await.map_err(StorageError::io("truncate", &path, size))?;
+        file.truncate(size).await.map_err(StorageError::io("truncate", &path, size))?;
     }
-    seg.file.sync().await.map_err(StorageError::io("fsync", &path, size))?;
+    file.sync().await.map_err(StorageError::io("fsync", &path, size))?;
     let aligned = align_down(size);
-    let prefix = seg
-        .file
+    let prefix = file
         .read_at(aligned, (size - aligned) as usize)
         .await
         .map_err(StorageError::io("read", &path, aligned))?;
@@ -257,15 +265,15 @@ async fn load_segment<F: FileSystem>(
     fold: &mut ProducerFold,
 ) -> Result<Loaded<F>, StorageError> {
     let path = segment_path(dir, base, super::segment::LOG_SUFFIX);
-    let file = fs.open(&path, false).await.map_err(io_err("open", &path))?;
+    let file = Rc::new(fs.open(&path, false).await.map_err(io_err("open", &path))?);
     let file_size = file.size().await.map_err(io_err("stat", &path))?;
-    let mut seg = Segment::new(base, path.clone(), file);
+    let mut seg = Segment::pinned(base, path.clone(), file.clone());
     if trusted {
         if let Some((index, time_index)) = load_indexes(fs, dir, base, file_size).await {
             seg.index = index;
             seg.time_index = time_index;
             let start = seg.index.entries.last().map_or(0, |(_, p)| u64::from(*p));
-            let scan = scan_file(&*seg.file, &path, start, file_size, base.0).await?;
+            let scan = scan_file(&*file, &path, start, file_size, base.0).await?;
             if scan.valid_bytes + start != file_size {
                 return Err(StorageError::Corrupt {
                     path,
@@ -292,7 +300,7 @@ async fn load_segment<F: FileSystem>(
         }
         tracing::warn!(file = %path.display(), "index fails its sanity check; rebuilding from the log");
     }
-    let scan = scan_file(&*seg.file, &path, 0, file_size, base.0).await?;
+    let scan = scan_file(&*file, &path, 0, file_size, base.0).await?;
     // The headers are here anyway: rebuild the producer state from them as well.
     let end = scan.batches.last().map_or(base.0, |(_, h)| h.last_offset() + 1);
     fold.scanned(base.0, scan.batches.iter().map(|(_, h)| h), end);
@@ -314,8 +322,8 @@ async fn load_segment<F: FileSystem>(
             "truncating torn tail"
         );
         let size = scan.valid_bytes;
-        seg.file.truncate(size).await.map_err(StorageError::io("truncate", &path, size))?;
-        seg.file.sync().await.map_err(StorageError::io("fsync", &path, size))?;
+        file.truncate(size).await.map_err(StorageError::io("truncate", &path, size))?;
+        file.sync().await.map_err(StorageError::io("fsync", &path, size))?;
     }
     Ok(Loaded { seg, torn, epochs })
 }

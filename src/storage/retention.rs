@@ -203,12 +203,16 @@ impl<F: FileSystem> LogInner<F> {
             let fs = self.fs.clone();
             let delay = Duration::from_millis(self.cfg().file_delete_delay_ms);
             let paths = std::mem::take(&mut renamed);
-            let file = seg.file.clone();
+            // A cached (unpinned) file leaves the shard's cache as the segment drops; reads
+            // holding it keep it open until they finish.
+            let file = seg.pinned_file.clone();
             drop(seg);
             self.fs.spawn(Box::pin(async move {
                 fs.sleep(delay).await;
                 // Reads that picked the file before the rename have had `delay` to finish.
-                let _ = file.close().await;
+                if let Some(file) = file {
+                    let _ = file.close().await;
+                }
                 for p in paths {
                     if let Err(e) = fs.remove_file(&p).await {
                         tracing::warn!(file = %p.display(), error = %e, "removing deleted segment");

@@ -1,8 +1,12 @@
-//! One segment of a partition log: the `.log` file handle, its in-memory indexes, and the
-//! writer's staging state for bytes not yet written. Also file naming and the batch-by-batch
-//! scan that recovery and the reader share.
+//! One segment of a partition log: the `.log` file handle (or its key in the shard's open-file
+//! cache), its in-memory indexes, and the writer's staging state for bytes not yet written.
+//! Also file naming and the batch-by-batch scan that recovery and the reader share.
 //!
-//! Owned by the partition log on its owner shard. Invariants: `written_bytes <= queued_bytes
+//! Owned by the partition log on its owner shard. Invariants: `pinned_file` is `Some` for
+//! every segment that is not `finalized` (the active one, and sealed ones the writer has not
+//! finalized: the writer and recovery use it directly); a finalized sealed segment has none
+//! and is opened on demand through `storage::open_files` (`LogInner::segment_file`), so file
+//! descriptors stay bounded. `written_bytes <= queued_bytes
 //! <= size_bytes`; `staged` holds exactly the bytes `queued_bytes..size_bytes` not yet handed
 //! to a write (each part tagged with the batch end offset when it completes a batch: a large
 //! backlog is cut at page boundaries, splitting batches); `page_prefix` is the content from
@@ -17,6 +21,7 @@ use bytes::Bytes;
 use super::batch::{scan_batch, BatchHeader, ScanStep};
 use super::error::StorageError;
 use super::index::{OffsetIndex, TimeIndex, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
+use super::open_files::FileSlot;
 use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
 
@@ -46,7 +51,12 @@ pub fn parse_log_name(name: &str) -> Option<Offset> {
 pub struct Segment<F: FileSystem> {
     pub base: Offset,
     pub path: PathBuf,
-    pub file: Rc<F::File>,
+    /// The segment's own open file: always for an unfinalized segment, `None` once a sealed
+    /// segment is finalized (then it is opened through the shard's open-file cache).
+    pub pinned_file: Option<Rc<F::File>>,
+    /// The key of this segment's file in the shard's open-file cache, made on first use;
+    /// dropping the segment drops the cached file with it.
+    pub slot: Option<FileSlot>,
     pub size_bytes: u64,
     pub next_offset: Offset,
     pub index: OffsetIndex,
@@ -75,10 +85,16 @@ pub struct Segment<F: FileSystem> {
 
 impl<F: FileSystem> Segment<F> {
     pub fn new(base: Offset, path: PathBuf, file: F::File) -> Self {
+        Self::pinned(base, path, Rc::new(file))
+    }
+
+    /// A segment whose own open file is `file` (see `pinned_file`).
+    pub fn pinned(base: Offset, path: PathBuf, file: Rc<F::File>) -> Self {
         Segment {
             base,
             path,
-            file: Rc::new(file),
+            pinned_file: Some(file),
+            slot: None,
             size_bytes: 0,
             next_offset: base,
             index: OffsetIndex::default(),
@@ -97,6 +113,22 @@ impl<F: FileSystem> Segment<F> {
             finalized: false,
             prealloc_end: 0,
             prealloc_off: false,
+        }
+    }
+
+    /// The open file of a segment the writer still works on (not finalized). `None` breaks
+    /// the module invariant; callers turn it into an error.
+    #[must_use]
+    pub fn writer_file(&self) -> Option<Rc<F::File>> {
+        debug_assert!(self.pinned_file.is_some() || self.finalized, "unfinalized segment unpinned");
+        self.pinned_file.clone()
+    }
+
+    /// Gives up the segment's own file handle (it was finalized): closed now unless a reader
+    /// still holds it (then when the last one drops it). Later reads go through the cache.
+    pub async fn unpin(&mut self) {
+        if let Some(file) = self.pinned_file.take() {
+            release(file).await;
         }
     }
 
@@ -141,6 +173,14 @@ impl<F: FileSystem> Segment<F> {
         let max = index_bytes as usize;
         (self.index.entries.len() + 1) * OFFSET_INDEX_ENTRY_BYTES > max
             || (self.time_index.entries.len() + 1) * TIME_INDEX_ENTRY_BYTES > max
+    }
+}
+
+/// Closes `file` if this is its last handle, else lets the last holder's drop close it (a
+/// read in flight keeps its file open).
+pub async fn release<D: DataFile>(file: Rc<D>) {
+    if let Ok(file) = Rc::try_unwrap(file) {
+        let _ = file.close().await;
     }
 }
 

@@ -336,7 +336,7 @@ impl<F: FileSystem> LogInner<F> {
                 // Finalize trims the file: not under a preallocation still writing to it.
                 return filling.is_none().then_some((Job::Finalize { seg_base: seg.base.0 }, None));
             }
-            let file = seg.file.clone();
+            let file = seg.writer_file().expect("an unfinalized segment keeps its file");
             return (durable < written && sync)
                 .then_some((Job::Sync { file, upto: written }, None));
         }
@@ -387,7 +387,8 @@ impl<F: FileSystem> LogInner<F> {
         seg.page_prefix = tail_bytes(&parts, (end_bytes - align_down(end_bytes)) as usize);
         seg.queued_bytes = end_bytes;
         let more_staged = !seg.staged.is_empty();
-        let (seg_base, file) = (seg.base.0, seg.file.clone());
+        let file = seg.writer_file().expect("an unfinalized segment keeps its file");
+        let seg_base = seg.base.0;
         let new_fill = if fill.is_none() && !seg.sealed && !seg.prealloc_off {
             next_fill(end_bytes, seg.prealloc_end, step_max, segment_bytes)
         } else {
@@ -414,16 +415,22 @@ impl<F: FileSystem> LogInner<F> {
             Job::Write(_) => unreachable!("writes are issued by run_writer"),
             Job::Finalize { seg_base } => {
                 self.finalize_files(seg_base).await?;
-                let next = {
+                let (next, file) = {
                     let mut st = self.st.borrow_mut();
                     let seg = st.segments.get_mut(&seg_base).expect("finalizing a live segment");
                     seg.finalized = true;
                     seg.page_prefix = Vec::new();
+                    // Sealed and final: its file is reopened through the shard's open-file
+                    // cache when read, so file descriptors stay bounded.
+                    let file = seg.pinned_file.take();
                     let next = seg.next_offset;
                     st.durable = st.durable.max(next);
                     st.committed_at = self.fs.monotonic();
-                    next
+                    (next, file)
                 };
+                if let Some(file) = file {
+                    super::segment::release(file).await;
+                }
                 if self.st.borrow().recovery_point < next {
                     checkpoint::write(&*self.fs, &self.dir, RECOVERY_POINT_FILE, next).await?;
                     self.st.borrow_mut().recovery_point = next;
@@ -495,9 +502,10 @@ impl<F: FileSystem> LogInner<F> {
         let (file, size, index, time_index) = {
             let st = self.st.borrow();
             let seg = &st.segments[&seg_base];
-            (seg.file.clone(), seg.size_bytes, seg.index.to_bytes(), seg.time_index.to_bytes())
+            (seg.writer_file(), seg.size_bytes, seg.index.to_bytes(), seg.time_index.to_bytes())
         };
         let path = self.seg_path(seg_base);
+        let file = file.ok_or_else(|| StorageError::Closed { path: path.clone() })?;
         file.truncate(size).await.map_err(StorageError::io("truncate", &path, size))?;
         file.sync().await.map_err(StorageError::io("fsync", &path, size))?;
         for (suffix, data) in [(INDEX_SUFFIX, index), (TIME_INDEX_SUFFIX, time_index)] {

@@ -175,14 +175,15 @@ impl<F: FileSystem> LogInner<F> {
 
     /// The first batch's max timestamp of segment `base` (-1 when unknown or empty).
     async fn first_batch_timestamp(&self, base: i64) -> Result<i64, StorageError> {
-        let (file, path, known) = {
+        let (path, known) = {
             let st = self.st.borrow();
             let Some(seg) = st.segments.get(&base) else { return Ok(-1) };
-            (seg.file.clone(), seg.path.clone(), seg.first_batch_timestamp_ms)
+            (seg.path.clone(), seg.first_batch_timestamp_ms)
         };
         if let Some(ts) = known {
             return Ok(ts);
         }
+        let Some(file) = self.segment_file(base).await? else { return Ok(-1) };
         let head = file.read_at(0, 4096).await.map_err(StorageError::io("read", &path, 0))?;
         let ts = BatchHeader::parse(&head).map_or(-1, |h| h.max_timestamp);
         if let Some(seg) = self.st.borrow_mut().segments.get_mut(&base) {
@@ -349,13 +350,8 @@ impl<F: FileSystem> LogInner<F> {
                     reason,
                 });
             }
-            let file = {
-                let st = self.st.borrow();
-                match st.segments.get(&reader.span.base) {
-                    Some(seg) => seg.file.clone(),
-                    None => return Ok(None),
-                }
-            };
+            // Leased per chunk from the shard's open-file cache.
+            let Some(file) = self.segment_file(reader.span.base).await? else { return Ok(None) };
             let want = (reader.span.size_bytes - reader.pos).min(CLEANER_READ_CHUNK_BYTES as u64);
             let path = self.seg_path(reader.span.base);
             let chunk = file
@@ -501,6 +497,16 @@ impl<F: FileSystem> LogInner<F> {
             rename(&*self.fs, &swapped(suffix), &fin).await?;
         }
         sync_dir(&*self.fs, &self.dir).await?;
+        // The file has its final name now: the new segment gives up its own handle, like any
+        // finalized one (until here a read could not have reopened it by that name).
+        let pinned = {
+            let mut st = self.st.borrow_mut();
+            let seg = st.segments.get_mut(&first.base).filter(|s| s.finalized);
+            seg.and_then(|s| s.pinned_file.take())
+        };
+        if let Some(file) = pinned {
+            super::segment::release(file).await;
+        }
         crate::crashpoint::hit("cleaner.swap_finished");
         Ok(true)
     }
