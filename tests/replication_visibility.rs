@@ -91,7 +91,10 @@ fn describe_topic_partitions_pages_and_metrics_scrape() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let text = loop {
         let text = http_get(&b.admin, "/metrics").expect("GET /metrics");
-        if text.contains("shardlog_under_min_isr_partitions") {
+        // Every shard publishes its slot on its own timer: wait for shard 0's as well.
+        if text.contains("shardlog_under_min_isr_partitions")
+            && text.contains("shardlog_isr_shrinks_total{shard=\"0\"}")
+        {
             break text;
         }
         assert!(Instant::now() < deadline, "no replication metrics:\n{text}");
@@ -107,7 +110,10 @@ fn describe_topic_partitions_pages_and_metrics_scrape() {
     }
     assert_eq!(value(&samples, "shardlog_at_min_isr_partitions", &[]), Some(0.0));
     assert!(text.contains("UnderReplicatedPartitions"), "Kafka's name in the help text");
-    assert!(value(&samples, "shardlog_isr_shrinks_total", &[("shard", "0")]).is_some());
+    assert!(
+        value(&samples, "shardlog_isr_shrinks_total", &[("shard", "0")]).is_some(),
+        "per-shard replication counters\n{text}"
+    );
 }
 
 /// Kafka 4.1's TopicCommand against three brokers, a SIGKILL included
