@@ -12,7 +12,8 @@
 # 31211-3, Kafka 31221-3 and 31231-3). Writes perf/results/<date>-replication-rf3.md with
 # the median and the spread (min-max) of each configuration over the rounds, and the host's
 # load average before and after (other sessions share the machine).
-# Environment: SHARDLOG (default target/release/shardlog; built when missing).
+# Environment: SHARDLOG (default target/release/shardlog; built when missing), SHARDLOG_BUILD
+# (the description written for a binary copied elsewhere).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO"
@@ -135,6 +136,8 @@ LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 mkdir -p "$(dirname "$OUT")"
 BUILD="debug build ($SHARDLOG)"
 [[ "$SHARDLOG" == */release/* ]] && BUILD="release build"
+# SHARDLOG_BUILD: how to describe a binary copied elsewhere (e.g. "release build of abc123").
+BUILD="${SHARDLOG_BUILD:-$BUILD}"
 python3 - "$TMP/res" "$ROUNDS" "$DUR" "$WARM" "$LOAD_BEFORE" "$LOAD_AFTER" "$(git rev-parse --short HEAD)" "$BUILD" >"$OUT" <<'EOF'
 import json, os, statistics, sys
 res, rounds, dur, warm, lb, la, commit, build = sys.argv[1:]
