@@ -8,7 +8,11 @@ committed offsets moved past a quarter of the input, this prints "KILL" and wait
 on stdin: the caller SIGKILLs the broker coordinating the app's transactional id meanwhile.
 The app carries on (a watchdog restarts it after STALL_S without progress, printed). Pass: a
 read_committed consumer of OUT sees each input exactly once.
-Usage: eos_cluster.py BOOTSTRAP KIND CLASSPATH N   (KIND: python | java)"""
+With EOS_CLUSTER_STRICT=1 (tests/transactions_coordinator_kill.rs) a stall fails the run
+instead of restarting the app: the app must carry on through the failover by itself.
+Usage: eos_cluster.py BOOTSTRAP KIND CLASSPATH N [NAME]   (KIND: python | java; NAME, KIND
+unless given, names the topics cl-in-NAME and cl-out-NAME, the group cl-NAME and the
+transactional id cl-NAME-txn)"""
 import os
 import shutil
 import sys
@@ -24,29 +28,39 @@ from eos import App, committed_total, read  # noqa: E402
 # Longer than eos.py's 20 s: on a loaded two-core host the Java app's source launcher alone
 # can take that long to start, and a watchdog shorter than a start never lets it run.
 STALL_S = 60
+STRICT = os.environ.get("EOS_CLUSTER_STRICT") == "1"
 
 
-def wait_progress(bs, group, src, app, target, limit_s):
-    """Waits until the committed offsets reach `target`; restarts a stalled app."""
-    deadline, last, last_move = time.time() + limit_s, -1, time.time()
+def wait_progress(bs, group, src, app, target, limit_s, since=None):
+    """Waits until the committed offsets reach `target`; restarts a stalled app. Returns the
+    longest time without progress (s), counted from `since` = (committed, time) if given."""
+    last, last_move = since or (-1, time.time())
+    deadline, longest = time.time() + limit_s, 0.0
     while (done := committed_total(bs, group, src)) < target:
         if time.time() > deadline:
             raise SystemExit(f"FAIL: committed offsets stuck at {done} of {target}")
-        if done != last:
+        if done >= 0 and done != last:
+            if last >= 0:
+                longest = max(longest, time.time() - last_move)
             last, last_move = done, time.time()
         elif time.time() - last_move > STALL_S:
+            if STRICT:
+                raise SystemExit(f"FAIL: no progress for {STALL_S} s at {done} of {target}")
             print(f"no progress for {STALL_S} s: restarting the app", flush=True)
             app.stalls += 1
             app.kill()
             last_move = time.time()
         app.ensure()
         time.sleep(0.3)
+    return max(longest, time.time() - last_move) if last >= 0 else longest
 
 
 def main():
     bs, kind, cp, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    src, dst, group = f"cl-in-{kind}", f"cl-out-{kind}", f"cl-{kind}"
+    name = sys.argv[5] if len(sys.argv) > 5 else kind
+    src, dst, group = f"cl-in-{name}", f"cl-out-{name}", f"cl-{name}"
     work = tempfile.mkdtemp(prefix="shardlog-eos-cluster-")
+    print(f"work dir {work} (removed on success)", flush=True)
     p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 5})
     for i in range(n):
         p.produce(src, key=f"k{i}", value=f"in-{i}")
@@ -58,10 +72,12 @@ def main():
     try:
         app.ensure()
         wait_progress(bs, group, src, app, n // 4, 180)
+        at_kill = (committed_total(bs, group, src), time.time())
         print("KILL", flush=True)
         answer = sys.stdin.readline().strip()
         print(f"coordinator killed: {answer}", flush=True)
-        wait_progress(bs, group, src, app, n, 300)
+        gap = wait_progress(bs, group, src, app, n, 300 + n // 20, at_kill)
+        print(f"longest time without progress after the kill: {gap:.1f} s", flush=True)
         elapsed = time.time() - t0
         open(stop, "w").close()
         try:
