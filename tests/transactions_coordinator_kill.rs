@@ -3,14 +3,17 @@
 //! `sendOffsetsToTransaction`, read_committed) over N input records (20,000 unless
 //! `SHARDLOG_TXN_KILL_RECORDS` says) on three real brokers, with the input, the output,
 //! `__consumer_offsets` and `__transaction_state` at replication factor 3. Once a quarter of
-//! the input is done, the broker coordinating the app's transactional id is SIGKILLed and,
-//! once another broker is named coordinator, restarted. The app must finish by itself (no
-//! watchdog restart: `tests/transactions/eos_cluster.py` with `EOS_CLUSTER_STRICT=1` fails a
-//! run without progress for 60 s) and a read_committed consumer of the output sees each
-//! input exactly once. Figures (time, app restarts, COMMIT and ABORT markers on the output
-//! partitions) are printed, not asserted. Needs `tests/interop/install.sh`; without it the
-//! test says so on stderr and passes. Controller ports: 127.0.0.1:30490, 30590, 30690 (this
-//! file's block is 30400-30699).
+//! the input is done, the broker coordinating the app's transactional id (not the group's:
+//! names are picked so) is SIGKILLed and, once another broker is named coordinator,
+//! restarted; preferred-leader elections every 15 s then move the coordinator back to it
+//! while the app runs (`SHARDLOG_TXN_KILL_NO_RESTART=1` leaves it down). The app must
+//! finish by itself (no watchdog restart: `tests/transactions/eos_cluster.py` with
+//! `EOS_CLUSTER_STRICT=1` fails a run without progress for 60 s) and a read_committed
+//! consumer of the output sees each input exactly once. Figures (time, app restarts, COMMIT and ABORT markers on the output
+//! partitions) are printed, not asserted. At the end no broker reports an output partition
+//! whose last stable offset trails its high watermark (`shardlog_partition_lso_lag_records`).
+//! Needs `tests/interop/install.sh`; without it the test says so on stderr and passes.
+//! Controller ports: 127.0.0.1:30490, 30590, 30690 (this file's block is 30400-30699).
 
 mod common;
 
@@ -220,5 +223,22 @@ fn java_eos_app_survives_a_coordinator_kill() {
         "[txn-kill] {records} records exactly once in {:?}; markers on {dst}: {commits} COMMIT, \
          {aborts} ABORT",
         started.elapsed()
-    );
+    ); // Every marker arrived: no broker reports an output partition whose last stable offset
+       // trails its high watermark (`shardlog_partition_lso_lag_records`).
+    let series = format!("shardlog_partition_lso_lag_records{{topic=\"{dst}\"");
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let texts: Vec<String> = c
+            .running()
+            .map(|(_, b)| shardlog::top::http_get(&b.admin_addr(), "/metrics").expect("scrape"))
+            .collect();
+        assert!(texts.iter().all(|t| t.contains("shardlog_partition_lso_lagging")));
+        let lagging: Vec<&str> =
+            texts.iter().flat_map(|t| t.lines()).filter(|l| l.starts_with(&series)).collect();
+        if lagging.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "LSO stuck behind the high watermark: {lagging:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
