@@ -43,7 +43,7 @@ pub fn publish(shard: u32, mut lags: Vec<LsoLag>) {
     lags.retain(|l| l.records > 0);
     let lagging = i64::try_from(lags.len()).unwrap_or(i64::MAX);
     if lags.len() > LSO_LAG_SERIES_MAX {
-        lags.sort_by(|a, b| b.records.cmp(&a.records));
+        lags.sort_by_key(|l| std::cmp::Reverse(l.records));
         lags.truncate(LSO_LAG_SERIES_MAX);
     }
     lags.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
