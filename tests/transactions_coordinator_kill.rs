@@ -132,26 +132,56 @@ fn markers(addr: &str, topic: &str, partition: i32) -> (usize, usize) {
     }
 }
 
+/// How the coordinator's broker goes down.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// The test SIGKILLs it once the app is a quarter through.
+    Kill,
+    /// It SIGKILLs itself the `n`th time a transaction's PrepareCommit/PrepareAbort is
+    /// durable, before any marker is written (crash point `txn.prepare_persisted`).
+    CrashAfterPrepare(u64),
+}
+
+/// One broker cluster at a time: the scenarios share this machine's two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn java_eos_app_survives_a_coordinator_kill() {
+    scenario("txn-kill", 30390, Fault::Kill, RECORDS_DEFAULT);
+}
+
+/// The new coordinator finds the transaction in PrepareCommit (or PrepareAbort), writes its
+/// markers and completes it; the client's retried EndTxn is answered from that state.
+#[test]
+fn java_eos_app_survives_a_coordinator_crash_between_prepare_and_markers() {
+    let records = 8_000;
+    // About half-way: each transaction carries up to 20 records.
+    scenario("txn-crash", 30395, Fault::CrashAfterPrepare(records as u64 / 40), records);
+}
+
+fn scenario(tag: &str, base_port: u16, fault: Fault, records_default: usize) {
+    let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let cache = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".interop-cache");
     let python = cache.join("venv/bin/python3");
     let libs = cache.join("kafka-4.1.2/libs");
     if !python.exists() || !libs.exists() {
-        eprintln!("[txn-kill] interop clients not installed (tests/interop/install.sh): skipped");
+        eprintln!("[{tag}] interop clients not installed (tests/interop/install.sh): skipped");
         return;
     }
     let records: usize = std::env::var("SHARDLOG_TXN_KILL_RECORDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(RECORDS_DEFAULT);
+        .unwrap_or(records_default);
     // Preferred-leader elections every few seconds: once the killed broker is back, its
     // partitions (the coordinators among them) move back to it while the app runs, a
     // second, graceful coordinator move.
     let imbalance_s =
         std::env::var("SHARDLOG_TXN_KILL_IMBALANCE_S").unwrap_or_else(|_| "15".into());
-    let mut c =
-        Cluster::start_with(3, 30390, &["--leader-imbalance-check-interval-seconds", &imbalance_s]);
+    let mut c = Cluster::start_with(
+        3,
+        base_port,
+        &["--leader-imbalance-check-interval-seconds", &imbalance_s],
+    );
     wait_brokers(&c, 3);
     // Names whose group coordinator is on another broker than the transaction coordinator:
     // the kill then leaves the group's `__consumer_offsets` partition with a dead follower
@@ -165,13 +195,28 @@ fn java_eos_app_survives_a_coordinator_kill() {
         .expect("a group and a transactional id on different brokers");
     let (src, dst, txn_id) =
         (format!("cl-in-{name}"), format!("cl-out-{name}"), format!("cl-{name}-txn"));
+    let first = txn_coordinator(&c, &txn_id, -1);
     eprintln!(
-        "[txn-kill] group cl-{name} on broker {}, transactional id {txn_id} on broker {}",
+        "[{tag}] group cl-{name} on broker {}, transactional id {txn_id} on broker {first}",
         coordinator(&c, &format!("cl-{name}"), 0, -1),
-        txn_coordinator(&c, &txn_id, -1)
     );
     create(&c, &src);
     create(&c, &dst);
+    if let Fault::CrashAfterPrepare(nth) = fault {
+        // Arm the coordinator's broker: restart it with the crash point and wait until the
+        // preferred-leader election gives it its partitions back.
+        let i = c.index_of(first);
+        c.nodes[i].env = vec![("SHARDLOG_CRASH_AT".into(), format!("txn.prepare_persisted@{nth}"))];
+        c.terminate(i);
+        c.start_node(i);
+        wait_brokers(&c, 3);
+        let deadline = Instant::now() + LIMIT;
+        while txn_coordinator(&c, &txn_id, -1) != first {
+            assert!(Instant::now() < deadline, "broker {first} did not lead again");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        eprintln!("[{tag}] broker {first} armed: it crashes at its prepared transaction {nth}");
+    }
     let driver =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/transactions/eos_cluster.py");
     let classpath = format!("{}/*", libs.display());
@@ -188,22 +233,35 @@ fn java_eos_app_survives_a_coordinator_kill() {
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = Vec::new();
     for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-        eprintln!("[txn-kill] {line}");
+        eprintln!("[{tag}] {line}");
         if line == "KILL" {
-            let node = txn_coordinator(&c, &txn_id, -1);
-            let killed = Instant::now();
-            c.kill(c.index_of(node));
+            let (node, down) = match fault {
+                Fault::Kill => {
+                    let node = txn_coordinator(&c, &txn_id, -1);
+                    c.kill(c.index_of(node));
+                    (node, Instant::now())
+                }
+                Fault::CrashAfterPrepare(_) => {
+                    let i = c.index_of(first);
+                    let mut broker = c.nodes[i].broker.take().expect("armed broker running");
+                    let status = broker.wait_for_exit(Duration::from_secs(600));
+                    assert!(common::killed_by_sigkill(&status), "broker {first}: {status:?}");
+                    assert!(broker.log_contains("crash point txn.prepare_persisted reached"));
+                    c.nodes[i].env.clear();
+                    (first, Instant::now())
+                }
+            };
             let new_node = txn_coordinator(&c, &txn_id, node);
             eprintln!(
-                "[txn-kill] coordinator broker {node} SIGKILLed at {:?}; broker {new_node} named \
+                "[{tag}] coordinator broker {node} down at {:?}; broker {new_node} named \
                  coordinator after {:?}",
                 started.elapsed(),
-                killed.elapsed()
+                down.elapsed()
             );
             if std::env::var("SHARDLOG_TXN_KILL_NO_RESTART").is_err() {
                 c.start_node(c.index_of(node));
                 wait_brokers(&c, 3);
-                eprintln!("[txn-kill] broker {node} restarted after {:?}", killed.elapsed());
+                eprintln!("[{tag}] broker {node} restarted after {:?}", down.elapsed());
             }
             writeln!(stdin, "{node}").expect("answer the driver");
             stdin.flush().expect("flush");
@@ -220,11 +278,12 @@ fn java_eos_app_survives_a_coordinator_kill() {
         aborts += a;
     }
     eprintln!(
-        "[txn-kill] {records} records exactly once in {:?}; markers on {dst}: {commits} COMMIT, \
+        "[{tag}] {records} records exactly once in {:?}; markers on {dst}: {commits} COMMIT, \
          {aborts} ABORT",
         started.elapsed()
-    ); // Every marker arrived: no broker reports an output partition whose last stable offset
-       // trails its high watermark (`shardlog_partition_lso_lag_records`).
+    );
+    // Every marker arrived: no broker reports an output partition whose last stable offset
+    // trails its high watermark (`shardlog_partition_lso_lag_records`).
     let series = format!("shardlog_partition_lso_lag_records{{topic=\"{dst}\"");
     let deadline = Instant::now() + LIMIT;
     loop {
