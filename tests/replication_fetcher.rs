@@ -410,8 +410,7 @@ fn answers_that_went_stale_in_flight_are_dropped() {
         assert_eq!(follower_log.log_end_offset(), Offset(2));
 
         // With nothing changing under it, the fetcher catches up from where the log ends.
-        let link =
-            MidFlight { leader: &leader, assigned: &assigned, unassign: false, append: None };
+        let link = MidFlight { leader: &leader, assigned: &assigned, unassign: false, append: None };
         for _ in 0..10 {
             fetch_round_assigned(&mut fetcher, &logs, &link, T0, check).await.unwrap();
         }
