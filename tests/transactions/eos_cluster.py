@@ -60,7 +60,7 @@ def main():
     name = sys.argv[5] if len(sys.argv) > 5 else kind
     src, dst, group = f"cl-in-{name}", f"cl-out-{name}", f"cl-{name}"
     work = tempfile.mkdtemp(prefix="shardlog-eos-cluster-")
-    print(f"work dir {work} (removed on success)", flush=True)
+    print(f"work dir {work} (removed on success unless EOS_KEEP is set)", flush=True)
     p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 5})
     for i in range(n):
         p.produce(src, key=f"k{i}", value=f"in-{i}")
@@ -100,7 +100,10 @@ def main():
         print(f"app log kept in {work}", flush=True)
         raise SystemExit(f"FAIL [{kind}]: duplicates {dupes[:5]} ({len(dupes)}), missing "
                          f"{sorted(missing)[:5]} ({len(missing)}), unexpected {sorted(extra)[:5]}")
-    shutil.rmtree(work, ignore_errors=True)
+    if os.environ.get("EOS_KEEP"):
+        print(f"work dir kept: {work}", flush=True)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     print("eos_cluster: ok", flush=True)
 
 
