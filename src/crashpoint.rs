@@ -30,15 +30,20 @@ pub const POINTS: &[&str] = &[
 /// The armed point and the how-manieth reach of it kills (1: the first).
 fn armed() -> Option<(&'static str, u64)> {
     static AT: OnceLock<Option<(String, u64)>> = OnceLock::new();
-    AT.get_or_init(|| {
-        let v = std::env::var(CRASH_AT_ENV).ok().filter(|s| !s.is_empty())?;
-        Some(match v.split_once('@') {
-            Some((point, nth)) => (point.to_string(), nth.parse().unwrap_or(1)),
-            None => (v, 1),
-        })
+    AT.get_or_init(|| std::env::var(CRASH_AT_ENV).ok().and_then(|v| parse(&v)))
+        .as_ref()
+        .map(|(point, nth)| (point.as_str(), *nth))
+}
+
+/// `point` or `point@N` (N ≥ 1; anything else counts as 1); `None` for an empty value.
+fn parse(value: &str) -> Option<(String, u64)> {
+    if value.is_empty() {
+        return None;
+    }
+    Some(match value.split_once('@') {
+        Some((point, nth)) => (point.to_string(), nth.parse().unwrap_or(1).max(1)),
+        None => (value.to_string(), 1),
     })
-    .as_ref()
-    .map(|(point, nth)| (point.as_str(), *nth))
 }
 
 /// Kills the process with SIGKILL if `SHARDLOG_CRASH_AT` is `point` (or `point@N` and this
@@ -55,5 +60,19 @@ pub fn hit(point: &'static str) {
         unsafe {
             libc::kill(libc::getpid(), libc::SIGKILL);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn a_point_may_name_its_nth_reach() {
+        assert_eq!(parse("txn.prepare_persisted"), Some(("txn.prepare_persisted".into(), 1)));
+        assert_eq!(parse("txn.prepare_persisted@200"), Some(("txn.prepare_persisted".into(), 200)));
+        assert_eq!(parse("txn.prepare_persisted@x"), Some(("txn.prepare_persisted".into(), 1)));
+        assert_eq!(parse("txn.prepare_persisted@0"), Some(("txn.prepare_persisted".into(), 1)));
+        assert_eq!(parse(""), None);
     }
 }
