@@ -263,7 +263,11 @@ fn scenario(tag: &str, base_port: u16, fault: Fault, records_default: usize) {
                 wait_brokers(&c, 3);
                 eprintln!("[{tag}] broker {node} restarted after {:?}", down.elapsed());
             }
-            writeln!(stdin, "{node}").expect("answer the driver");
+            let down_unix = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .saturating_sub(down.elapsed());
+            writeln!(stdin, "{node} {:.3}", down_unix.as_secs_f64()).expect("answer the driver");
             stdin.flush().expect("flush");
         }
         lines.push(line);

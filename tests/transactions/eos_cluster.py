@@ -4,8 +4,10 @@
 N input records go to IN (3 partitions, replication factor 3, created by the caller); the
 app (confluent-kafka's eos_app.py or the Java client's EosApp.java) turns each into
 "out-<value>" on OUT in transactions that commit the consumed offsets too. Once the group's
-committed offsets moved past a quarter of the input, this prints "KILL" and waits for a line
-on stdin: the caller SIGKILLs the broker coordinating the app's transactional id meanwhile.
+committed offsets moved past a quarter of the input, this prints "KILL": the caller SIGKILLs
+the broker coordinating the app's transactional id and answers a line on stdin, "NODE" or
+"NODE UNIX_TIME" (when the broker went down), read while the app goes on; the time progress
+stopped around that moment is printed.
 The app carries on (a watchdog restarts it after STALL_S without progress, printed). Pass: a
 read_committed consumer of OUT sees each input exactly once.
 With EOS_CLUSTER_STRICT=1 (tests/transactions_coordinator_kill.rs) a stall fails the run
@@ -17,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 
@@ -31,17 +34,17 @@ STALL_S = 60
 STRICT = os.environ.get("EOS_CLUSTER_STRICT") == "1"
 
 
-def wait_progress(bs, group, src, app, target, limit_s, since=None):
-    """Waits until the committed offsets reach `target`; restarts a stalled app. Returns the
-    longest time without progress (s), counted from `since` = (committed, time) if given."""
-    last, last_move = since or (-1, time.time())
-    deadline, longest = time.time() + limit_s, 0.0
+def wait_progress(bs, group, src, app, target, limit_s, moves=None):
+    """Waits until the committed offsets reach `target`; restarts a stalled app. Appends the
+    time of each observed move of the committed offsets to `moves` if given."""
+    last, last_move = -1, time.time()
+    deadline = time.time() + limit_s
     while (done := committed_total(bs, group, src)) < target:
         if time.time() > deadline:
             raise SystemExit(f"FAIL: committed offsets stuck at {done} of {target}")
         if done >= 0 and done != last:
-            if last >= 0:
-                longest = max(longest, time.time() - last_move)
+            if last >= 0 and moves is not None:
+                moves.append(time.time())
             last, last_move = done, time.time()
         elif time.time() - last_move > STALL_S:
             if STRICT:
@@ -52,7 +55,21 @@ def wait_progress(bs, group, src, app, target, limit_s, since=None):
             last_move = time.time()
         app.ensure()
         time.sleep(0.3)
-    return max(longest, time.time() - last_move) if last >= 0 else longest
+    if moves is not None:
+        moves.append(time.time())
+
+
+def report_fault(answer, t_kill, moves):
+    """Prints how long progress stopped around the fault. `answer`: the caller's line, "NODE"
+    (SIGKILLed when KILL was printed) or "NODE UNIX_TIME" (when it went down)."""
+    parts = answer.split()
+    fault = float(parts[1]) if len(parts) > 1 else t_kill
+    print(f"coordinator broker {parts[0] if parts else '?'} went down", flush=True)
+    after = [t for t in moves if t > fault]
+    gaps = [b - max(a, fault) for a, b in zip(moves, moves[1:]) if b > fault]
+    if after and gaps:
+        print(f"progress resumed {after[0] - fault:.1f} s after the fault; longest time without "
+              f"progress after it: {max(gaps):.1f} s", flush=True)
 
 
 def main():
@@ -72,13 +89,21 @@ def main():
     try:
         app.ensure()
         wait_progress(bs, group, src, app, n // 4, 180)
-        at_kill = (committed_total(bs, group, src), time.time())
+        # The caller's answer is read beside the progress checks: a crash it waits for may
+        # come while the app keeps going.
+        answers = []
+        reader = threading.Thread(target=lambda: answers.append(sys.stdin.readline().strip()),
+                                  daemon=True)
+        t_kill = time.time()
         print("KILL", flush=True)
-        answer = sys.stdin.readline().strip()
-        print(f"coordinator killed: {answer}", flush=True)
-        gap = wait_progress(bs, group, src, app, n, 300 + n // 20, at_kill)
-        print(f"longest time without progress after the kill: {gap:.1f} s", flush=True)
+        reader.start()
+        moves = [t_kill]
+        wait_progress(bs, group, src, app, n, 300 + n // 20, moves)
         elapsed = time.time() - t0
+        reader.join(600)
+        if not answers:
+            raise SystemExit("FAIL: no answer to KILL")
+        report_fault(answers[0], t_kill, moves)
         open(stop, "w").close()
         try:
             app.proc.wait(60)
