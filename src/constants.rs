@@ -214,6 +214,9 @@ pub const REPLICA_HW_CHECKPOINT_INTERVAL_MS: u64 = 5000;
 /// Per-follower lag series each shard publishes at most (`metrics::replication`): the
 /// largest lags, so label cardinality stays bounded.
 pub const REPLICATION_LAG_SERIES_MAX: usize = 100;
+/// Last-stable-offset lag series each shard publishes at most (`metrics::lso`): the
+/// largest lags, so label cardinality stays bounded.
+pub const LSO_LAG_SERIES_MAX: usize = 100;
 /// How often each shard recomputes its replication gauges (a pass over the partitions it
 /// leads, so slower than `METRICS_PUBLISH_INTERVAL_MS`).
 pub const REPLICATION_METRICS_INTERVAL_MS: u64 = 1000;

@@ -25,6 +25,7 @@ pub mod hooks;
 pub mod http;
 pub mod hub;
 pub mod leadership;
+pub mod lso;
 pub mod prom;
 pub mod reassign;
 mod recorder;

@@ -63,6 +63,7 @@ impl Collector for MergedCollector {
         super::leadership::encode(&mut enc)?;
         super::replication::encode(&mut enc)?;
         super::reassign::encode(&mut enc)?;
+        super::lso::encode(&mut enc)?;
         encode_lag(&mut enc, m)
     }
 }

@@ -17,6 +17,8 @@ pub struct Node {
     pub data_dir: PathBuf,
     /// Extra `serve` arguments (roles, shards).
     pub extra: Vec<String>,
+    /// Extra environment of its next starts (e.g. `SHARDLOG_CRASH_AT`).
+    pub env: Vec<(String, String)>,
     pub broker: Option<Broker>,
 }
 
@@ -87,15 +89,23 @@ impl Cluster {
     /// Starts several nodes at once: a node of a cluster waits (bounded) for a quorum before
     /// it listens, and the quorum needs the others running.
     pub fn start_nodes(&mut self, which: &[usize]) {
-        let args: Vec<(usize, PathBuf, Vec<String>)> =
-            which.iter().map(|i| (*i, self.nodes[*i].data_dir.clone(), self.args(*i))).collect();
+        type Start = (usize, PathBuf, Vec<String>, Vec<(String, String)>);
+        let args: Vec<Start> = which
+            .iter()
+            .map(|i| {
+                let node = &self.nodes[*i];
+                (*i, node.data_dir.clone(), self.args(*i), node.env.clone())
+            })
+            .collect();
         let started: Vec<(usize, Broker)> = std::thread::scope(|s| {
             let handles: Vec<_> = args
                 .iter()
-                .map(|(i, dir, a)| {
+                .map(|(i, dir, a, env)| {
                     s.spawn(move || {
                         let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-                        (*i, Broker::start_with(dir, &refs))
+                        let env: Vec<(&str, &str)> =
+                            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                        (*i, Broker::start_env(dir, &refs, &env))
                     })
                 })
                 .collect();
@@ -115,6 +125,7 @@ impl Cluster {
             controller_port,
             data_dir,
             extra: extra.iter().map(|s| (*s).to_string()).collect(),
+            env: Vec::new(),
             broker: None,
         });
         self.nodes.len() - 1

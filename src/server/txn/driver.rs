@@ -243,6 +243,9 @@ async fn run_transition(
     s.coordinator.borrow_mut().apply(&t);
     publish_open(s);
     if let Then::WriteMarkers { commit } = t.then {
+        // Crash tests: the Prepare state is on the ISR, no marker written, no answer sent;
+        // the next coordinator must finish the transaction.
+        crate::crashpoint::hit("txn.prepare_persisted");
         start_markers(ctx, s, t.transactional_id, commit);
     }
     Ok(())

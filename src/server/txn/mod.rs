@@ -15,6 +15,7 @@ pub mod driver;
 pub mod end_txn;
 pub mod init_producer_id;
 pub mod list_transactions;
+pub mod lso_metrics;
 pub mod txn_offset_commit;
 pub mod verify;
 pub mod write_txn_markers;
