@@ -3,15 +3,7 @@
 //! API's handler decodes, and for Produce the validation every partition's records get.
 
 use bytes::Bytes;
-use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, DescribeProducersRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    SyncGroupRequest,
-};
+use kafka_protocol::messages::*;
 use kafka_protocol::protocol::Decodable;
 use shardlog::protocol::{decode_request, frame::read_frame, peek_api};
 use shardlog::server::api_versions;
@@ -80,6 +72,23 @@ fn decode_body(api: ApiKey, v: i16, f: Bytes) {
         ApiKey::DescribeGroups => decode::<DescribeGroupsRequest>(f, api, v),
         ApiKey::DeleteGroups => decode::<DeleteGroupsRequest>(f, api, v),
         ApiKey::OffsetDelete => decode::<OffsetDeleteRequest>(f, api, v),
+        ApiKey::AddOffsetsToTxn => decode::<AddOffsetsToTxnRequest>(f, api, v),
+        ApiKey::AddPartitionsToTxn => decode::<AddPartitionsToTxnRequest>(f, api, v),
+        ApiKey::AlterClientQuotas => decode::<AlterClientQuotasRequest>(f, api, v),
+        ApiKey::AlterPartitionReassignments => decode::<AlterPartitionReassignmentsRequest>(f, api, v),
+        ApiKey::AlterReplicaLogDirs => decode::<AlterReplicaLogDirsRequest>(f, api, v),
+        ApiKey::DescribeClientQuotas => decode::<DescribeClientQuotasRequest>(f, api, v),
+        ApiKey::DescribeLogDirs => decode::<DescribeLogDirsRequest>(f, api, v),
+        ApiKey::DescribeQuorum => decode::<DescribeQuorumRequest>(f, api, v),
+        ApiKey::DescribeTopicPartitions => decode::<DescribeTopicPartitionsRequest>(f, api, v),
+        ApiKey::DescribeTransactions => decode::<DescribeTransactionsRequest>(f, api, v),
+        ApiKey::DescribeUserScramCredentials => decode::<DescribeUserScramCredentialsRequest>(f, api, v),
+        ApiKey::ElectLeaders => decode::<ElectLeadersRequest>(f, api, v),
+        ApiKey::EndTxn => decode::<EndTxnRequest>(f, api, v),
+        ApiKey::ListPartitionReassignments => decode::<ListPartitionReassignmentsRequest>(f, api, v),
+        ApiKey::ListTransactions => decode::<ListTransactionsRequest>(f, api, v),
+        ApiKey::TxnOffsetCommit => decode::<TxnOffsetCommitRequest>(f, api, v),
+        ApiKey::WriteTxnMarkers => decode::<WriteTxnMarkersRequest>(f, api, v),
         // A new entry in API_TABLE needs its type here, or this target stops covering it.
         other => panic!("{other:?} is advertised but the fuzz target does not decode it"),
     }
