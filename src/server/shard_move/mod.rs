@@ -4,10 +4,12 @@
 //! Shard 0 coordinates ([`move_partition`], one move at a time, under the cluster node's
 //! publication lock so no other image is published meanwhile):
 //! 1. **Release** on the source shard S: a closed *gate* parks every new request for the
-//!    partition (in arrival order, a ticket each); the partition leaves S's table (its
-//!    follower fetcher lets go); in-flight requests finish (bounded, else the move is given
-//!    up and the partition stays); the log is flushed and closed (producer-state snapshot);
-//!    its high watermark is handed over.
+//!    partition (in arrival order, a ticket each); if S leads it with followers, their
+//!    fetches still pass the gate until every appended record is committed (so acks=all
+//!    produces in flight complete instead of timing out); the partition leaves S's table
+//!    (its follower fetcher lets go); in-flight requests finish (bounded, else the move is
+//!    given up, the partition stays and S's fetchers are reconciled again); the log is
+//!    flushed and closed (producer-state snapshot); its high watermark is handed over.
 //! 2. **Adopt** on the target shard T: a closed gate for requests arriving at T directly
 //!    (T learns the new owner first), and the handed-over high watermark.
 //! 3. The broker's `shard-assignment` file records T (durable: fsync, rename, dir fsync).
@@ -178,8 +180,14 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: MoveCall) -> MoveAnswer {
     }
 }
 
-/// Source, step 1: gate, detach, drain, close. On a drain timeout the partition goes back
+/// Source, step 1: gate, drain, detach, close. On a drain timeout the partition goes back
 /// into the table and the gate opens (parked requests run here).
+///
+/// A led partition with followers drains in two phases, because an acks=all produce in
+/// flight waits for the followers' next fetches: first the partition stays in the table
+/// and only followers' fetches pass the closed gate, until every appended record is
+/// committed (high watermark at the log end); then it is detached and the rest drains.
+/// A produce that appended after the first phase sends it back to the first phase.
 async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, String> {
     if ctx.partitions.get(&tp.topic, tp.partition).is_none() {
         return Err(format!("{tp} is not open on {}", ctx.id));
@@ -189,20 +197,35 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
         return Err(format!("{tp} is already moving"));
     }
     let t0 = Instant::now();
-    let Some(p) = ctx.partitions.detach(&tp) else {
+    let deadline = t0 + Duration::from_millis(SHARD_MOVE_DRAIN_WAIT_MS_MAX);
+    let give_up = |reason: String| {
         remove_gate(&tp);
         gate.open();
-        return Err(format!("{tp} left {} meanwhile", ctx.id));
+        Err(reason)
     };
-    let p = match wait_in_flight(p).await {
-        Ok(p) => p,
-        Err(p) => {
-            ctx.partitions.reattach(p);
-            remove_gate(&tp);
-            gate.open();
-            return Err(format!(
-                "requests on {tp} still in flight after {SHARD_MOVE_DRAIN_WAIT_MS_MAX} ms"
-            ));
+    let mut phases = 0u32;
+    let p = loop {
+        phases += 1;
+        gate.pass_replica_fetches(true);
+        let Some(attached) = ctx.partitions.get(&tp.topic, tp.partition) else {
+            return give_up(format!("{tp} left {} meanwhile", ctx.id));
+        };
+        wait_committed(&attached, deadline).await;
+        drop(attached);
+        gate.pass_replica_fetches(false);
+        let Some(p) = ctx.partitions.detach(&tp) else {
+            return give_up(format!("{tp} left {} meanwhile", ctx.id));
+        };
+        match wait_in_flight(p, deadline).await {
+            Drained::Yes(p) => break p,
+            Drained::Uncommitted(p) => ctx.partitions.reattach(p),
+            Drained::TimedOut(p) => {
+                ctx.partitions.reattach(p);
+                refollow(ctx, &tp).await;
+                return give_up(format!(
+                    "requests on {tp} still in flight after {SHARD_MOVE_DRAIN_WAIT_MS_MAX} ms"
+                ));
+            }
         }
     };
     let drained_ms = t0.elapsed().as_millis();
@@ -211,34 +234,67 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
         Ok(owned) => owned,
         Err(p) => {
             ctx.partitions.reattach(p);
-            remove_gate(&tp);
-            gate.open();
-            return Err(format!("{tp} is still referenced"));
+            refollow(ctx, &tp).await;
+            return give_up(format!("{tp} is still referenced"));
         }
     };
     // A failed close leaves the log as a crash would: the target's open recovers it.
     if let Err(err) = crate::partition::table::close_log(owned).await {
         tracing::warn!(partition = %tp, "close before the shard move failed: {err}");
     }
-    tracing::debug!(partition = %tp, drained_ms, closed_ms = t0.elapsed().as_millis(), "released");
+    tracing::debug!(partition = %tp, drained_ms, phases, closed_ms = t0.elapsed().as_millis(), "released");
     crate::crashpoint::hit("shard_move.source_closed");
     Ok(high_watermark)
 }
 
-/// Waits (bounded) until no request holds the partition any more.
-async fn wait_in_flight(p: Rc<OwnedPartition>) -> Result<Rc<OwnedPartition>, Rc<OwnedPartition>> {
-    let mut waited_ms = 0;
+/// Whether `p` is led here with followers and holds appended records the ISR has not
+/// committed yet (an acks=all produce may be waiting for them).
+fn uncommitted(p: &OwnedPartition) -> bool {
+    p.is_leader.get()
+        && p.replication.has_followers()
+        && p.high_watermark() < p.log.log_end_offset()
+}
+
+/// First phase of a leader's drain: waits (until `deadline`) for the high watermark to
+/// reach the log end while followers' fetches still reach the partition.
+async fn wait_committed(p: &OwnedPartition, deadline: Instant) {
+    while uncommitted(p) && Instant::now() < deadline {
+        crate::shard::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// How a detached partition's drain ended.
+enum Drained {
+    /// No request holds it any more.
+    Yes(Rc<OwnedPartition>),
+    /// A produce appended after the first phase and waits for followers: back to it.
+    Uncommitted(Rc<OwnedPartition>),
+    TimedOut(Rc<OwnedPartition>),
+}
+
+/// Waits (until `deadline`) until no request holds the partition any more.
+async fn wait_in_flight(p: Rc<OwnedPartition>, deadline: Instant) -> Drained {
     while Rc::strong_count(&p) > 1 {
-        if waited_ms >= SHARD_MOVE_DRAIN_WAIT_MS_MAX {
-            return Err(p);
+        if uncommitted(&p) && Instant::now() < deadline {
+            return Drained::Uncommitted(p);
+        }
+        if Instant::now() >= deadline {
+            return Drained::TimedOut(p);
         }
         // Long-polls hold the partition until woken: wake them again (cheap).
         p.hw_changed.notify_all();
         p.replication.appended.notify_all();
         crate::shard::sleep(Duration::from_millis(1)).await;
-        waited_ms += 1;
     }
-    Ok(p)
+    Drained::Yes(p)
+}
+
+/// A follower partition put back after a given-up move: its fetcher let go of it at the
+/// detach, so this shard's fetchers are reconciled with the image again.
+async fn refollow(ctx: &Rc<ShardCtx>, tp: &TopicPartition) {
+    if let Err(err) = ctx.partitions.apply_image(ctx, &ctx.image()).await {
+        tracing::warn!(partition = %tp, "re-applying the image after a given-up move: {err}");
+    }
 }
 
 /// Source, step 5: parked requests go to `to` in order, then `to`'s gate opens, by a
