@@ -146,12 +146,15 @@ mkdir -p "$(dirname "$OUT")"
 {
   echo "| run | throttle MiB/s | caught up | catch-up s | moved MiB | mean MiB/s | steady MiB/s (t ≥ 12 s) | peak 1 s MiB/s | throttled leader/follower MiB |"
   echo "|---|---|---|---|---|---|---|---|---|"
-  "$PY" -c '
+  "$PY" - "$TMP/rows" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    print(f"| {r[\"label\"]} | {r[\"throttle_mib_s\"] or \"-\"} | {r[\"caught_up\"]} | {r[\"catch_up_s\"]} | {r[\"moved_mib\"]} | {r[\"mean_mib_s\"]} | {r[\"steady_mib_s\"]} | {r[\"peak_mib_s\"]} | {r[\"throttled_leader_mib\"]} / {r[\"throttled_follower_mib\"]} |")
-' "$TMP/rows"
+    cells = [r["label"], r["throttle_mib_s"] or "-", r["caught_up"], r["catch_up_s"], r["moved_mib"],
+             r["mean_mib_s"], r["steady_mib_s"], r["peak_mib_s"],
+             f'{r["throttled_leader_mib"]} / {r["throttled_follower_mib"]}']
+    print("| " + " | ".join(str(c) for c in cells) + " |")
+EOF
   echo
   echo "$SIZE_MIB MiB, $SHARDS shards per broker, $BUILD, commit $(git rev-parse --short HEAD), load average before $LOAD_BEFORE, after $LOAD_AFTER."
 } >"$OUT.part"
