@@ -30,6 +30,10 @@ use crate::types::{NodeId, ShardId, TopicPartition};
 pub const REPLICATION_QUOTA_SAMPLES: usize = 11;
 /// Length of one sample (Kafka's `replication.quota.window.size.seconds` default).
 pub const REPLICATION_QUOTA_SAMPLE_MS: u64 = 1_000;
+/// How soon a follower fetcher whose every partition sat out over the follower rate checks
+/// again (instead of the whole `replica.fetch.backoff.ms`, which kept the measured rate
+/// about a sixth under the bound: 1.66 MiB/s at 2 MiB/s).
+pub const REPLICATION_QUOTA_RECHECK_MS: u64 = 50;
 
 const LEADER_RATE: &str = "leader.replication.throttled.rate";
 const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
@@ -257,6 +261,17 @@ pub fn follower_skips(tp: &TopicPartition) -> bool {
     })
 }
 
+/// Follower side: how long to wait before the next round when this shard's follower rate
+/// is over its bound with throttled partitions (`None`: not throttled now).
+#[must_use]
+pub fn follower_recheck_ms() -> Option<u64> {
+    SHARD.with(|s| {
+        let s = s.borrow();
+        (!s.follower_throttled.is_empty() && s.follower.is_exceeded(now_ms()))
+            .then_some(REPLICATION_QUOTA_RECHECK_MS)
+    })
+}
+
 /// Follower side: counts bytes appended for `tp` if it is throttled, and as bytes moved if
 /// this broker is one of its adding replicas.
 pub fn follower_appended(tp: &TopicPartition, bytes: usize) {
@@ -375,6 +390,33 @@ mod tests {
         assert!(!leader_throttles(&TopicPartition::new("t", 1), NodeId(2)));
         assert!(!follower_skips(&tp), "this broker leads t-0");
         assert_eq!(throttled_bytes().0, 1_000);
+    }
+
+    #[test]
+    fn a_follower_over_its_rate_rechecks_soon() {
+        use crate::controller::{MetadataImage, PartitionImage};
+        use crate::types::Epoch;
+        let mut image = crate::server::fetch::one_partition_image();
+        // Node 1 follows t-0 from 2 and is out of its ISR.
+        let topic = std::sync::Arc::make_mut(image.topics.get_mut("t").unwrap());
+        topic.partitions[0] = PartitionImage {
+            leader: NodeId(2),
+            replicas: vec![NodeId(2), NodeId(1)],
+            isr: vec![NodeId(2)],
+            leader_epoch: Epoch(1),
+            ..topic.partitions[0].clone()
+        };
+        topic.configs.insert(FOLLOWER_REPLICAS.into(), "0:1".into());
+        let mut defaults = (*image.broker_defaults).clone();
+        defaults.dynamic_broker.insert(FOLLOWER_RATE.into(), "1".into());
+        image.broker_defaults = std::sync::Arc::new(defaults);
+        let image: MetadataImage = image;
+        install_image(&image, ShardId(0));
+        let tp = TopicPartition::new("t", 0);
+        assert_eq!(follower_recheck_ms(), None, "under the bound: the usual backoff");
+        follower_appended(&tp, 1_000);
+        assert!(follower_skips(&tp));
+        assert_eq!(follower_recheck_ms(), Some(REPLICATION_QUOTA_RECHECK_MS));
     }
 
     #[test]

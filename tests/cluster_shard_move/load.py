@@ -1,6 +1,8 @@
 """The client side of tests/cluster_shard_move.rs: an idempotent acks=all producer
 (librdkafka via confluent-kafka, 5 in flight) writes "v<n>" round-robin over PARTITIONS
-partitions of TOPIC until the file STOP exists (bounded: 300 s), while a consumer (assigned
+partitions of TOPIC until the file STOP exists (bounded: 300 s); with PRODUCERS > 1, that many producers (each
+its own connections and producer id, so a broker spreads them over its shards) take turns,
+writing "p<i>-v<n>". Meanwhile a consumer (assigned
 every partition from the start) reads continuously. Then the producer flushes and every
 partition is read back from offset 0 to its high watermark with a fresh consumer.
 
@@ -10,7 +12,7 @@ librdkafka retries after a metadata refresh) and OUT_OF_ORDER_SEQUENCE_NUMBER, w
 sample lines. One JSON line reports: sent, acknowledged, read back, lost acknowledged
 records, duplicates (a value at two offsets), every delivery/consumer error, the counted
 broker answers, and the acknowledgement latencies.
-Usage: load.py BOOTSTRAP TOPIC PARTITIONS STOP"""
+Usage: load.py BOOTSTRAP TOPIC PARTITIONS STOP [PRODUCERS]"""
 import json
 import logging
 import os
@@ -64,6 +66,7 @@ def logger(name, counter):
 
 def main():
     bs, topic, partitions, stop = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    producers = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     counter = Counter()
     errors = []
     acked = {}
@@ -75,7 +78,7 @@ def main():
             errors.append({"who": "client", "error": str(err), "retriable": err.retriable(),
                            "fatal": err.fatal()})
 
-    p = Producer({
+    config = {
         "bootstrap.servers": bs,
         "enable.idempotence": True,
         "acks": "all",
@@ -87,7 +90,8 @@ def main():
         "error_cb": on_error,
         "debug": "msg",
         "logger": logger("producer", counter),
-    })
+    }
+    ps = [Producer(config) for _ in range(producers)]
     latencies = []
 
     def report(err, msg):
@@ -126,16 +130,22 @@ def main():
     n = 0
     started = time.time()
     while not os.path.exists(stop) and time.time() - started < LOAD_LIMIT_S:
+        i = n % producers
+        p = ps[i]
+        value = f"v{n}" if producers == 1 else f"p{i}-v{n}"
         try:
-            p.produce(topic, value=f"v{n}".encode(), partition=n % partitions, on_delivery=report)
+            p.produce(topic, value=value.encode(), partition=(n // producers) % partitions,
+                      on_delivery=report)
         except BufferError:
             p.poll(0.05)
             continue
         n += 1
         p.poll(0)
         if n % 50 == 0:
+            for q in ps:
+                q.poll(0)
             time.sleep(0.005)
-    left = p.flush(120)
+    left = sum(p.flush(120) for p in ps)
     elapsed = time.time() - started
     done.set()
     t.join()
