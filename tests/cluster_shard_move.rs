@@ -238,6 +238,7 @@ fn replicated_partition_moves_between_shards_on_leader_and_follower_under_acks_a
     let mut leader_moves = Vec::new();
     let mut follower_moves = Vec::new();
     let mut isr_back_ms = Vec::new();
+    let mut isr_after_lag = Vec::new();
     let mut fetching_ms = Vec::new();
     for round in 0..ROUNDS {
         // (a) On the leader broker: followers keep fetching, now from the new shard.
@@ -277,8 +278,8 @@ fn replicated_partition_moves_between_shards_on_leader_and_follower_under_acks_a
             "[isr] round {round}: {} ms after the follower move: {isr:?}",
             started.elapsed().as_millis()
         );
-        wait_full_isr(&c);
-        isr_back_ms.push(started.elapsed().as_millis());
+        assert_eq!(wait_full_isr(&c), leader, "the leader stays");
+        isr_after_lag.push(isr.len());
     }
     std::thread::sleep(Duration::from_secs(2));
     std::fs::write(&stop, b"").expect("stop file");
@@ -292,7 +293,10 @@ fn replicated_partition_moves_between_shards_on_leader_and_follower_under_acks_a
     eprintln!("[figure] leader-broker move times (broker-reported) ms: {leader_moves:?}");
     eprintln!("[figure] follower-broker move times (broker-reported) ms: {follower_moves:?}");
     eprintln!("[figure] move start to the new shard's first replicated bytes ms: {fetching_ms:?}");
-    eprintln!("[figure] move start to the whole ISR seen again ms: {isr_back_ms:?}");
+    eprintln!("[figure] leader move start to the whole ISR seen again ms: {isr_back_ms:?}");
+    eprintln!(
+        "[figure] ISR size {REPLICA_LAG_MS} + 1000 ms after each follower move: {isr_after_lag:?}"
+    );
     eprintln!("[figure] ISR shrinks during the moves: {}", shrinks_after - shrinks_before);
     let report: serde_json::Value = serde_json::from_str(text.trim()).expect("load JSON");
     eprintln!(

@@ -47,7 +47,9 @@ use std::time::{Duration, Instant};
 
 use self::gate::{gate_of, install_gate, remove_gate, Gate};
 use super::call::{ShardReply, ShardRequest};
-use crate::constants::SHARD_MOVE_DRAIN_WAIT_MS_MAX;
+use crate::constants::{
+    SHARD_MOVE_COMMIT_PHASES_MAX, SHARD_MOVE_COMMIT_STALL_MS_MAX, SHARD_MOVE_DRAIN_WAIT_MS_MAX,
+};
 use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::shard::{MetadataImage, OwnedPartition, ShardCtx};
 use crate::types::{Offset, ShardId, TopicPartition};
@@ -216,7 +218,8 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
         let Some(p) = ctx.partitions.detach(&tp) else {
             return give_up(format!("{tp} left {} meanwhile", ctx.id));
         };
-        match wait_in_flight(p, deadline).await {
+        let retry = phases < SHARD_MOVE_COMMIT_PHASES_MAX;
+        match wait_in_flight(p, deadline, retry).await {
             Drained::Yes(p) => break p,
             Drained::Uncommitted(p) => ctx.partitions.reattach(p),
             Drained::TimedOut(p) => {
@@ -256,10 +259,18 @@ fn uncommitted(p: &OwnedPartition) -> bool {
 }
 
 /// First phase of a leader's drain: waits (until `deadline`) for the high watermark to
-/// reach the log end while followers' fetches still reach the partition.
+/// reach the log end while followers' fetches still reach the partition; gives up earlier
+/// when the high watermark stops moving (frozen below `min.insync.replicas`: waiting would
+/// not help, and the produces waiting on it end by their own timeout or error).
 async fn wait_committed(p: &OwnedPartition, deadline: Instant) {
-    while uncommitted(p) && Instant::now() < deadline {
+    let stall = Duration::from_millis(SHARD_MOVE_COMMIT_STALL_MS_MAX);
+    let (mut hw, mut moved) = (p.high_watermark(), Instant::now());
+    while uncommitted(p) && Instant::now() < deadline && moved.elapsed() < stall {
         crate::shard::sleep(Duration::from_millis(1)).await;
+        let now_hw = p.high_watermark();
+        if now_hw != hw {
+            (hw, moved) = (now_hw, Instant::now());
+        }
     }
 }
 
@@ -272,10 +283,11 @@ enum Drained {
     TimedOut(Rc<OwnedPartition>),
 }
 
-/// Waits (until `deadline`) until no request holds the partition any more.
-async fn wait_in_flight(p: Rc<OwnedPartition>, deadline: Instant) -> Drained {
+/// Waits (until `deadline`) until no request holds the partition any more; with `retry`,
+/// hands it back as soon as it holds uncommitted records while requests hold it.
+async fn wait_in_flight(p: Rc<OwnedPartition>, deadline: Instant, retry: bool) -> Drained {
     while Rc::strong_count(&p) > 1 {
-        if uncommitted(&p) && Instant::now() < deadline {
+        if retry && uncommitted(&p) && Instant::now() < deadline {
             return Drained::Uncommitted(p);
         }
         if Instant::now() >= deadline {
