@@ -14,20 +14,22 @@
 //!    (T learns the new owner first), and the handed-over high watermark.
 //! 3. The broker's `shard-assignment` file records T (durable: fsync, rename, dir fsync).
 //! 4. The new node image goes to T (it opens the log: producer state, leader state,
-//!    follower fetcher), then to S.
-//! 5. **Unpark** on S: parked requests are forwarded to T in arrival order, then S opens
+//!    follower fetcher), then to S, then to the other shards.
+//! 5. **Barrier**: every shard but S sends a flush to S and waits for its answer. Requests
+//!    it routed to S before it learned the new owner travel on that same channel ahead of
+//!    the flush and are handled in order, so they are parked in S's gate by then.
+//! 6. **Unpark** on S: parked requests are forwarded to T in arrival order, then S opens
 //!    T's gate with a message on the same S→T channel, so T runs the parked requests
 //!    before any that reached it directly.
-//! 6. The image goes to the other shards.
 //!
 //! A request that reaches a shard the partition already left is forwarded once, to the
 //! owner in this shard's image: clients never see NOT_LEADER_OR_FOLLOWER for a local move.
-//! With two shards every request of a connection reaches the target in the order it was
-//! read. With more, one window remains: a connection on a third shard whose request is
-//! still on its way to the source when that shard learns the new owner may have its next
-//! request reach the target first; an idempotent producer then gets
-//! OUT_OF_ORDER_SEQUENCE_NUMBER for it while the earlier batch is in flight, which clients
-//! retry (librdkafka and the Java client treat it as retriable in that case).
+//! Every request of a connection reaches the target in the order it was read, whichever
+//! shard the connection is on: one it sent to S before its shard learned the new owner is
+//! parked at S before S unparks (step 5), and one it sends to T afterwards waits behind
+//! T's gate until S's parked requests were forwarded ahead of it. (Before the barrier, a
+//! connection on a third shard could have its next request overtake one still on its way
+//! to S.)
 //! A crash at any step recovers to one owner: the assignment file names exactly one shard
 //! and only that shard opens the log at start (the source closed it cleanly first).
 //!
@@ -79,6 +81,12 @@ pub enum MoveCall {
     Abort { tp: TopicPartition },
     /// Requests forwarded by a shard the partition left: run here, never forwarded again.
     Forwarded(Vec<PartitionOp>),
+    /// A shard that installed the new image: sends [`MoveCall::Flush`] to the source `via`
+    /// and waits for it, so every request it routed to the source before the image is
+    /// parked there (same channel, handled in order) before the source unparks.
+    Barrier { via: ShardId },
+    /// Answered at once (behind everything sent before it on the same channel).
+    Flush,
     /// Per-partition byte counters of this shard (the balancer's sample).
     Load,
 }
@@ -166,6 +174,11 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: MoveCall) -> MoveAnswer {
             MoveAnswer::Done
         }
         MoveCall::Forwarded(ops) => MoveAnswer::Partitions(gate::run_gated(ctx, ops, true).await),
+        MoveCall::Barrier { via } => {
+            step(ctx, via, MoveCall::Flush).await;
+            MoveAnswer::Done
+        }
+        MoveCall::Flush => MoveAnswer::Done,
         MoveCall::Load => MoveAnswer::Load(
             ctx.partitions
                 .all()
@@ -434,10 +447,17 @@ async fn run_move(
     if let Err(reason) = apply(ctx, from, moved.clone()).await {
         tracing::warn!(partition = %tp, "source shard's image install failed: {reason}");
     }
+    // Every other shard learns the owner before the source unparks, and flushes its
+    // channel to the source: a request it routed there before is parked and forwarded
+    // ahead of any it now sends to the target (which waits behind the target's gate).
+    publish_rest(ctx, &moved, &[from, to]).await;
+    for shard in (0..ctx.shard_count).map(ShardId).filter(|s| *s != from) {
+        step(ctx, shard, MoveCall::Barrier { via: from }).await;
+    }
+    let published_ms = t0.elapsed().as_millis();
     step(ctx, from, MoveCall::Unpark { tp: tp.clone(), to }).await;
     let unparked_ms = t0.elapsed().as_millis();
-    publish_rest(ctx, &moved, &[from, to]).await;
-    tracing::debug!(partition = %tp, released_ms, opened_ms, unparked_ms, "shard move steps");
+    tracing::debug!(partition = %tp, released_ms, opened_ms, published_ms, unparked_ms, "shard move steps");
     Ok(from)
 }
 
