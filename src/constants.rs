@@ -368,6 +368,13 @@ pub const TXN_COORDINATOR_EPOCHS_MAX: usize = 100_000;
 /// partition's in-flight requests to finish before it gives the move up (the partition
 /// stays where it is).
 pub const SHARD_MOVE_DRAIN_WAIT_MS_MAX: u64 = 10_000;
+/// Shard moves of a led partition with followers: how long the source waits without the
+/// high watermark moving before it stops waiting for its appended records to be committed
+/// (a frozen high watermark, e.g. an ISR below `min.insync.replicas`, would not move).
+pub const SHARD_MOVE_COMMIT_STALL_MS_MAX: u64 = 1_000;
+/// Shard moves: how often a source goes back to waiting for commits because a produce
+/// appended after it stopped waiting (each bounded by the stall above).
+pub const SHARD_MOVE_COMMIT_PHASES_MAX: u32 = 3;
 /// Shard moves: how long a request parked behind a move waits for it to finish (a move
 /// that takes longer is stuck; the request then runs where the image says).
 pub const SHARD_MOVE_PARK_WAIT_MS_MAX: u64 = 30_000;

@@ -302,5 +302,11 @@ print(n)
     );
     let now = moved.expect("the balancer moved one hot partition to shard 1");
     assert_eq!(now.iter().filter(|s| **s == 1).count(), 1, "one of the two, not both: {now:?}");
+    // The move is counted once it returns, after the last shard got the new image (which
+    // the placement above may already show): wait for it (bounded).
+    let counted = Instant::now() + Duration::from_secs(10);
+    while metric(&admin, "shardlog_shard_moves_auto") == 0 && Instant::now() < counted {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(metric(&admin, "shardlog_shard_moves_auto") >= 1);
 }

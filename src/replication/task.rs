@@ -149,7 +149,15 @@ pub async fn run<F: FileSystem, L: LeaderLink>(
                 futures_lite::future::yield_now().await;
                 continue;
             }
-            Ok(None) => {}
+            Ok(None) => {
+                // Everything sat out over the follower throttle: the rate falls under the
+                // bound within a sample, so check again soon, not after the whole backoff.
+                if let Some(ms) = super::throttle::follower_recheck_ms() {
+                    let wait = backoff.min(Duration::from_millis(ms));
+                    crate::shard::with_timeout(wait, handle.wake.changed_since(seen)).await;
+                    continue;
+                }
+            }
             Err(err) => {
                 stats.link_errors += 1;
                 tracing::warn!(leader = %fetcher.leader, "replica fetch failed: {err}");

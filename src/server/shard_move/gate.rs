@@ -29,6 +29,9 @@ pub(super) struct Gate {
     /// Requests that entered the gate and have not been sent on or started yet.
     waiting: Cell<usize>,
     drained: Notify,
+    /// On the source while it still holds a led partition: followers' fetches pass (run
+    /// here), so acks=all produces in flight can complete before the partition leaves.
+    replica_fetches_pass: Cell<bool>,
 }
 
 impl Gate {
@@ -40,7 +43,13 @@ impl Gate {
             target,
             waiting: Cell::new(0),
             drained: Notify::new(),
+            replica_fetches_pass: Cell::new(false),
         })
+    }
+
+    /// Lets followers' fetches through (or not) while the gate is closed.
+    pub(super) fn pass_replica_fetches(&self, pass: bool) {
+        self.replica_fetches_pass.set(pass);
     }
 
     pub(super) fn open(&self) {
@@ -164,7 +173,11 @@ fn hosted_elsewhere(ctx: &ShardCtx, topic: &str, partition: i32) -> bool {
 async fn run_one(ctx: &Rc<ShardCtx>, op: PartitionOp, forwarded: bool) -> PartitionResult {
     let (topic, partition) = tp_of(&op);
     let tp = TopicPartition::new(topic, partition);
-    let Some(gate) = gate_of(&tp).filter(|g| !(forwarded && g.target)) else {
+    let passes = |g: &Gate| {
+        (forwarded && g.target)
+            || (g.replica_fetches_pass.get() && matches!(op, PartitionOp::ReplicaFetch(_)))
+    };
+    let Some(gate) = gate_of(&tp).filter(|g| !passes(g)) else {
         return dispatch(ctx, op, forwarded).await;
     };
     let entered = InGate::enter(gate.clone());

@@ -4,28 +4,32 @@
 //! Shard 0 coordinates ([`move_partition`], one move at a time, under the cluster node's
 //! publication lock so no other image is published meanwhile):
 //! 1. **Release** on the source shard S: a closed *gate* parks every new request for the
-//!    partition (in arrival order, a ticket each); the partition leaves S's table (its
-//!    follower fetcher lets go); in-flight requests finish (bounded, else the move is given
-//!    up and the partition stays); the log is flushed and closed (producer-state snapshot);
-//!    its high watermark is handed over.
+//!    partition (in arrival order, a ticket each); if S leads it with followers, their
+//!    fetches still pass the gate until every appended record is committed (so acks=all
+//!    produces in flight complete instead of timing out); the partition leaves S's table
+//!    (its follower fetcher lets go); in-flight requests finish (bounded, else the move is
+//!    given up, the partition stays and S's fetchers are reconciled again); the log is
+//!    flushed and closed (producer-state snapshot); its high watermark is handed over.
 //! 2. **Adopt** on the target shard T: a closed gate for requests arriving at T directly
 //!    (T learns the new owner first), and the handed-over high watermark.
 //! 3. The broker's `shard-assignment` file records T (durable: fsync, rename, dir fsync).
 //! 4. The new node image goes to T (it opens the log: producer state, leader state,
-//!    follower fetcher), then to S.
-//! 5. **Unpark** on S: parked requests are forwarded to T in arrival order, then S opens
+//!    follower fetcher), then to S, then to the other shards.
+//! 5. **Barrier**: every shard but S sends a flush to S and waits for its answer. Requests
+//!    it routed to S before it learned the new owner travel on that same channel ahead of
+//!    the flush and are handled in order, so they are parked in S's gate by then.
+//! 6. **Unpark** on S: parked requests are forwarded to T in arrival order, then S opens
 //!    T's gate with a message on the same S→T channel, so T runs the parked requests
 //!    before any that reached it directly.
-//! 6. The image goes to the other shards.
 //!
 //! A request that reaches a shard the partition already left is forwarded once, to the
 //! owner in this shard's image: clients never see NOT_LEADER_OR_FOLLOWER for a local move.
-//! With two shards every request of a connection reaches the target in the order it was
-//! read. With more, one window remains: a connection on a third shard whose request is
-//! still on its way to the source when that shard learns the new owner may have its next
-//! request reach the target first; an idempotent producer then gets
-//! OUT_OF_ORDER_SEQUENCE_NUMBER for it while the earlier batch is in flight, which clients
-//! retry (librdkafka and the Java client treat it as retriable in that case).
+//! Every request of a connection reaches the target in the order it was read, whichever
+//! shard the connection is on: one it sent to S before its shard learned the new owner is
+//! parked at S before S unparks (step 5), and one it sends to T afterwards waits behind
+//! T's gate until S's parked requests were forwarded ahead of it. (Before the barrier, a
+//! connection on a third shard could have its next request overtake one still on its way
+//! to S.)
 //! A crash at any step recovers to one owner: the assignment file names exactly one shard
 //! and only that shard opens the log at start (the source closed it cleanly first).
 //!
@@ -45,7 +49,9 @@ use std::time::{Duration, Instant};
 
 use self::gate::{gate_of, install_gate, remove_gate, Gate};
 use super::call::{ShardReply, ShardRequest};
-use crate::constants::SHARD_MOVE_DRAIN_WAIT_MS_MAX;
+use crate::constants::{
+    SHARD_MOVE_COMMIT_PHASES_MAX, SHARD_MOVE_COMMIT_STALL_MS_MAX, SHARD_MOVE_DRAIN_WAIT_MS_MAX,
+};
 use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::shard::{MetadataImage, OwnedPartition, ShardCtx};
 use crate::types::{Offset, ShardId, TopicPartition};
@@ -75,6 +81,12 @@ pub enum MoveCall {
     Abort { tp: TopicPartition },
     /// Requests forwarded by a shard the partition left: run here, never forwarded again.
     Forwarded(Vec<PartitionOp>),
+    /// A shard that installed the new image: sends [`MoveCall::Flush`] to the source `via`
+    /// and waits for it, so every request it routed to the source before the image is
+    /// parked there (same channel, handled in order) before the source unparks.
+    Barrier { via: ShardId },
+    /// Answered at once (behind everything sent before it on the same channel).
+    Flush,
     /// Per-partition byte counters of this shard (the balancer's sample).
     Load,
 }
@@ -162,6 +174,11 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: MoveCall) -> MoveAnswer {
             MoveAnswer::Done
         }
         MoveCall::Forwarded(ops) => MoveAnswer::Partitions(gate::run_gated(ctx, ops, true).await),
+        MoveCall::Barrier { via } => {
+            step(ctx, via, MoveCall::Flush).await;
+            MoveAnswer::Done
+        }
+        MoveCall::Flush => MoveAnswer::Done,
         MoveCall::Load => MoveAnswer::Load(
             ctx.partitions
                 .all()
@@ -178,8 +195,14 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: MoveCall) -> MoveAnswer {
     }
 }
 
-/// Source, step 1: gate, detach, drain, close. On a drain timeout the partition goes back
+/// Source, step 1: gate, drain, detach, close. On a drain timeout the partition goes back
 /// into the table and the gate opens (parked requests run here).
+///
+/// A led partition with followers drains in two phases, because an acks=all produce in
+/// flight waits for the followers' next fetches: first the partition stays in the table
+/// and only followers' fetches pass the closed gate, until every appended record is
+/// committed (high watermark at the log end); then it is detached and the rest drains.
+/// A produce that appended after the first phase sends it back to the first phase.
 async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, String> {
     if ctx.partitions.get(&tp.topic, tp.partition).is_none() {
         return Err(format!("{tp} is not open on {}", ctx.id));
@@ -189,20 +212,36 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
         return Err(format!("{tp} is already moving"));
     }
     let t0 = Instant::now();
-    let Some(p) = ctx.partitions.detach(&tp) else {
+    let deadline = t0 + Duration::from_millis(SHARD_MOVE_DRAIN_WAIT_MS_MAX);
+    let give_up = |reason: String| {
         remove_gate(&tp);
         gate.open();
-        return Err(format!("{tp} left {} meanwhile", ctx.id));
+        Err(reason)
     };
-    let p = match wait_in_flight(p).await {
-        Ok(p) => p,
-        Err(p) => {
-            ctx.partitions.reattach(p);
-            remove_gate(&tp);
-            gate.open();
-            return Err(format!(
-                "requests on {tp} still in flight after {SHARD_MOVE_DRAIN_WAIT_MS_MAX} ms"
-            ));
+    let mut phases = 0u32;
+    let p = loop {
+        phases += 1;
+        gate.pass_replica_fetches(true);
+        let Some(attached) = ctx.partitions.get(&tp.topic, tp.partition) else {
+            return give_up(format!("{tp} left {} meanwhile", ctx.id));
+        };
+        wait_committed(&attached, deadline).await;
+        drop(attached);
+        gate.pass_replica_fetches(false);
+        let Some(p) = ctx.partitions.detach(&tp) else {
+            return give_up(format!("{tp} left {} meanwhile", ctx.id));
+        };
+        let retry = phases < SHARD_MOVE_COMMIT_PHASES_MAX;
+        match wait_in_flight(p, deadline, retry).await {
+            Drained::Yes(p) => break p,
+            Drained::Uncommitted(p) => ctx.partitions.reattach(p),
+            Drained::TimedOut(p) => {
+                ctx.partitions.reattach(p);
+                refollow(ctx, &tp).await;
+                return give_up(format!(
+                    "requests on {tp} still in flight after {SHARD_MOVE_DRAIN_WAIT_MS_MAX} ms"
+                ));
+            }
         }
     };
     let drained_ms = t0.elapsed().as_millis();
@@ -211,34 +250,76 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
         Ok(owned) => owned,
         Err(p) => {
             ctx.partitions.reattach(p);
-            remove_gate(&tp);
-            gate.open();
-            return Err(format!("{tp} is still referenced"));
+            refollow(ctx, &tp).await;
+            return give_up(format!("{tp} is still referenced"));
         }
     };
     // A failed close leaves the log as a crash would: the target's open recovers it.
     if let Err(err) = crate::partition::table::close_log(owned).await {
         tracing::warn!(partition = %tp, "close before the shard move failed: {err}");
     }
-    tracing::debug!(partition = %tp, drained_ms, closed_ms = t0.elapsed().as_millis(), "released");
+    tracing::debug!(partition = %tp, drained_ms, phases, closed_ms = t0.elapsed().as_millis(), "released");
     crate::crashpoint::hit("shard_move.source_closed");
     Ok(high_watermark)
 }
 
-/// Waits (bounded) until no request holds the partition any more.
-async fn wait_in_flight(p: Rc<OwnedPartition>) -> Result<Rc<OwnedPartition>, Rc<OwnedPartition>> {
-    let mut waited_ms = 0;
+/// Whether `p` is led here with followers and holds appended records the ISR has not
+/// committed yet (an acks=all produce may be waiting for them).
+fn uncommitted(p: &OwnedPartition) -> bool {
+    p.is_leader.get()
+        && p.replication.has_followers()
+        && p.high_watermark() < p.log.log_end_offset()
+}
+
+/// First phase of a leader's drain: waits (until `deadline`) for the high watermark to
+/// reach the log end while followers' fetches still reach the partition; gives up earlier
+/// when the high watermark stops moving (frozen below `min.insync.replicas`: waiting would
+/// not help, and the produces waiting on it end by their own timeout or error).
+async fn wait_committed(p: &OwnedPartition, deadline: Instant) {
+    let stall = Duration::from_millis(SHARD_MOVE_COMMIT_STALL_MS_MAX);
+    let (mut hw, mut moved) = (p.high_watermark(), Instant::now());
+    while uncommitted(p) && Instant::now() < deadline && moved.elapsed() < stall {
+        crate::shard::sleep(Duration::from_millis(1)).await;
+        let now_hw = p.high_watermark();
+        if now_hw != hw {
+            (hw, moved) = (now_hw, Instant::now());
+        }
+    }
+}
+
+/// How a detached partition's drain ended.
+enum Drained {
+    /// No request holds it any more.
+    Yes(Rc<OwnedPartition>),
+    /// A produce appended after the first phase and waits for followers: back to it.
+    Uncommitted(Rc<OwnedPartition>),
+    TimedOut(Rc<OwnedPartition>),
+}
+
+/// Waits (until `deadline`) until no request holds the partition any more; with `retry`,
+/// hands it back as soon as it holds uncommitted records while requests hold it.
+async fn wait_in_flight(p: Rc<OwnedPartition>, deadline: Instant, retry: bool) -> Drained {
     while Rc::strong_count(&p) > 1 {
-        if waited_ms >= SHARD_MOVE_DRAIN_WAIT_MS_MAX {
-            return Err(p);
+        if retry && uncommitted(&p) && Instant::now() < deadline {
+            return Drained::Uncommitted(p);
+        }
+        if Instant::now() >= deadline {
+            return Drained::TimedOut(p);
         }
         // Long-polls hold the partition until woken: wake them again (cheap).
         p.hw_changed.notify_all();
         p.replication.appended.notify_all();
         crate::shard::sleep(Duration::from_millis(1)).await;
-        waited_ms += 1;
     }
-    Ok(p)
+    Drained::Yes(p)
+}
+
+/// A follower partition put back after a given-up move: its fetcher let go of it at the
+/// detach, so this shard's fetchers are reconciled with the image again.
+async fn refollow(ctx: &Rc<ShardCtx>, tp: &TopicPartition) {
+    if let Err(err) = ctx.partitions.apply_image(ctx, &ctx.image()).await {
+        tracing::warn!(partition = %tp, "re-applying the image after a given-up move: {err}");
+    }
 }
 
 /// Source, step 5: parked requests go to `to` in order, then `to`'s gate opens, by a
@@ -366,10 +447,17 @@ async fn run_move(
     if let Err(reason) = apply(ctx, from, moved.clone()).await {
         tracing::warn!(partition = %tp, "source shard's image install failed: {reason}");
     }
+    // Every other shard learns the owner before the source unparks, and flushes its
+    // channel to the source: a request it routed there before is parked and forwarded
+    // ahead of any it now sends to the target (which waits behind the target's gate).
+    publish_rest(ctx, &moved, &[from, to]).await;
+    for shard in (0..ctx.shard_count).map(ShardId).filter(|s| *s != from) {
+        step(ctx, shard, MoveCall::Barrier { via: from }).await;
+    }
+    let published_ms = t0.elapsed().as_millis();
     step(ctx, from, MoveCall::Unpark { tp: tp.clone(), to }).await;
     let unparked_ms = t0.elapsed().as_millis();
-    publish_rest(ctx, &moved, &[from, to]).await;
-    tracing::debug!(partition = %tp, released_ms, opened_ms, unparked_ms, "shard move steps");
+    tracing::debug!(partition = %tp, released_ms, opened_ms, published_ms, unparked_ms, "shard move steps");
     Ok(from)
 }
 
