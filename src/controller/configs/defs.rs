@@ -21,8 +21,10 @@ const fn syn_unit(
 }
 
 const LONG_MAX: &str = "9223372036854775807";
-const NO_REPLICATION: Effect =
-    Effect::NotYet("single-node broker: every partition has one replica");
+const NO_AUTO_UNCLEAN: Effect = Effect::NotYet(
+    "the controller never elects an out-of-sync replica by itself; ElectLeaders UNCLEAN \
+     (kafka-leader-election.sh --election-type unclean) does it by hand",
+);
 const NO_TIERED: Effect = Effect::NotYet("tiered storage is not implemented");
 
 const fn def(
@@ -153,7 +155,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
          The list should describe a set of replicas in the form \
          [PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or alternatively the wildcard '*' \
          can be used to throttle all replicas for this topic.",
-        NO_REPLICATION,
+        Effect::Active,
     ),
     def(
         "index.interval.bytes",
@@ -188,7 +190,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
          The list should describe a set of replicas in the form \
          [PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or alternatively the wildcard '*' \
          can be used to throttle all replicas for this topic.",
-        NO_REPLICATION,
+        Effect::Active,
     ),
     def(
         "local.retention.bytes",
@@ -313,7 +315,7 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
          write to succeed when a producer sets acks to \"all\" (or \"-1\"). If acks=all and the \
          current ISR set contains fewer than min.insync.replicas members, then the producer will \
          raise an exception (either NotEnoughReplicas or NotEnoughReplicasAfterAppend).",
-        NO_REPLICATION,
+        Effect::Active,
     ),
     def(
         "preallocate",
@@ -445,6 +447,6 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
         &[syn("unclean.leader.election.enable", T::Boolean, Some("false"))],
         "Indicates whether to enable replicas not in the ISR set to be elected as leader as a \
          last resort, even though doing so may result in data loss.",
-        NO_REPLICATION,
+        NO_AUTO_UNCLEAN,
     ),
 ];
