@@ -75,17 +75,23 @@ fn decode_body(api: ApiKey, v: i16, f: Bytes) {
         ApiKey::AddOffsetsToTxn => decode::<AddOffsetsToTxnRequest>(f, api, v),
         ApiKey::AddPartitionsToTxn => decode::<AddPartitionsToTxnRequest>(f, api, v),
         ApiKey::AlterClientQuotas => decode::<AlterClientQuotasRequest>(f, api, v),
-        ApiKey::AlterPartitionReassignments => decode::<AlterPartitionReassignmentsRequest>(f, api, v),
+        ApiKey::AlterPartitionReassignments => {
+            decode::<AlterPartitionReassignmentsRequest>(f, api, v)
+        }
         ApiKey::AlterReplicaLogDirs => decode::<AlterReplicaLogDirsRequest>(f, api, v),
         ApiKey::DescribeClientQuotas => decode::<DescribeClientQuotasRequest>(f, api, v),
         ApiKey::DescribeLogDirs => decode::<DescribeLogDirsRequest>(f, api, v),
         ApiKey::DescribeQuorum => decode::<DescribeQuorumRequest>(f, api, v),
         ApiKey::DescribeTopicPartitions => decode::<DescribeTopicPartitionsRequest>(f, api, v),
         ApiKey::DescribeTransactions => decode::<DescribeTransactionsRequest>(f, api, v),
-        ApiKey::DescribeUserScramCredentials => decode::<DescribeUserScramCredentialsRequest>(f, api, v),
+        ApiKey::DescribeUserScramCredentials => {
+            decode::<DescribeUserScramCredentialsRequest>(f, api, v)
+        }
         ApiKey::ElectLeaders => decode::<ElectLeadersRequest>(f, api, v),
         ApiKey::EndTxn => decode::<EndTxnRequest>(f, api, v),
-        ApiKey::ListPartitionReassignments => decode::<ListPartitionReassignmentsRequest>(f, api, v),
+        ApiKey::ListPartitionReassignments => {
+            decode::<ListPartitionReassignmentsRequest>(f, api, v)
+        }
         ApiKey::ListTransactions => decode::<ListTransactionsRequest>(f, api, v),
         ApiKey::TxnOffsetCommit => decode::<TxnOffsetCommitRequest>(f, api, v),
         ApiKey::WriteTxnMarkers => decode::<WriteTxnMarkersRequest>(f, api, v),
