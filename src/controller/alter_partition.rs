@@ -128,25 +128,8 @@ impl ControllerState {
 mod tests {
     use super::*;
     use crate::controller::state::record_of;
-    use crate::controller::{BrokerDefaults, BrokerEpoch, BrokerRegistration, NewTopic};
-
-    fn registered(nodes: &[i32]) -> ControllerState {
-        let mut st =
-            ControllerState::new("cluster".into(), NodeId(1), 2, BrokerDefaults::default())
-                .unwrap();
-        st.become_active();
-        for n in nodes {
-            let req = BrokerRegistration {
-                node: NodeId(*n),
-                incarnation_id: Uuid::new_v4(),
-                endpoints: Vec::new(),
-                rack: None,
-            };
-            let epoch = st.register_broker(&req, 0).unwrap();
-            st.unfence_broker(NodeId(*n), epoch).unwrap();
-        }
-        st
-    }
+    use crate::controller::test_support::registered;
+    use crate::controller::{BrokerEpoch, NewTopic};
 
     fn epoch_of(st: &ControllerState, n: i32) -> BrokerEpoch {
         BrokerEpoch(st.brokers()[&NodeId(n)].epoch)

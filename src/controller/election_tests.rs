@@ -1,26 +1,8 @@
 use uuid::Uuid;
 
 use super::*;
-use crate::controller::{
-    AlterPartitionRequest, BrokerDefaults, BrokerEpoch, BrokerRegistration, NewTopic,
-};
-
-fn registered(nodes: &[i32]) -> ControllerState {
-    let mut st =
-        ControllerState::new("cluster".into(), NodeId(1), 2, BrokerDefaults::default()).unwrap();
-    st.become_active();
-    for n in nodes {
-        let req = BrokerRegistration {
-            node: NodeId(*n),
-            incarnation_id: Uuid::new_v4(),
-            endpoints: Vec::new(),
-            rack: None,
-        };
-        let epoch = st.register_broker(&req, 0).unwrap();
-        st.unfence_broker(NodeId(*n), epoch).unwrap();
-    }
-    st
-}
+use crate::controller::test_support::registered;
+use crate::controller::{AlterPartitionRequest, BrokerEpoch, BrokerRegistration, NewTopic};
 
 fn epoch_of(st: &ControllerState, n: NodeId) -> BrokerEpoch {
     BrokerEpoch(st.brokers()[&n].epoch)

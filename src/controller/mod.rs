@@ -44,6 +44,8 @@ pub mod topics_cli;
 #[cfg(test)]
 mod state_tests;
 #[cfg(test)]
+pub(crate) mod test_support;
+#[cfg(test)]
 mod tests;
 
 pub use alter_partition::{AlterPartitionError, AlterPartitionRequest};

@@ -395,8 +395,8 @@ fn complete(r: &Reassignment, record: &mut PartitionRecord) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::{AlterPartitionRequest, BrokerDefaults, BrokerEpoch};
-    use crate::controller::{BrokerRegistration, NewTopic};
+    use crate::controller::test_support::registered;
+    use crate::controller::{AlterPartitionRequest, BrokerDefaults, BrokerEpoch, NewTopic};
 
     fn ids(v: &[i32]) -> Vec<NodeId> {
         v.iter().map(|n| NodeId(*n)).collect()
@@ -405,20 +405,7 @@ mod tests {
     /// Brokers 1..=4 registered and live; topic "t" with partition 0 on `replicas`
     /// (leader: the first). Returns the working state and the committed copy fed its frames.
     fn cluster(replicas: &[i32]) -> (ControllerState, ControllerState, u64) {
-        let mut st =
-            ControllerState::new("cluster".into(), NodeId(1), 2, BrokerDefaults::default())
-                .unwrap();
-        st.become_active();
-        for n in 1..=4 {
-            let req = BrokerRegistration {
-                node: NodeId(n),
-                incarnation_id: Uuid::new_v4(),
-                endpoints: Vec::new(),
-                rack: None,
-            };
-            let epoch = st.register_broker(&req, 0).unwrap();
-            st.unfence_broker(NodeId(n), epoch).unwrap();
-        }
+        let mut st = registered(&[1, 2, 3, 4]);
         let topic =
             NewTopic { assignments: vec![(0, replicas.to_vec())], ..NewTopic::with_defaults("t") };
         for r in st.create_topics(&[topic], false) {

@@ -85,29 +85,13 @@ pub fn leadership_gauges(image: &MetadataImage) -> LeadershipGauges {
 
 #[cfg(test)]
 mod tests {
-    use uuid::Uuid;
-
     use super::leadership_gauges;
-    use crate::controller::{
-        BrokerDefaults, BrokerEpoch, BrokerRegistration, ControllerState, NewTopic,
-    };
+    use crate::controller::{BrokerEpoch, NewTopic};
     use crate::types::NodeId;
 
     #[test]
     fn gauges_count_leaders_per_broker_and_the_imbalance() {
-        let mut st =
-            ControllerState::new("c".into(), NodeId(1), 1, BrokerDefaults::default()).unwrap();
-        st.become_active();
-        for n in 1..=3 {
-            let req = BrokerRegistration {
-                node: NodeId(n),
-                incarnation_id: Uuid::new_v4(),
-                endpoints: Vec::new(),
-                rack: None,
-            };
-            let epoch = st.register_broker(&req, 0).unwrap();
-            st.unfence_broker(NodeId(n), epoch).unwrap();
-        }
+        let mut st = crate::controller::test_support::registered(&[1, 2, 3]);
         let topic =
             NewTopic { num_partitions: 3, replication_factor: 3, ..NewTopic::with_defaults("t") };
         for r in st.create_topics(&[topic], false) {
