@@ -22,15 +22,13 @@ use bytes::{Bytes, BytesMut};
 use common::cluster::Cluster;
 use common::Wire;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, CreateTopicsRequest,
-    CreateTopicsResponse, EndTxnRequest, EndTxnResponse, FetchRequest, FetchResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, ProducerId, TopicName,
-    TransactionalId,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse,
+    FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    InitProducerIdRequest, InitProducerIdResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use shardlog::storage::batch::recompute_crc;
@@ -48,28 +46,6 @@ fn s(v: &str) -> StrBytes {
 
 fn metadata(w: &mut Wire) -> MetadataResponse {
     w.call(ApiKey::Metadata, 12, &MetadataRequest::default().with_topics(None))
-}
-
-fn wait_brokers(c: &Cluster, n: usize) {
-    let deadline = Instant::now() + LIMIT;
-    while !c.running().all(|(_, b)| {
-        Wire::try_connect(&b.addr).is_some_and(|mut w| metadata(&mut w).brokers.len() == n)
-    }) {
-        assert!(Instant::now() < deadline, "brokers did not register");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn create(c: &Cluster, topic: &str) {
-    c.wait_for(LIMIT, "CreateTopics", |w| {
-        let t = CreatableTopic::default()
-            .with_name(TopicName(s(topic)))
-            .with_num_partitions(3)
-            .with_replication_factor(3);
-        let req = CreateTopicsRequest::default().with_topics(vec![t]).with_timeout_ms(10_000);
-        let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 5, &req);
-        matches!(resp.topics[0].error_code, 0 | 36).then_some(())
-    });
 }
 
 /// Partition → leader's address, once every partition of `topic` has a leader.
@@ -197,7 +173,7 @@ fn read_committed(addr: &str, partition: i32) -> (i64, usize) {
 /// KIP-890 part 1, cross-broker markers and zombie fencing, on the raw protocol.
 fn verification_markers_and_fencing(c: &Cluster) {
     let id = "ledger-writer";
-    create(c, TOPIC);
+    c.create_rf3(TOPIC, 3, LIMIT);
     let (coordinator, coord_addr) = txn_coordinator(c, id);
     let txn_rf = c.wait_for(LIMIT, "__transaction_state in Metadata", |w| {
         let m = metadata(w);
@@ -255,7 +231,7 @@ fn verification_markers_and_fencing(c: &Cluster) {
 #[test]
 fn transactions_across_three_brokers() {
     let mut c = Cluster::start(3, 32500);
-    wait_brokers(&c, 3);
+    c.wait_brokers(3, LIMIT);
     verification_markers_and_fencing(&c);
 
     let cache = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".interop-cache");
@@ -274,8 +250,8 @@ fn transactions_across_three_brokers() {
     let driver =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/transactions/eos_cluster.py");
     for kind in kinds.split(',') {
-        create(&c, &format!("cl-in-{kind}"));
-        create(&c, &format!("cl-out-{kind}"));
+        c.create_rf3(&format!("cl-in-{kind}"), 3, LIMIT);
+        c.create_rf3(&format!("cl-out-{kind}"), 3, LIMIT);
         let mut child = Command::new(&python)
             .arg(&driver)
             .args([&c.bootstrap(), kind, &classpath, &records.to_string()])
@@ -316,6 +292,6 @@ fn transactions_across_three_brokers() {
         for i in down {
             c.start_node(i);
         }
-        wait_brokers(&c, 3);
+        c.wait_brokers(3, LIMIT);
     }
 }

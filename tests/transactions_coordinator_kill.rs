@@ -26,10 +26,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::cluster::Cluster;
 use common::Wire;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FindCoordinatorRequest,
-    FindCoordinatorResponse, MetadataRequest, MetadataResponse, TopicName,
+    ApiKey, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
@@ -45,28 +43,6 @@ fn s(v: &str) -> StrBytes {
 
 fn metadata(w: &mut Wire) -> MetadataResponse {
     w.call(ApiKey::Metadata, 12, &MetadataRequest::default().with_topics(None))
-}
-
-fn wait_brokers(c: &Cluster, n: usize) {
-    let deadline = Instant::now() + LIMIT;
-    while !c.running().all(|(_, b)| {
-        Wire::try_connect(&b.addr).is_some_and(|mut w| metadata(&mut w).brokers.len() == n)
-    }) {
-        assert!(Instant::now() < deadline, "brokers did not register");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn create(c: &Cluster, topic: &str) {
-    c.wait_for(LIMIT, "CreateTopics", |w| {
-        let t = CreatableTopic::default()
-            .with_name(TopicName(s(topic)))
-            .with_num_partitions(3)
-            .with_replication_factor(3);
-        let req = CreateTopicsRequest::default().with_topics(vec![t]).with_timeout_ms(10_000);
-        let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 5, &req);
-        matches!(resp.topics[0].error_code, 0 | 36).then_some(())
-    });
 }
 
 /// The node coordinating a transactional id, other than `not` (-1: any).
@@ -183,7 +159,7 @@ fn scenario(tag: &str, base_port: u16, fault: Fault, records_default: usize) {
         base_port,
         &["--leader-imbalance-check-interval-seconds", &imbalance_s],
     );
-    wait_brokers(&c, 3);
+    c.wait_brokers(3, LIMIT);
     // Names whose group coordinator is on another broker than the transaction coordinator:
     // the kill then leaves the group's `__consumer_offsets` partition with a dead follower
     // in its ISR while the transaction's offsets are written there.
@@ -201,8 +177,8 @@ fn scenario(tag: &str, base_port: u16, fault: Fault, records_default: usize) {
         "[{tag}] group cl-{name} on broker {}, transactional id {txn_id} on broker {first}",
         coordinator(&c, &format!("cl-{name}"), 0, -1),
     );
-    create(&c, &src);
-    create(&c, &dst);
+    c.create_rf3(&src, 3, LIMIT);
+    c.create_rf3(&dst, 3, LIMIT);
     if let Fault::CrashAfterPrepare(nth) = fault {
         // Arm the coordinator's broker: restart it with the crash point and wait until the
         // preferred-leader election gives it its partitions back.
@@ -210,7 +186,7 @@ fn scenario(tag: &str, base_port: u16, fault: Fault, records_default: usize) {
         c.nodes[i].env = vec![("SHARDLOG_CRASH_AT".into(), format!("txn.prepare_persisted@{nth}"))];
         c.terminate(i);
         c.start_node(i);
-        wait_brokers(&c, 3);
+        c.wait_brokers(3, LIMIT);
         let deadline = Instant::now() + LIMIT;
         while txn_coordinator(&c, &txn_id, -1) != first {
             assert!(Instant::now() < deadline, "broker {first} did not lead again");
@@ -261,7 +237,7 @@ fn scenario(tag: &str, base_port: u16, fault: Fault, records_default: usize) {
             );
             if std::env::var("SHARDLOG_TXN_KILL_NO_RESTART").is_err() {
                 c.start_node(c.index_of(node));
-                wait_brokers(&c, 3);
+                c.wait_brokers(3, LIMIT);
                 eprintln!("[{tag}] broker {node} restarted after {:?}", down.elapsed());
             }
             let down_unix = std::time::SystemTime::now()

@@ -198,6 +198,43 @@ impl Cluster {
         self.nodes.iter().position(|n| n.id == id).expect("node id")
     }
 
+    /// Waits (bounded by `limit`) until every running node's Metadata lists `n` brokers.
+    pub fn wait_brokers(&self, n: usize, limit: Duration) {
+        use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+        let deadline = Instant::now() + limit;
+        let brokers = |w: &mut Wire| {
+            let req = MetadataRequest::default().with_topics(None);
+            let m: MetadataResponse = w.call(ApiKey::Metadata, 12, &req);
+            m.brokers.len()
+        };
+        while !self
+            .running()
+            .all(|(_, b)| Wire::try_connect(&b.addr).is_some_and(|mut w| brokers(&mut w) == n))
+        {
+            assert!(Instant::now() < deadline, "brokers did not register");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Creates `topic` with `partitions` partitions at replication factor 3 through any
+    /// running node, retried until created (or already there) within `limit`.
+    pub fn create_rf3(&self, topic: &str, partitions: i32, limit: Duration) {
+        use kafka_protocol::messages::create_topics_request::CreatableTopic;
+        use kafka_protocol::messages::{
+            ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName,
+        };
+        use kafka_protocol::protocol::StrBytes;
+        self.wait_for(limit, "CreateTopics", |w| {
+            let t = CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_num_partitions(partitions)
+                .with_replication_factor(3);
+            let req = CreateTopicsRequest::default().with_topics(vec![t]).with_timeout_ms(10_000);
+            let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 5, &req);
+            matches!(resp.topics[0].error_code, 0 | 36).then_some(())
+        });
+    }
+
     /// Polls `check` on a fresh connection to any running node until it returns `Some`, or
     /// panics after `limit` with `what`.
     pub fn wait_for<T>(
