@@ -177,8 +177,10 @@ def transform(kind, broker, bs, app, app_kills, broker_kills, topics, stop):
         if done != last:
             last, last_move = done, time.time()
         elif time.time() - last_move > STALL_S:
-            # A watchdog, as an operator's would be: librdkafka's producer was seen to stall
-            # after a broker SIGKILL mid-transaction (sending nothing, past its API timeout).
+            # A watchdog, as an operator's would be: after the only broker's SIGKILL
+            # librdkafka keeps a decommissioned handle as group coordinator and
+            # send_offsets_to_transaction hangs past its timeout (librdkafka#5511, #5456;
+            # see README.md).
             print(f"[{kind}] no progress for {STALL_S} s: restarting the app", flush=True)
             app.stalls += 1
             app.kill()
