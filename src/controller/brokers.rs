@@ -261,19 +261,30 @@ pub struct HeartbeatOutcome {
 pub struct BrokerHeartbeats {
     session_timeout_ms: u64,
     deadlines_ms: BTreeMap<NodeId, u64>,
+    /// When `expire` last ran: a gap longer than `stall_ms()` means the controller itself
+    /// was not running.
+    last_expire_ms: Option<u64>,
 }
 
 impl BrokerHeartbeats {
     /// Sessions of `session_timeout_ms` (`broker.session.timeout.ms`).
     #[must_use]
     pub fn new(session_timeout_ms: u64) -> Self {
-        Self { session_timeout_ms, deadlines_ms: BTreeMap::new() }
+        Self { session_timeout_ms, deadlines_ms: BTreeMap::new(), last_expire_ms: None }
+    }
+
+    /// A gap between two expiry checks longer than this (half a session) is a stall of the
+    /// controller's own shard (overload, SIGSTOP, a long synchronous step), not silence of
+    /// the brokers: heartbeats that arrived meanwhile were not processed either.
+    fn stall_ms(&self) -> u64 {
+        self.session_timeout_ms / 2
     }
 
     /// Gives every registered broker a fresh deadline (on becoming the active controller).
     pub fn activate(&mut self, state: &ControllerState, now_ms: u64) {
         let deadline = now_ms.saturating_add(self.session_timeout_ms);
         self.deadlines_ms = state.brokers().keys().map(|n| (*n, deadline)).collect();
+        self.last_expire_ms = Some(now_ms);
     }
 
     fn session_live(&self, node: NodeId, now_ms: u64) -> bool {
@@ -349,10 +360,27 @@ impl BrokerHeartbeats {
     /// Fences every unfenced broker whose session ended at or before `now_ms`; returns the
     /// frames to propose. Brokers without a session (registered through another controller)
     /// get a full one from now.
+    ///
+    /// After a stall of the controller itself (see [`Self::stall_ms`]) every session is
+    /// extended by the stall: the controller's clock stood still for the brokers too. Without
+    /// this, a single-node broker whose shard was overloaded for a session fenced itself
+    /// (seen with 10,000 parked fetches and 1,000-partition CreateTopics at load 30), and
+    /// every broker's session would end at once after a controller's SIGSTOP.
     pub fn expire(&mut self, state: &mut ControllerState, now_ms: u64) -> Vec<Vec<u8>> {
         let registered: Vec<(NodeId, i64, bool)> =
             state.brokers().iter().map(|(n, b)| (*n, b.epoch, b.fenced)).collect();
         self.deadlines_ms.retain(|n, _| registered.iter().any(|(r, _, _)| r == n));
+        let gap_ms = self.last_expire_ms.map_or(0, |last| now_ms.saturating_sub(last));
+        self.last_expire_ms = Some(now_ms);
+        if gap_ms > self.stall_ms() {
+            tracing::warn!(
+                gap_ms,
+                "the controller did not run for {gap_ms} ms; extending broker sessions by it"
+            );
+            for deadline in self.deadlines_ms.values_mut() {
+                *deadline = deadline.saturating_add(gap_ms);
+            }
+        }
         let before = state.pending_len();
         let fresh = now_ms.saturating_add(self.session_timeout_ms);
         for (node, epoch, fenced) in registered {

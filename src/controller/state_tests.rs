@@ -353,6 +353,7 @@ fn registration_starts_fenced_and_heartbeats_unfence_once_caught_up() {
         hb.register(&mut s, &reg(2, 2), 0, 3000),
         Err(ControllerError::DuplicateBrokerRegistration(NodeId(2)))
     ));
+    assert!(hb.expire(&mut s, 2000 + 8000).is_empty(), "session still live");
     let fences = hb.expire(&mut s, 2000 + 9000);
     assert_eq!(fences.len(), 1);
     assert!(s.brokers()[&NodeId(2)].fenced);
@@ -468,9 +469,29 @@ fn a_new_active_controller_gives_every_broker_a_full_session() {
     // The old leader's sessions are gone; the new one starts counting at its activation.
     let mut hb = BrokerHeartbeats::new(9000);
     hb.activate(&s, 100_000);
+    // The expiry loop checks every 500 ms.
+    for now in (100_500..109_000).step_by(500) {
+        assert!(hb.expire(&mut s, now).is_empty());
+    }
     assert!(hb.expire(&mut s, 108_999).is_empty());
     let fences = hb.expire(&mut s, 109_000);
     assert_eq!(fences.len(), 2, "one fence operation per silent broker");
     assert!(s.brokers().values().all(|b| b.fenced));
     assert!(s.live_brokers().is_empty());
+}
+
+#[test]
+fn a_stalled_controller_extends_sessions_by_the_stall() {
+    let mut s = state();
+    with_brokers(&mut s, 2);
+    let mut hb = BrokerHeartbeats::new(9000);
+    hb.activate(&s, 0);
+    assert!(hb.expire(&mut s, 500).is_empty());
+    // The controller's shard did not run for 20 s: heartbeats sent meanwhile were not
+    // processed either, so nobody is fenced for it...
+    assert!(hb.expire(&mut s, 20_500).is_empty(), "a stall is not the brokers' silence");
+    // ...and each session keeps what was left of it before the stall (8.5 s).
+    assert!(hb.expire(&mut s, 25_000).is_empty());
+    assert!(hb.expire(&mut s, 28_999).is_empty());
+    assert_eq!(hb.expire(&mut s, 29_000).len(), 2, "silent after the stall: fenced");
 }
