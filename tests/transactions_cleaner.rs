@@ -1,13 +1,14 @@
 //! Compaction and transactions (issue 17): the cleaner removes the records of aborted
-//! transactions (and never lets an aborted value supersede a committed one), keeps the
-//! markers, and cleans nothing at or past the first offset of a transaction still open.
+//! transactions (and never lets an aborted value supersede a committed one), keeps a
+//! marker while its transaction has data in the log and removes it after the delete
+//! horizon, and cleans nothing at or past the first offset of a transaction still open.
 
 use std::path::Path;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use shardlog::io::mem::MemFileSystem;
-use shardlog::io::run_local;
+use shardlog::io::{run_local, FileSystem};
 use shardlog::storage::batch::{recompute_crc, BatchHeader, Compression};
 use shardlog::storage::cleaner::throttle::Throttler;
 use shardlog::storage::producer_state::encode_marker;
@@ -130,6 +131,189 @@ fn aborted_data_goes_and_open_transactions_stay() {
             vec![b"old".to_vec(), b"open".to_vec()],
             "nothing past an open transaction is cleaned"
         );
+        log.close().await.expect("close");
+    });
+}
+
+/// Every stored batch: (base offset, control, records, delete horizon).
+async fn batches(log: &PartitionLog<MemFileSystem>) -> Vec<(i64, bool, i32, Option<i64>)> {
+    let all = log.read(Offset(0), usize::MAX, log.log_end_offset()).await.expect("read");
+    let mut at = 0;
+    let mut out = Vec::new();
+    while at < all.len() {
+        let h = BatchHeader::parse(&all[at..]).expect("batch");
+        at += h.total_size();
+        out.push((h.base_offset, h.is_control(), h.records_count, h.delete_horizon_ms()));
+    }
+    out
+}
+
+/// The marker (control batch with a record) at `offset`, with its delete horizon.
+async fn marker_at(log: &PartitionLog<MemFileSystem>, offset: i64) -> Option<Option<i64>> {
+    batches(log)
+        .await
+        .into_iter()
+        .find(|b| b.0 == offset && b.1 && b.2 > 0)
+        .map(|b| b.3)
+}
+
+const RETENTION_MS: i64 = 1_000;
+
+fn marker_config() -> LogConfig {
+    LogConfig { delete_retention_ms: RETENTION_MS, ..config() }
+}
+
+async fn open_log(fs: &Rc<MemFileSystem>) -> PartitionLog<MemFileSystem> {
+    PartitionLog::open(fs.clone(), Path::new(DIR), marker_config(), Rc::new(BatchCache::new(1 << 20)))
+        .await
+        .expect("open")
+}
+
+async fn fill(log: &PartitionLog<MemFileSystem>, n: usize) {
+    let filler = vec![b'f'; 200];
+    for i in 0..n {
+        log.append(batch(&format!("f{}", i % 3), &filler, -1, -1), Epoch(0), T0)
+            .await
+            .expect("fill");
+    }
+}
+
+async fn marker(log: &PartitionLog<MemFileSystem>, pid: i64, commit: bool) -> i64 {
+    let (info, _) = log
+        .append_coordinator(encode_marker(pid, 0, commit, 0, T0), Epoch(0), T0)
+        .await
+        .expect("marker");
+    info.last_offset.0
+}
+
+async fn clean_at(log: &PartitionLog<MemFileSystem>, now_ms: i64) -> shardlog::storage::CleanOutcome {
+    let throttle = Throttler::unlimited();
+    let opts = CleanOptions {
+        key_map_bytes: 1 << 20,
+        throttle: &throttle,
+        abort: &|| false,
+        force: true,
+        stop_after: None,
+    };
+    let out = log.clean(now_ms, &opts).await.expect("clean");
+    assert!(out.cleaned, "{out:?}");
+    out
+}
+
+#[test]
+fn markers_go_after_the_delete_horizon_once_their_transaction_is_empty() {
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let log = open_log(&fs).await;
+        // Producer 7: T1 aborted (its data goes), T2 committed with surviving data.
+        log.append(batch("k", b"aborted", 7, 0), Epoch(0), T0).await.expect("append");
+        let abort_at = marker(&log, 7, false).await;
+        log.append(batch("j", b"kept", 7, 1), Epoch(0), T0).await.expect("append");
+        let kept_commit_at = marker(&log, 7, true).await;
+        // Producer 9: T1 committed "a", superseded later; T2 committed "b" (its last batch).
+        log.append(batch("a", b"1", 9, 0), Epoch(0), T0).await.expect("append");
+        let superseded_commit_at = marker(&log, 9, true).await;
+        log.append(batch("b", b"1", 9, 1), Epoch(0), T0).await.expect("append");
+        let last_commit_at = marker(&log, 9, true).await;
+        log.append(batch("a", b"2", -1, -1), Epoch(0), T0).await.expect("append");
+        fill(&log, 30).await;
+        log.flush().await.expect("flush");
+        let all = [abort_at, kept_commit_at, superseded_commit_at, last_commit_at];
+
+        // Pass 1 removes the aborted and superseded records; their batches were read in
+        // this pass, so every marker stays, without a horizon.
+        assert_eq!(clean_at(&log, T0).await.markers_removed, 0);
+        for m in all {
+            assert_eq!(marker_at(&log, m).await, Some(None), "marker {m} after pass 1");
+        }
+        assert_eq!(log.aborted_between(Offset(0), log.log_end_offset()), vec![(7, 0)]);
+        // Pass 2: the emptied transactions' markers get a horizon; the others none.
+        let t2 = T0 + 10;
+        clean_at(&log, t2).await;
+        assert_eq!(marker_at(&log, abort_at).await, Some(Some(t2 + RETENTION_MS)));
+        assert_eq!(marker_at(&log, superseded_commit_at).await, Some(Some(t2 + RETENTION_MS)));
+        assert_eq!(marker_at(&log, kept_commit_at).await, Some(None));
+        assert_eq!(marker_at(&log, last_commit_at).await, Some(None));
+        let stats = log.clean_stats(t2 + RETENTION_MS).await.expect("stats");
+        assert!(stats.delete_horizon_due, "the markers' horizon schedules a clean: {stats:?}");
+        // Before the horizon: kept (a consumer reading within delete.retention.ms sees them).
+        assert_eq!(clean_at(&log, t2 + RETENTION_MS - 1).await.markers_removed, 0);
+        assert!(marker_at(&log, abort_at).await.is_some());
+        // After it: gone, with the aborted transaction's entry.
+        assert_eq!(clean_at(&log, t2 + RETENTION_MS).await.markers_removed, 2);
+        assert_eq!(marker_at(&log, abort_at).await, None);
+        assert_eq!(marker_at(&log, superseded_commit_at).await, None);
+        assert_eq!(marker_at(&log, kept_commit_at).await, Some(None), "its data survives");
+        assert_eq!(marker_at(&log, last_commit_at).await, Some(None), "its data survives");
+        assert!(log.aborted_between(Offset(0), log.log_end_offset()).is_empty());
+        assert_eq!(values(&log, "j").await.0, vec![b"kept".to_vec()]);
+        assert_eq!(values(&log, "a").await.0, vec![b"2".to_vec()]);
+        assert_eq!(values(&log, "k").await.0, Vec::<Vec<u8>>::new());
+        let end = log.log_end_offset();
+        log.close().await.expect("close");
+
+        let log = open_log(&fs).await;
+        assert_eq!(log.first_unstable_offset(end), None, "no transaction is open after restart");
+        assert!(log.ongoing_txns().is_empty());
+        assert!(log.aborted_between(Offset(0), end).is_empty());
+        assert_eq!(marker_at(&log, abort_at).await, None);
+        log.close().await.expect("close");
+    });
+}
+
+#[test]
+fn a_removed_marker_leaves_no_open_transaction_in_any_snapshot() {
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let log = open_log(&fs).await;
+        // Producer 5's aborted T1 starts in one segment and its marker lands in a later one,
+        // so the snapshot taken at the roll in between holds T1 open.
+        log.append(batch("x", b"aborted", 5, 0), Epoch(0), T0).await.expect("append");
+        fill(&log, 10).await;
+        let abort_at = marker(&log, 5, false).await;
+        // T2 (committed) so T1's batch is not producer 5's last.
+        log.append(batch("y", b"committed", 5, 1), Epoch(0), T0).await.expect("append");
+        marker(&log, 5, true).await;
+        fill(&log, 20).await;
+        log.flush().await.expect("flush");
+        let snapshots = |fs: Rc<MemFileSystem>| async move {
+            let mut v: Vec<i64> = fs
+                .list_dir(Path::new(DIR))
+                .await
+                .expect("list")
+                .iter()
+                .filter_map(|n| n.strip_suffix(".snapshot").and_then(|d| d.parse().ok()))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let before = snapshots(fs.clone()).await;
+        assert!(before.iter().any(|s| *s > 0 && *s <= abort_at), "a snapshot inside T1: {before:?}");
+        for (i, now) in [T0, T0 + 10, T0 + 10 + RETENTION_MS].into_iter().enumerate() {
+            let out = clean_at(&log, now).await;
+            assert_eq!(out.markers_removed, u64::from(i == 2), "pass {i}: {out:?}");
+        }
+        assert_eq!(marker_at(&log, abort_at).await, None);
+        let after = snapshots(fs.clone()).await;
+        assert!(after.iter().all(|s| *s > abort_at), "snapshots at or below the marker go: {after:?}");
+        let end = log.log_end_offset();
+        log.close().await.expect("close");
+
+        // Restart from the snapshots left: nothing open, nothing aborted.
+        let log = open_log(&fs).await;
+        assert_eq!(log.first_unstable_offset(end), None);
+        assert!(log.aborted_between(Offset(0), end).is_empty());
+        log.close().await.expect("close");
+        // Restart with every snapshot lost: a replay of the whole cleaned log agrees.
+        for s in snapshots(fs.clone()).await {
+            let path = Path::new(DIR).join(format!("{s:020}.snapshot"));
+            fs.remove_file(&path).await.expect("remove snapshot");
+        }
+        let log = open_log(&fs).await;
+        assert_eq!(log.first_unstable_offset(end), None);
+        assert!(log.ongoing_txns().is_empty());
+        assert!(log.aborted_between(Offset(0), end).is_empty());
+        assert_eq!(values(&log, "y").await.0, vec![b"committed".to_vec()]);
         log.close().await.expect("close");
     });
 }

@@ -131,6 +131,14 @@ impl ProducerStateMap {
         &self.aborted
     }
 
+    /// Forgets the aborted transactions whose ABORT markers sit at `marker_offsets` (the
+    /// cleaner removes those markers; their data went before). Returns how many went.
+    pub fn forget_aborted(&mut self, marker_offsets: &[i64]) -> usize {
+        let before = self.aborted.len();
+        self.aborted.retain(|a| !marker_offsets.contains(&a.last_offset));
+        before - self.aborted.len()
+    }
+
     /// Forgets aborted transactions wholly below `log_start` (retention removed them).
     pub fn prune_aborted(&mut self, log_start: i64) {
         let keep = self.aborted.partition_point(|a| a.last_offset < log_start);
