@@ -150,11 +150,7 @@ async fn batches(log: &PartitionLog<MemFileSystem>) -> Vec<(i64, bool, i32, Opti
 
 /// The marker (control batch with a record) at `offset`, with its delete horizon.
 async fn marker_at(log: &PartitionLog<MemFileSystem>, offset: i64) -> Option<Option<i64>> {
-    batches(log)
-        .await
-        .into_iter()
-        .find(|b| b.0 == offset && b.1 && b.2 > 0)
-        .map(|b| b.3)
+    batches(log).await.into_iter().find(|b| b.0 == offset && b.1 && b.2 > 0).map(|b| b.3)
 }
 
 const RETENTION_MS: i64 = 1_000;
@@ -164,9 +160,14 @@ fn marker_config() -> LogConfig {
 }
 
 async fn open_log(fs: &Rc<MemFileSystem>) -> PartitionLog<MemFileSystem> {
-    PartitionLog::open(fs.clone(), Path::new(DIR), marker_config(), Rc::new(BatchCache::new(1 << 20)))
-        .await
-        .expect("open")
+    PartitionLog::open(
+        fs.clone(),
+        Path::new(DIR),
+        marker_config(),
+        Rc::new(BatchCache::new(1 << 20)),
+    )
+    .await
+    .expect("open")
 }
 
 async fn fill(log: &PartitionLog<MemFileSystem>, n: usize) {
@@ -186,7 +187,10 @@ async fn marker(log: &PartitionLog<MemFileSystem>, pid: i64, commit: bool) -> i6
     info.last_offset.0
 }
 
-async fn clean_at(log: &PartitionLog<MemFileSystem>, now_ms: i64) -> shardlog::storage::CleanOutcome {
+async fn clean_at(
+    log: &PartitionLog<MemFileSystem>,
+    now_ms: i64,
+) -> shardlog::storage::CleanOutcome {
     let throttle = Throttler::unlimited();
     let opts = CleanOptions {
         key_map_bytes: 1 << 20,
@@ -288,14 +292,20 @@ fn a_removed_marker_leaves_no_open_transaction_in_any_snapshot() {
             v
         };
         let before = snapshots(fs.clone()).await;
-        assert!(before.iter().any(|s| *s > 0 && *s <= abort_at), "a snapshot inside T1: {before:?}");
+        assert!(
+            before.iter().any(|s| *s > 0 && *s <= abort_at),
+            "a snapshot inside T1: {before:?}"
+        );
         for (i, now) in [T0, T0 + 10, T0 + 10 + RETENTION_MS].into_iter().enumerate() {
             let out = clean_at(&log, now).await;
             assert_eq!(out.markers_removed, u64::from(i == 2), "pass {i}: {out:?}");
         }
         assert_eq!(marker_at(&log, abort_at).await, None);
         let after = snapshots(fs.clone()).await;
-        assert!(after.iter().all(|s| *s > abort_at), "snapshots at or below the marker go: {after:?}");
+        assert!(
+            after.iter().all(|s| *s > abort_at),
+            "snapshots at or below the marker go: {after:?}"
+        );
         let end = log.log_end_offset();
         log.close().await.expect("close");
 

@@ -284,7 +284,8 @@ impl<F: FileSystem> LogInner<F> {
                 continue;
             }
             let path = self.snapshot_path(o);
-            let data = self.fs.read_file(&path).await.map_err(StorageError::io("read", &path, 0))?;
+            let data =
+                self.fs.read_file(&path).await.map_err(StorageError::io("read", &path, 0))?;
             // A bad snapshot is skipped at load anyway.
             let Some(Ok((at, mut state))) = data.as_deref().map(ProducerStateMap::decode) else {
                 continue;

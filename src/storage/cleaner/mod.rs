@@ -700,8 +700,7 @@ impl CleanedSegment {
             self.pending_empty = Some(b.clone());
             return Ok(());
         }
-        let fences_epoch =
-            self.marker_only_epochs.get(&h.producer_id) == Some(&h.producer_epoch);
+        let fences_epoch = self.marker_only_epochs.get(&h.producer_id) == Some(&h.producer_epoch);
         // Only COMMIT and ABORT markers go (any other control record stays).
         let commit = control_batch_commit(b);
         if !empty_txn || fences_epoch || commit.is_none() {

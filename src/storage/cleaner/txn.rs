@@ -49,7 +49,8 @@ mod tests {
     use crate::storage::records::{build_batch, NewRecord};
 
     fn data(pid: i64, transactional: bool) -> BatchHeader {
-        let rec = NewRecord { key: Some(b"k"), value: Some(b"v"), timestamp_ms: 1, headers: vec![] };
+        let rec =
+            NewRecord { key: Some(b"k"), value: Some(b"v"), timestamp_ms: 1, headers: vec![] };
         let b = build_batch(&[rec], crate::storage::batch::Compression::None);
         let mut h = BatchHeader::parse(&b).expect("header");
         h.producer_id = pid;
