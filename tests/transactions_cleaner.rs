@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use shardlog::io::mem::MemFileSystem;
 use shardlog::io::{run_local, FileSystem};
 use shardlog::storage::batch::{recompute_crc, BatchHeader, Compression};
+use shardlog::storage::cleaner::swap::SwapStep;
 use shardlog::storage::cleaner::throttle::Throttler;
 use shardlog::storage::producer_state::encode_marker;
 use shardlog::storage::records::{build_batch, NewRecord};
@@ -191,13 +192,22 @@ async fn clean_at(
     log: &PartitionLog<MemFileSystem>,
     now_ms: i64,
 ) -> shardlog::storage::CleanOutcome {
+    clean_until(log, now_ms, None).await
+}
+
+/// A forced pass at `now_ms`, stopped after `stop_after` of its first swap if given.
+async fn clean_until(
+    log: &PartitionLog<MemFileSystem>,
+    now_ms: i64,
+    stop_after: Option<SwapStep>,
+) -> shardlog::storage::CleanOutcome {
     let throttle = Throttler::unlimited();
     let opts = CleanOptions {
         key_map_bytes: 1 << 20,
         throttle: &throttle,
         abort: &|| false,
         force: true,
-        stop_after: None,
+        stop_after,
     };
     let out = log.clean(now_ms, &opts).await.expect("clean");
     assert!(out.cleaned, "{out:?}");
@@ -326,4 +336,49 @@ fn a_removed_marker_leaves_no_open_transaction_in_any_snapshot() {
         assert_eq!(values(&log, "y").await.0, vec![b"committed".to_vec()]);
         log.close().await.expect("close");
     });
+}
+
+#[test]
+fn a_crash_while_markers_go_leaves_no_aborted_entry_without_its_marker() {
+    let steps = [
+        Some(SwapStep::CleanedWritten),
+        Some(SwapStep::RenamedToSwap),
+        Some(SwapStep::OldRenamedToDeleted),
+        None,
+    ];
+    for stop_after in steps {
+        run_local(async move {
+            let fs = Rc::new(MemFileSystem::new());
+            let log = open_log(&fs).await;
+            log.append(batch("x", b"aborted", 5, 0), Epoch(0), T0).await.expect("append");
+            let abort_at = marker(&log, 5, false).await;
+            log.append(batch("y", b"committed", 5, 1), Epoch(0), T0).await.expect("append");
+            marker(&log, 5, true).await;
+            fill(&log, 30).await;
+            log.flush().await.expect("flush");
+            clean_at(&log, T0).await;
+            clean_at(&log, T0 + 10).await;
+            assert!(marker_at(&log, abort_at).await.is_some_and(|h| h.is_some()));
+            // The pass that removes the marker, cut short at `stop_after`, then SIGKILL.
+            clean_until(&log, T0 + 10 + RETENTION_MS, stop_after).await;
+            let end = log.log_end_offset();
+            drop(log);
+            let crashed = Rc::new(fs.crash());
+            let log = open_log(&crashed).await;
+            let aborted = log.aborted_between(Offset(0), end);
+            let marker_left = marker_at(&log, abort_at).await.is_some();
+            assert!(
+                aborted.is_empty() || marker_left,
+                "{stop_after:?}: {aborted:?} without its marker"
+            );
+            assert_eq!(log.first_unstable_offset(end), None, "{stop_after:?}");
+            assert!(log.ongoing_txns().is_empty(), "{stop_after:?}");
+            assert_eq!(values(&log, "y").await.0, vec![b"committed".to_vec()]);
+            // A later pass finishes the job.
+            clean_at(&log, T0 + 20 + RETENTION_MS).await;
+            assert_eq!(marker_at(&log, abort_at).await, None, "{stop_after:?}");
+            assert!(log.aborted_between(Offset(0), end).is_empty());
+            log.close().await.expect("close");
+        });
+    }
 }

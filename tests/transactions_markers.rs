@@ -21,6 +21,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::Wire;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
 use shardlog::storage::batch::{scan_batch, ScanStep};
 
 const TOPIC: &str = "markers";
@@ -112,6 +117,22 @@ fn markers_between(batches: &[(i64, bool, i32)], after: i64, before: i64) -> Vec
         .collect()
 }
 
+/// The latest offset ListOffsets answers at `isolation` (0: the high watermark, 1: the last
+/// stable offset).
+fn latest_offset(addr: &str, isolation: i8) -> i64 {
+    let part = ListOffsetsPartition::default().with_partition_index(0).with_timestamp(-1);
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partitions(vec![part])]);
+    let resp: ListOffsetsResponse = Wire::connect(addr).call(ApiKey::ListOffsets, 5, &req);
+    let p = &resp.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0, "ListOffsets isolation {isolation}");
+    p.offset
+}
+
 fn range(v: &serde_json::Value, t: &str) -> (i64, i64) {
     (v[t][0].as_i64().expect("first"), v[t][1].as_i64().expect("last"))
 }
@@ -181,6 +202,9 @@ fn markers_leave_the_segment_files_after_the_delete_horizon() {
     let after_restart = stored_batches(dir.path());
     assert!(markers_between(&after_restart, t1.1, t2.0).is_empty());
     assert!(markers_between(&after_restart, t2.1, t3.0).is_empty());
+    let (lso, hw) = (latest_offset(&addr, 1), latest_offset(&addr, 0));
+    assert_eq!(lso, hw, "no transaction open after the restart");
     let checked = py(&python, &addr, &["check"]);
     eprintln!("[markers] consumers after a SIGKILL and restart: {checked}");
+    assert_eq!(latest_offset(&addr, 1), latest_offset(&addr, 0));
 }

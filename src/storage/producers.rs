@@ -9,6 +9,8 @@
 //! the log (roll, close), so one above the log end after a crash describes lost data and is
 //! deleted before loading; snapshots are replaced atomically (write temp, fsync, rename,
 //! fsync dir) and CRC-checked on load (a bad one is skipped: the log is replayed further).
+//! When the cleaner removes transaction markers, the snapshots are first made to agree with
+//! the cleaned log ([`LogInner::forget_removed_markers`]).
 
 use std::path::{Path, PathBuf};
 

@@ -19,8 +19,20 @@
 //! I/O goes through the shard's [`throttle::Throttler`]. Each rewritten group is swapped in
 //! crash-safely (see [`swap`]); the checkpoint is persisted last.
 //!
-//! Invariants: offsets never change (gaps appear); keyless records and control batches are
-//! kept; each live idempotent producer's last batch is kept (maybe empty, as Kafka does);
+//! Transactions: aborted data maps no key and loses its records; nothing at or past the
+//! first offset of an open transaction is cleaned. A marker (control batch) is kept while its
+//! transaction has a batch left in the log ([`txn::TxnTracker`], one walk over the whole
+//! cleaned range per pass); once it has none, it gets a delete horizon like a tombstone and
+//! the first clean after the horizon removes it, except a producer's markers of its current
+//! epoch when no data batch of it is left (they fence older epochs on replay). Before
+//! swapping markers out, the removed ABORT markers' aborted-transaction entries leave the
+//! producer state and its snapshots, and snapshots at or below the last removed marker are
+//! deleted (`LogInner::forget_removed_markers`), so neither a read_committed fetch nor a
+//! replay after a restart sees a transaction whose marker is gone.
+//!
+//! Invariants: offsets never change (gaps appear); keyless records are kept; a marker is
+//! never removed while a batch of its transaction is in the log, nor before its delete
+//! horizon; each live idempotent producer's last batch is kept (maybe empty, as Kafka does);
 //! the last batch of a segment is kept (maybe empty) so the segment's offset range, and
 //! thus recovery's end-of-segment check, is unchanged; a group is swapped only under the
 //! append lock and only if all its segments are still in the log unchanged. Memory: the key
@@ -607,7 +619,8 @@ struct CleanedSegment {
     /// alone): their markers of that epoch stay, as Kafka keeps a producer's last marker,
     /// so replaying the log still fences older epochs.
     marker_only_epochs: std::collections::HashMap<i64, i16>,
-    /// Offsets of the ABORT markers removed (their aborted-transaction entries go too).
+    /// Offsets of the ABORT markers removed, ascending (their aborted-transaction entries go
+    /// too).
     removed_aborts: Vec<i64>,
     /// The offset of the last marker removed.
     last_removed_marker: Option<i64>,

@@ -131,11 +131,12 @@ impl ProducerStateMap {
         &self.aborted
     }
 
-    /// Forgets the aborted transactions whose ABORT markers sit at `marker_offsets` (the
-    /// cleaner removes those markers; their data went before). Returns how many went.
+    /// Forgets the aborted transactions whose ABORT markers sit at `marker_offsets`
+    /// (ascending; the cleaner removes those markers, their data went before). Returns how
+    /// many went.
     pub fn forget_aborted(&mut self, marker_offsets: &[i64]) -> usize {
         let before = self.aborted.len();
-        self.aborted.retain(|a| !marker_offsets.contains(&a.last_offset));
+        self.aborted.retain(|a| marker_offsets.binary_search(&a.last_offset).is_err());
         before - self.aborted.len()
     }
 
@@ -289,6 +290,9 @@ mod tests {
         // Round trip through a snapshot at the log end.
         let (at, back) = ProducerStateMap::decode(&m.encode(17)).expect("decode");
         assert_eq!((at, &back), (17, &m));
+        let mut forgot = m.clone();
+        assert_eq!(forgot.forget_aborted(&[13, 14]), 1, "the marker at 14 went");
+        assert!(forgot.aborted_txns().is_empty() && forgot.aborted_between(0, 100).is_empty());
         m.prune_aborted(15);
         assert!(m.aborted_txns().is_empty());
     }
