@@ -2,6 +2,10 @@
 //! transactions (and never lets an aborted value supersede a committed one), keeps a
 //! marker while its transaction has data in the log and removes it after the delete
 //! horizon, and cleans nothing at or past the first offset of a transaction still open.
+//! A model test runs random transactions, plain writes and cleans and checks after every
+//! clean and after restarts: no data of an ended transaction without its marker, aborted
+//! entries exactly for the ABORT markers left, read_committed's latest values, and only the
+//! model's open transactions open.
 
 use std::path::Path;
 use std::rc::Rc;
@@ -195,6 +199,19 @@ async fn clean_at(
     clean_until(log, now_ms, None).await
 }
 
+/// A forced pass at `now_ms` (which does nothing while no segment is sealed).
+async fn try_clean(log: &PartitionLog<MemFileSystem>, now_ms: i64) {
+    let throttle = Throttler::unlimited();
+    let opts = CleanOptions {
+        key_map_bytes: 1 << 20,
+        throttle: &throttle,
+        abort: &|| false,
+        force: true,
+        stop_after: None,
+    };
+    log.clean(now_ms, &opts).await.expect("clean");
+}
+
 /// A forced pass at `now_ms`, stopped after `stop_after` of its first swap if given.
 async fn clean_until(
     log: &PartitionLog<MemFileSystem>,
@@ -378,6 +395,198 @@ fn a_crash_while_markers_go_leaves_no_aborted_entry_without_its_marker() {
             clean_at(&log, T0 + 20 + RETENTION_MS).await;
             assert_eq!(marker_at(&log, abort_at).await, None, "{stop_after:?}");
             assert!(log.aborted_between(Offset(0), end).is_empty());
+            log.close().await.expect("close");
+        });
+    }
+}
+
+/// One step of the model test.
+#[derive(Clone, Debug)]
+enum Op {
+    /// A transactional record of producer `pid` (opens its transaction if none is open).
+    Txn { pid: i64, key: u8 },
+    /// The coordinator ends `pid`'s open transaction (nothing if none is open).
+    End { pid: i64, commit: bool },
+    /// A plain record.
+    Plain { key: u8 },
+    /// Filler, so segments roll.
+    Fill,
+    /// A forced clean `advance_ms` later.
+    Clean { advance_ms: i64 },
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (1i64..4, 0u8..4).prop_map(|(pid, key)| Op::Txn { pid, key }),
+        3 => (1i64..4, any::<bool>()).prop_map(|(pid, commit)| Op::End { pid, commit }),
+        2 => (0u8..4).prop_map(|key| Op::Plain { key }),
+        2 => Just(Op::Fill),
+        2 => (0i64..1_500).prop_map(|advance_ms| Op::Clean { advance_ms }),
+    ]
+}
+
+/// What the model knows of a transaction: producer, first data offset, marker offset and
+/// outcome once ended.
+#[derive(Clone, Copy, Debug)]
+struct ModelTxn {
+    pid: i64,
+    first: i64,
+    end: Option<(i64, bool)>,
+}
+
+/// Checks the cleaned log against the model: every data batch of an ended transaction still
+/// has its marker; the aborted transactions listed are exactly those whose ABORT marker is
+/// still there; read_committed's latest value of every key is the model's.
+async fn check_against_model(
+    log: &PartitionLog<MemFileSystem>,
+    txns: &[ModelTxn],
+    records: &[(i64, u8, u32, Option<usize>)],
+) {
+    let all = log.read(Offset(0), usize::MAX, log.log_end_offset()).await.expect("read");
+    let txn_of = |pid: i64, offset: i64| {
+        txns.iter().position(|t| {
+            t.pid == pid && t.first <= offset && t.end.is_none_or(|(m, _)| offset < m)
+        })
+    };
+    let mut at = 0;
+    let mut markers = std::collections::BTreeSet::new();
+    let mut data_txns = std::collections::BTreeSet::new();
+    let mut latest: std::collections::BTreeMap<u8, (i64, u32)> = Default::default();
+    while at < all.len() {
+        let h = BatchHeader::parse(&all[at..]).expect("batch");
+        let mut one = all.slice(at..at + h.total_size());
+        at += h.total_size();
+        if h.is_control() {
+            if h.records_count > 0 {
+                markers.insert(h.last_offset());
+            }
+            continue;
+        }
+        let txn = (h.is_transactional()).then(|| txn_of(h.producer_id, h.base_offset)).flatten();
+        if let Some(t) = txn {
+            data_txns.insert(t);
+        }
+        let aborted = txn.is_some_and(|t| txns[t].end.is_some_and(|(_, commit)| !commit));
+        let open = txn.is_some_and(|t| txns[t].end.is_none());
+        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut one).expect("decode");
+        for r in set.records {
+            let key = r.key.as_deref().expect("key")[0];
+            let value =
+                u32::from_be_bytes(r.value.as_deref().expect("value")[..4].try_into().unwrap());
+            if key < 4 && !aborted && !open {
+                latest.insert(key, (r.offset, value));
+            }
+        }
+    }
+    for t in &data_txns {
+        if let Some((m, _)) = txns[*t].end {
+            assert!(markers.contains(&m), "data of {:?} left without its marker", txns[*t]);
+        }
+    }
+    // By marker offset, as the partition lists them.
+    let mut want_aborted: Vec<(i64, i64, i64)> = txns
+        .iter()
+        .filter_map(|t| match t.end {
+            Some((m, false)) if markers.contains(&m) => Some((m, t.pid, t.first)),
+            _ => None,
+        })
+        .collect();
+    want_aborted.sort_unstable();
+    let want_aborted: Vec<(i64, i64)> = want_aborted.iter().map(|a| (a.1, a.2)).collect();
+    assert_eq!(log.aborted_between(Offset(0), log.log_end_offset()), want_aborted);
+    let mut want: std::collections::BTreeMap<u8, (i64, u32)> = Default::default();
+    for (offset, key, value, txn) in records {
+        let visible = txn.is_none_or(|t| txns[t].end.is_some_and(|(_, commit)| commit));
+        if visible {
+            want.insert(*key, (*offset, *value));
+        }
+    }
+    assert_eq!(latest, want, "read_committed's latest value per key");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 32, ..Default::default() })]
+
+    /// Random transactions, plain writes and cleans: after every clean the cleaned log
+    /// agrees with the model, and a restart (clean, then SIGKILL) finds no open transaction
+    /// but those the model has open.
+    #[test]
+    fn cleaned_markers_match_the_model(ops in proptest::collection::vec(op(), 1..80)) {
+        run_local(async move {
+            let fs = Rc::new(MemFileSystem::new());
+            let mut log = open_log(&fs).await;
+            let mut now = T0;
+            let mut seq = [0i32; 4];
+            let mut open: [Option<usize>; 4] = [None; 4];
+            let mut txns: Vec<ModelTxn> = Vec::new();
+            // (offset, key, value, transaction)
+            let mut records: Vec<(i64, u8, u32, Option<usize>)> = Vec::new();
+            let mut value = 0u32;
+            let ops = ops.into_iter().chain([Op::Fill, Op::Fill, Op::Fill]);
+            for op in ops {
+                match op {
+                    Op::Txn { pid, key } => {
+                        value += 1;
+                        let k = char::from(key).to_string();
+                        let b = batch(&k, &value.to_be_bytes(), pid, seq[pid as usize]);
+                        seq[pid as usize] += 1;
+                        let info = log.append(b, Epoch(0), T0).await.expect("append");
+                        let o = info.base_offset.0;
+                        let t = *open[pid as usize].get_or_insert_with(|| {
+                            txns.push(ModelTxn { pid, first: o, end: None });
+                            txns.len() - 1
+                        });
+                        records.push((o, key, value, Some(t)));
+                    }
+                    Op::End { pid, commit } => {
+                        if let Some(t) = open[pid as usize].take() {
+                            txns[t].end = Some((marker(&log, pid, commit).await, commit));
+                        }
+                    }
+                    Op::Plain { key } => {
+                        value += 1;
+                        let b = batch(&char::from(key).to_string(), &value.to_be_bytes(), -1, -1);
+                        let info = log.append(b, Epoch(0), T0).await.expect("append");
+                        records.push((info.base_offset.0, key, value, None));
+                    }
+                    Op::Fill => fill(&log, 4).await,
+                    Op::Clean { advance_ms } => {
+                        now += advance_ms;
+                        log.flush().await.expect("flush");
+                        try_clean(&log, now).await;
+                        check_against_model(&log, &txns, &records).await;
+                    }
+                }
+            }
+            let open_now: Vec<(i64, i64)> = {
+                let mut v: Vec<(i64, i64)> = open
+                    .iter()
+                    .flatten()
+                    .map(|t| (txns[*t].pid, txns[*t].first))
+                    .collect();
+                v.sort_unstable_by_key(|x| x.1);
+                v
+            };
+            // Passes far apart: emptied transactions' markers get a horizon, then go.
+            for k in 1..=3 {
+                fill(&log, 4).await;
+                log.flush().await.expect("flush");
+                try_clean(&log, now + k * 10 * RETENTION_MS).await;
+                check_against_model(&log, &txns, &records).await;
+            }
+            for restart in 0..2 {
+                if restart == 0 {
+                    log.close().await.expect("close");
+                    log = open_log(&fs).await;
+                } else {
+                    drop(log);
+                    let crashed = Rc::new(fs.crash());
+                    log = open_log(&crashed).await;
+                }
+                assert_eq!(log.ongoing_txns(), open_now, "restart {restart}");
+                check_against_model(&log, &txns, &records).await;
+            }
             log.close().await.expect("close");
         });
     }
