@@ -8,7 +8,7 @@
 //! aborted one, a later transaction of the same producer is visible to read_committed (no
 //! stale aborted-transaction entry hides it), and the last stable offset equals the high
 //! watermark; all of it again after a SIGKILL and restart. The segment files are read with
-//! our own batch parser. Needs `tests/interop/install.sh` (skipped otherwise, said on
+//! our own batch parser, and once with Kafka's `DumpLogSegments` (when its jars are there). Needs `tests/interop/install.sh` (skipped otherwise, said on
 //! stderr). Ports: 127.0.0.1:32200-32203. Figures (time and fill rounds until the markers
 //! went) are printed, not asserted.
 
@@ -133,6 +133,54 @@ fn latest_offset(addr: &str, isolation: i8) -> i64 {
     p.offset
 }
 
+/// Offsets of the markers Kafka's own `DumpLogSegments` finds in a copy of the partition's
+/// segment files (it must read them all, every batch valid); `None` without Kafka's jars.
+fn kafka_dump_markers(dir: &Path) -> Option<Vec<i64>> {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let cp = Command::new(repo.join("perf/kafka/kafka.sh")).arg("classpath").output().ok()?;
+    let cp = String::from_utf8_lossy(&cp.stdout).trim().to_string();
+    if cp.is_empty() || !repo.join(".interop-cache/kafka-4.1.2/libs").exists() {
+        return None;
+    }
+    let copy = tempfile::tempdir().expect("tempdir");
+    let part = dir.join(format!("{TOPIC}-0"));
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&part)
+        .expect("partition dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    // The active segment is preallocated (zeros past its end), which Kafka's reader refuses;
+    // the cleaned ones are all sealed.
+    logs.pop();
+    let mut files = Vec::new();
+    for p in logs {
+        let to = copy.path().join(p.file_name().expect("name"));
+        // A segment the cleaner swapped meanwhile: skip it (the Rust reader checks all).
+        if std::fs::copy(&p, &to).is_ok() {
+            files.push(to.display().to_string());
+        }
+    }
+    let out = Command::new("java")
+        .args(["-cp", &cp, "kafka.tools.DumpLogSegments", "--deep-iteration", "--files"])
+        .arg(files.join(","))
+        .output()
+        .expect("run DumpLogSegments");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "DumpLogSegments failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("isvalid: false"), "an invalid batch: {stdout}");
+    let markers = stdout
+        .lines()
+        .filter(|l| l.contains("endTxnMarker:"))
+        .filter_map(|l| l.split("offset: ").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect();
+    Some(markers)
+}
+
 fn range(v: &serde_json::Value, t: &str) -> (i64, i64) {
     (v[t][0].as_i64().expect("first"), v[t][1].as_i64().expect("last"))
 }
@@ -193,6 +241,14 @@ fn markers_leave_the_segment_files_after_the_delete_horizon() {
     let after = stored_batches(dir.path());
     assert_eq!(markers_between(&after, t3.1, t4.0).len(), 1, "T3's data survive: marker kept");
     assert_eq!(markers_between(&after, t4.1, i64::MAX).len(), 1, "T4's marker kept");
+    match kafka_dump_markers(dir.path()) {
+        Some(markers) => {
+            eprintln!("[markers] DumpLogSegments finds markers at {markers:?}");
+            assert!(!markers.iter().any(|m| *m > t1.1 && *m < t3.0), "T1's or T2's marker");
+            assert!(markers.iter().any(|m| *m > t3.1 && *m < t4.0), "T3's marker");
+        }
+        None => eprintln!("[markers] Kafka's jars not installed: DumpLogSegments skipped"),
+    }
     let checked = py(&python, &addr, &["check"]);
     eprintln!("[markers] consumers after the clean: {checked}");
 
