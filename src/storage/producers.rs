@@ -9,6 +9,8 @@
 //! the log (roll, close), so one above the log end after a crash describes lost data and is
 //! deleted before loading; snapshots are replaced atomically (write temp, fsync, rename,
 //! fsync dir) and CRC-checked on load (a bad one is skipped: the log is replayed further).
+//! When the cleaner removes transaction markers, the snapshots are first made to agree with
+//! the cleaned log ([`LogInner::forget_removed_markers`]).
 
 use std::path::{Path, PathBuf};
 
@@ -254,6 +256,56 @@ impl<F: FileSystem> LogInner<F> {
             tracing::info!(dir = %self.dir.display(), producers = gone, "expired producer ids");
         }
         gone
+    }
+
+    /// Before the cleaner swaps out markers (the last at `last_marker`), makes the producer
+    /// state agree with the cleaned log: the aborted transactions of the removed ABORT
+    /// markers (`aborted_markers`) are forgotten in memory and in every snapshot, and
+    /// snapshots at or below `last_marker` are deleted (one may hold a transaction open
+    /// whose marker goes: a replay from it would never close it). Done first, under the
+    /// append lock (no roll or truncation writes or deletes a snapshot meanwhile): a crash
+    /// before the swap leaves markers whose transactions hold no data, which mean nothing to
+    /// readers; the reverse (an aborted entry without its marker) would hide a later
+    /// transaction of the producer from read_committed consumers. The latest snapshot, taken
+    /// at the active segment's base, lies above every cleaned offset and is only rewritten.
+    pub(super) async fn forget_removed_markers(
+        &self,
+        aborted_markers: &[i64],
+        last_marker: i64,
+    ) -> Result<(), StorageError> {
+        let _turn = self.append_lock.acquire().await;
+        self.st.borrow_mut().producers.forget_aborted(aborted_markers);
+        let mut changed = false;
+        for o in self.snapshot_offsets().await? {
+            if o <= last_marker {
+                self.remove_snapshot(o).await?;
+                changed = true;
+                continue;
+            }
+            if aborted_markers.is_empty() {
+                continue;
+            }
+            let path = self.snapshot_path(o);
+            let data =
+                self.fs.read_file(&path).await.map_err(StorageError::io("read", &path, 0))?;
+            // A bad snapshot is skipped at load anyway.
+            let Some(Ok((at, mut state))) = data.as_deref().map(ProducerStateMap::decode) else {
+                continue;
+            };
+            if state.forget_aborted(aborted_markers) > 0 {
+                self.fs
+                    .write_file_atomic(&path, &state.encode(at))
+                    .await
+                    .map_err(StorageError::io("snapshot", &path, 0))?;
+            }
+        }
+        if changed {
+            self.fs
+                .sync_dir(&self.dir)
+                .await
+                .map_err(StorageError::io("sync dir", &self.dir, 0))?;
+        }
+        Ok(())
     }
 
     /// Forgets every producer and deletes every snapshot (the log was emptied).

@@ -19,8 +19,20 @@
 //! I/O goes through the shard's [`throttle::Throttler`]. Each rewritten group is swapped in
 //! crash-safely (see [`swap`]); the checkpoint is persisted last.
 //!
-//! Invariants: offsets never change (gaps appear); keyless records and control batches are
-//! kept; each live idempotent producer's last batch is kept (maybe empty, as Kafka does);
+//! Transactions: aborted data maps no key and loses its records; nothing at or past the
+//! first offset of an open transaction is cleaned. A marker (control batch) is kept while its
+//! transaction has a batch left in the log ([`txn::TxnTracker`], one walk over the whole
+//! cleaned range per pass); once it has none, it gets a delete horizon like a tombstone and
+//! the first clean after the horizon removes it, except a producer's markers of its current
+//! epoch when no data batch of it is left (they fence older epochs on replay). Before
+//! swapping markers out, the removed ABORT markers' aborted-transaction entries leave the
+//! producer state and its snapshots, and snapshots at or below the last removed marker are
+//! deleted (`LogInner::forget_removed_markers`), so neither a read_committed fetch nor a
+//! replay after a restart sees a transaction whose marker is gone.
+//!
+//! Invariants: offsets never change (gaps appear); keyless records are kept; a marker is
+//! never removed while a batch of its transaction is in the log, nor before its delete
+//! horizon; each live idempotent producer's last batch is kept (maybe empty, as Kafka does);
 //! the last batch of a segment is kept (maybe empty) so the segment's offset range, and
 //! thus recovery's end-of-segment check, is unchanged; a group is swapped only under the
 //! append lock and only if all its segments are still in the log unchanged. Memory: the key
@@ -30,6 +42,7 @@ mod filter;
 pub mod keymap;
 pub mod swap;
 pub mod throttle;
+mod txn;
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -40,11 +53,12 @@ use self::keymap::OffsetMap;
 use self::swap::SWAP_SUFFIX;
 use self::swap::{rename, suffixed, sync_dir, write_whole, SwapStep, CLEANED_SUFFIX, SWAP_ORDER};
 use self::throttle::Throttler;
+use self::txn::TxnTracker;
 use super::batch::{scan_batch, BatchHeader, ScanStep};
 use super::checkpoint::{self, CLEANER_CHECKPOINT_FILE};
 use super::error::StorageError;
 use super::log::LogInner;
-use super::producer_state::AbortedTxn;
+use super::producer_state::{control_batch_commit, AbortedTxn};
 use super::segment::{Segment, LOG_SUFFIX};
 use crate::constants::{CLEANER_READ_CHUNK_BYTES, THROTTLE_ABORT_CHECK_MS};
 use crate::io::{DataFile, FileSystem};
@@ -68,6 +82,8 @@ pub struct CleanOutcome {
     pub clean_end: Offset,
     /// The key map filled before the dirty section's end.
     pub map_full: bool,
+    /// Transaction markers removed (their delete horizon had passed).
+    pub markers_removed: u64,
 }
 
 /// How dirty a compacted log is (Kafka's `LogToClean`), for choosing which log to clean.
@@ -271,9 +287,13 @@ impl<F: FileSystem> LogInner<F> {
         out.cleaned = true;
         let mut latest_horizon: Option<i64> = None;
         let to_clean: Vec<Span> = spans.iter().filter(|s| s.base < end).copied().collect();
+        // One walk over the whole cleaned range, carried across groups: whether each
+        // marker's transaction still has data below it.
+        let mut txns = TxnTracker::default();
         for group in group_by_size(&to_clean, &self.cfg()) {
             // DeleteRecords or retention may have removed a member meanwhile.
-            let Some(cleaned) = self.clean_group(&group, &map, now_ms, opts, &mut out).await?
+            let Some(cleaned) =
+                self.clean_group(&group, &map, &mut txns, now_ms, opts, &mut out).await?
             else {
                 if (opts.abort)() {
                     return Ok(aborted(out));
@@ -291,8 +311,12 @@ impl<F: FileSystem> LogInner<F> {
             if (opts.abort)() {
                 return Ok(aborted(out));
             }
+            if let Some(last) = cleaned.last_removed_marker {
+                self.forget_removed_markers(&cleaned.removed_aborts, last).await?;
+            }
             if self.swap_in(&group, &cleaned.batches, opts.stop_after).await? {
                 out.segments_rewritten += group.len() as u64;
+                out.markers_removed += cleaned.markers_removed;
             }
             if opts.stop_after.is_some() {
                 return Ok(out);
@@ -377,14 +401,25 @@ impl<F: FileSystem> LogInner<F> {
         &self,
         group: &[Span],
         map: &OffsetMap,
+        txns: &mut TxnTracker,
         now_ms: i64,
         opts: &CleanOptions<'_>,
         out: &mut CleanOutcome,
     ) -> Result<Option<CleanedSegment>, StorageError> {
-        let mut cleaned = CleanedSegment {
-            producer_last_offsets: self.st.borrow().producers.last_offsets(),
-            aborted: self.st.borrow().producers.aborted_txns().to_vec(),
-            ..CleanedSegment::default()
+        let mut cleaned = {
+            let st = self.st.borrow();
+            CleanedSegment {
+                producer_last_offsets: st.producers.last_offsets(),
+                aborted: st.producers.aborted_txns().to_vec(),
+                marker_only_epochs: st
+                    .producers
+                    .entries()
+                    .into_iter()
+                    .filter(|(_, e)| e.batches().is_empty())
+                    .map(|(id, e)| (id, e.epoch))
+                    .collect(),
+                ..CleanedSegment::default()
+            }
         };
         let retention_ms = self.cfg().delete_retention_ms;
         for span in group {
@@ -394,7 +429,7 @@ impl<F: FileSystem> LogInner<F> {
                 if (opts.abort)() {
                     return Ok(None);
                 }
-                cleaned.add(&b, map, now_ms, retention_ms)?;
+                cleaned.add(&b, map, txns, now_ms, retention_ms)?;
             }
         }
         cleaned.finish();
@@ -578,8 +613,18 @@ struct CleanedSegment {
     /// the log finds the producer's sequence.
     producer_last_offsets: std::collections::HashMap<i64, i64>,
     /// The log's aborted transactions: their data batches lose every record (Kafka's
-    /// cleaner removes aborted data; the markers stay).
+    /// cleaner removes aborted data; their markers go later, see [`txn`]).
     aborted: Vec<AbortedTxn>,
+    /// Producer id → epoch of producers whose state holds no data batch (known from markers
+    /// alone): their markers of that epoch stay, as Kafka keeps a producer's last marker,
+    /// so replaying the log still fences older epochs.
+    marker_only_epochs: std::collections::HashMap<i64, i16>,
+    /// Offsets of the ABORT markers removed, ascending (their aborted-transaction entries go
+    /// too).
+    removed_aborts: Vec<i64>,
+    /// The offset of the last marker removed.
+    last_removed_marker: Option<i64>,
+    markers_removed: u64,
 }
 
 /// Whether data batch `h` belongs to one of the `aborted` transactions.
@@ -600,15 +645,19 @@ impl CleanedSegment {
         &mut self,
         b: &Bytes,
         map: &OffsetMap,
+        txns: &mut TxnTracker,
         now_ms: i64,
         delete_retention_ms: i64,
     ) -> Result<(), StorageError> {
         let h = BatchHeader::parse(b)?;
-        self.pending_empty = None;
-        if h.is_control() {
-            self.batches.push(b.clone());
-            return Ok(());
+        if self.pending_empty.take().is_some() {
+            // Not the segment's last batch after all: it goes.
+            self.changed = true;
         }
+        if h.is_control() {
+            return self.add_control(b, &h, txns, now_ms, delete_retention_ms);
+        }
+        txns.on_data(&h);
         let horizon = h.delete_horizon_ms();
         let (set, records) = records_of(&h, b)?;
         let aborted = in_aborted_txn(&self.aborted, &h);
@@ -641,6 +690,59 @@ impl CleanedSegment {
             self.pending_empty = Some(rebuilt);
         } else {
             self.batches.push(rebuilt);
+        }
+        Ok(())
+    }
+
+    /// Adds control batch `b` (a marker): kept while its transaction has data in the log;
+    /// once it has none, the first clean sets a KIP-534 delete horizon on it (now +
+    /// `delete.retention.ms`, so consumers reading within that time still see it), and the
+    /// first clean after the horizon removes it. A producer's marker that fences its current
+    /// epoch (no data batch of the producer is left) stays.
+    fn add_control(
+        &mut self,
+        b: &Bytes,
+        h: &BatchHeader,
+        txns: &mut TxnTracker,
+        now_ms: i64,
+        delete_retention_ms: i64,
+    ) -> Result<(), StorageError> {
+        let empty_txn = txns.on_control(h);
+        if h.records_count == 0 {
+            // A marker removed by an earlier clean, kept as its segment's last batch.
+            self.pending_empty = Some(b.clone());
+            return Ok(());
+        }
+        let fences_epoch = self.marker_only_epochs.get(&h.producer_id) == Some(&h.producer_epoch);
+        // Only COMMIT and ABORT markers go (any other control record stays).
+        let commit = control_batch_commit(b);
+        if !empty_txn || fences_epoch || commit.is_none() {
+            self.batches.push(b.clone());
+            return Ok(());
+        }
+        let (set, records) = records_of(h, b)?;
+        match h.delete_horizon_ms() {
+            Some(horizon) if now_ms >= horizon => {
+                self.changed = true;
+                self.markers_removed += 1;
+                self.last_removed_marker = Some(h.last_offset());
+                if commit == Some(false) {
+                    self.removed_aborts.push(h.last_offset());
+                }
+                // Header only, written only if it is the segment's last batch.
+                self.pending_empty = Some(rebuild(h, b, &set, &[], None)?);
+            }
+            Some(horizon) => {
+                self.latest_horizon_ms = self.latest_horizon_ms.max(Some(horizon));
+                self.batches.push(b.clone());
+            }
+            None => {
+                let horizon = now_ms.saturating_add(delete_retention_ms.max(0));
+                let all: Vec<&CleanRecord> = records.iter().collect();
+                self.latest_horizon_ms = self.latest_horizon_ms.max(Some(horizon));
+                self.changed = true;
+                self.batches.push(rebuild(h, b, &set, &all, Some(horizon))?);
+            }
         }
         Ok(())
     }

@@ -131,6 +131,15 @@ impl ProducerStateMap {
         &self.aborted
     }
 
+    /// Forgets the aborted transactions whose ABORT markers sit at `marker_offsets`
+    /// (ascending; the cleaner removes those markers, their data went before). Returns how
+    /// many went.
+    pub fn forget_aborted(&mut self, marker_offsets: &[i64]) -> usize {
+        let before = self.aborted.len();
+        self.aborted.retain(|a| marker_offsets.binary_search(&a.last_offset).is_err());
+        before - self.aborted.len()
+    }
+
     /// Forgets aborted transactions wholly below `log_start` (retention removed them).
     pub fn prune_aborted(&mut self, log_start: i64) {
         let keep = self.aborted.partition_point(|a| a.last_offset < log_start);
@@ -281,6 +290,9 @@ mod tests {
         // Round trip through a snapshot at the log end.
         let (at, back) = ProducerStateMap::decode(&m.encode(17)).expect("decode");
         assert_eq!((at, &back), (17, &m));
+        let mut forgot = m.clone();
+        assert_eq!(forgot.forget_aborted(&[13, 14]), 1, "the marker at 14 went");
+        assert!(forgot.aborted_txns().is_empty() && forgot.aborted_between(0, 100).is_empty());
         m.prune_aborted(15);
         assert!(m.aborted_txns().is_empty());
     }
