@@ -11,6 +11,7 @@
 //! so the server and protocol code stay runtime-agnostic.
 
 pub mod ctx;
+mod heap_trim;
 pub mod mesh;
 
 pub mod runtime;
