@@ -50,7 +50,7 @@ pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// bound so the bound holds the memory: its slot in the cache's B-tree (nodes ~2/3 full), its
 /// slot in the eviction queue, the `Bytes` shared header, and malloc's chunk header and 16-byte
 /// rounding. Measured 177-189 bytes for batches of 80 B-16 KiB (perf/results/2026-12-02-rss.md);
-/// without it, 64 MiB of ~100-byte batches held 186 MiB of heap (issue 19's soak).
+/// without it, 64 MiB of 100-byte batches held 178 MiB of heap (issue 19).
 pub const BATCH_CACHE_ENTRY_OVERHEAD_BYTES: usize = 192;
 /// A read that ends with a disk read of at least this many bytes starts a read-ahead of the
 /// next chunk (catch-up consumers; tailing ones are served from the cache).
