@@ -11,7 +11,6 @@
 //! so the server and protocol code stay runtime-agnostic.
 
 pub mod ctx;
-mod heap_trim;
 pub mod mesh;
 
 pub mod runtime;

@@ -130,7 +130,6 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
         stages: (0..shard_count).map(|_| AtomicU8::new(0)).collect(),
     });
     start_watchdog(shared.clone())?;
-    super::heap_trim::start();
     let mesh = MeshBuilder::<MeshMsg, _>::full(shard_count, MESH_CHANNEL_CAPACITY);
     let spin = Duration::from_micros(config.spin_before_park_us);
     let handles = LocalExecutorPoolBuilder::new(placement(shard_count, config.cpus.as_deref())?)
