@@ -46,6 +46,12 @@ pub const LOG_PREALLOCATE_BYTES_MIN: u64 = 256 * 1024;
 pub const LOG_SEGMENT_OPEN_FILES_MAX_DEFAULT: usize = 1024;
 /// Default per-shard cache of recent batches.
 pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+/// What one batch in the batch cache costs beyond its own bytes, charged against the cache's
+/// bound so the bound holds the memory: its slot in the cache's B-tree (nodes ~2/3 full), its
+/// slot in the eviction queue, the `Bytes` shared header, and malloc's chunk header and 16-byte
+/// rounding. Measured 177-189 bytes for batches of 80 B-16 KiB (perf/results/2026-12-02-rss.md);
+/// without it, 64 MiB of 100-byte batches held 178 MiB of heap (issue 19).
+pub const BATCH_CACHE_ENTRY_OVERHEAD_BYTES: usize = 192;
 /// A read that ends with a disk read of at least this many bytes starts a read-ahead of the
 /// next chunk (catch-up consumers; tailing ones are served from the cache).
 pub const READAHEAD_MIN_READ_BYTES: usize = 256 * 1024;

@@ -2,7 +2,12 @@
 //! is no page cache under O_DIRECT).
 //!
 //! One per shard, shared by every log of that shard through `Rc`. Bounded by bytes; evicts
-//! the oldest insertions first (recent batches are what tailing consumers read). Entries are
+//! the oldest insertions first (recent batches are what tailing consumers read). The bound
+//! counts what an entry really holds: its bytes plus [`BATCH_CACHE_ENTRY_OVERHEAD_BYTES`] of
+//! bookkeeping (for the ~100-byte batches of a low-linger producer the bookkeeping is more than
+//! the batch), so `used_bytes` and the `shardlog_batch_cache_bytes` gauge track the heap the
+//! cache keeps. Callers insert compact batches (their own allocation, not a view of a request
+//! frame or read buffer), which the bound cannot see through. Entries are
 //! whole stored batches keyed by (log id, base offset). The shard's open-file cache
 //! (`storage::open_files`) rides along, so every log of the shard finds it the same way.
 
@@ -13,6 +18,12 @@ use std::rc::Rc;
 use bytes::Bytes;
 
 use super::open_files::OpenFiles;
+use crate::constants::BATCH_CACHE_ENTRY_OVERHEAD_BYTES;
+
+/// What an entry of `len` bytes costs against the cache's bound.
+fn charge(len: usize) -> usize {
+    len + BATCH_CACHE_ENTRY_OVERHEAD_BYTES
+}
 
 #[derive(Default)]
 struct CacheState {
@@ -62,21 +73,21 @@ impl BatchCache {
     }
 
     pub(crate) fn insert(&self, log: u64, base: i64, last: i64, batch: Bytes) {
-        if batch.len() > self.capacity_bytes {
+        if charge(batch.len()) > self.capacity_bytes {
             return;
         }
         let mut st = self.state.borrow_mut();
         let before = st.used_bytes;
-        st.used_bytes += batch.len();
+        st.used_bytes += charge(batch.len());
         if let Some((_, old)) = st.entries.insert((log, base), (last, batch)) {
-            st.used_bytes -= old.len();
+            st.used_bytes -= charge(old.len());
         } else {
             st.order.push_back((log, base));
         }
         while st.used_bytes > self.capacity_bytes {
             let Some(key) = st.order.pop_front() else { break };
             if let Some((_, b)) = st.entries.remove(&key) {
-                st.used_bytes -= b.len();
+                st.used_bytes -= charge(b.len());
             }
         }
         report_change(before, st.used_bytes);
@@ -128,7 +139,7 @@ impl BatchCache {
             .collect();
         for k in doomed {
             if let Some((_, b)) = st.entries.remove(&k) {
-                st.used_bytes -= b.len();
+                st.used_bytes -= charge(b.len());
             }
         }
         let st = &mut *st;
@@ -142,6 +153,7 @@ impl BatchCache {
         &self.open_files
     }
 
+    /// Bytes charged against the bound: the batches' bytes plus each entry's bookkeeping.
     #[must_use]
     pub fn used_bytes(&self) -> usize {
         self.state.borrow().used_bytes
@@ -180,14 +192,34 @@ mod tests {
 
     #[test]
     fn evicts_oldest_and_finds_containing_batch() {
-        let c = BatchCache::new(10);
+        let c = BatchCache::new(2 * charge(4) + 2);
         c.insert(1, 0, 4, Bytes::from_static(b"aaaa"));
         c.insert(1, 5, 9, Bytes::from_static(b"bbbb"));
         assert_eq!(c.get(1, 7).map(|e| e.0), Some(5));
         c.insert(1, 10, 10, Bytes::from_static(b"cccc"));
         assert!(c.get(1, 2).is_none(), "oldest evicted");
-        assert!(c.used_bytes() <= 10);
+        assert!(c.used_bytes() <= 2 * charge(4) + 2);
         c.invalidate_from(1, 9);
         assert!(c.get(1, 10).is_none() && c.get(1, 5).is_none());
+    }
+
+    #[test]
+    fn bound_counts_each_entrys_bookkeeping() {
+        // 100-byte batches (a low-linger producer's): the bound holds the bookkeeping too, so
+        // a 64 KiB cache keeps ~220 of them, not 655.
+        let cap = 64 * 1024;
+        let c = BatchCache::new(cap);
+        for i in 0..10_000 {
+            c.insert(1, i, i, Bytes::from(vec![0u8; 100]));
+        }
+        assert_eq!(c.used_bytes(), (cap / charge(100)) * charge(100));
+        assert!(c.get(1, 10_000 - 1).is_some());
+        assert!(c.get(1, 10_000 - 1 - (cap / charge(100)) as i64).is_none());
+        c.invalidate_from(1, 0);
+        assert_eq!(c.used_bytes(), 0);
+        // An entry whose bookkeeping alone passes the bound is not cached.
+        let tiny = BatchCache::new(BATCH_CACHE_ENTRY_OVERHEAD_BYTES);
+        tiny.insert(1, 0, 0, Bytes::from_static(b"x"));
+        assert_eq!((tiny.used_bytes(), tiny.get(1, 0).is_none()), (0, true));
     }
 }

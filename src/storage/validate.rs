@@ -134,8 +134,8 @@ fn check_records(
 }
 
 /// Patches the offsets and epoch into a validated batch (and LogAppendTime when configured).
-/// Returns the stored bytes; zero-copy unless the bytes are shared, in which case they are
-/// copied once.
+/// Returns the stored bytes: a copy of exactly the batch (one memcpy; the batch cache keeps
+/// them, and must not keep more than it counts).
 #[must_use]
 pub fn assign(
     batch: Bytes,
@@ -144,7 +144,10 @@ pub fn assign(
     config: &LogConfig,
     now_ms: i64,
 ) -> Bytes {
-    let mut buf = BytesMut::from(batch);
+    // Always a copy of exactly the batch: `batch` is a view of the request frame, and when it
+    // is the frame's last view `BytesMut::from` would keep the whole frame (every partition's
+    // records of the request) alive in the batch cache, which counts only the batch's bytes.
+    let mut buf = BytesMut::from(&batch[..]);
     batch::patch_offset_and_epoch(&mut buf, base_offset, leader_epoch);
     if config.timestamp_type == TimestampType::LogAppendTime {
         batch::stamp_log_append_time(&mut buf, now_ms);
@@ -309,5 +312,21 @@ mod tests {
         assert_eq!((h.base_offset, h.partition_leader_epoch, h.max_timestamp), (42, 7, NOW));
         assert!(h.is_log_append_time());
         batch::check_crc(&h, &stored).unwrap();
+    }
+
+    #[test]
+    fn stored_batch_does_not_keep_the_request_frame() {
+        // The batch is the last view of a larger frame: the stored bytes must be their own
+        // allocation, or the batch cache would hold the whole frame while counting the batch.
+        let b = build_batch(&recs(2, true), Compression::None);
+        let mut frame = vec![0u8; 4096];
+        frame.extend_from_slice(&b);
+        let frame = Bytes::from(frame);
+        let range = frame.as_ptr() as usize..frame.as_ptr() as usize + frame.len();
+        let view = frame.slice(4096..);
+        drop(frame);
+        let stored = assign(view, 0, 0, &LogConfig::default(), NOW);
+        assert_eq!(stored.len(), b.len());
+        assert!(!range.contains(&(stored.as_ptr() as usize)), "stored bytes alias the frame");
     }
 }
