@@ -158,3 +158,25 @@ fn a_truncated_follower_rebuilds_its_transactions_and_closes_them_on_refetch() {
         assert_eq!(follower.producers(), leader.producers());
     });
 }
+
+/// A replicated marker bounds the follower's last stable offset until its high watermark
+/// passes the marker (as on the leader), and is then forgotten: a follower never asks for
+/// its LSO, so the replication driver prunes as the high watermark moves.
+#[test]
+fn a_follower_forgets_markers_below_its_high_watermark() {
+    run_local(async {
+        let (leader_fs, follower_fs) =
+            (Rc::new(MemFileSystem::new()), Rc::new(MemFileSystem::new()));
+        let leader = open(&leader_fs).await;
+        let follower = open(&follower_fs).await;
+        leader.append(txn_batch(7, 0, 4), Epoch(1), T0).await.expect("data 7");
+        leader
+            .append_coordinator(encode_marker(7, 0, true, 0, T0), Epoch(1), T0)
+            .await
+            .expect("commit 7");
+        catch_up(&leader, &follower).await;
+        assert_eq!(follower.first_unstable_offset(Offset(4)), Some(Offset(0)), "marker at 4");
+        follower.forget_stable_txns(Offset(5));
+        assert_eq!(follower.first_unstable_offset(Offset(0)), None, "forgotten once stable");
+    });
+}
