@@ -109,6 +109,19 @@ fn markers(addr: &str, topic: &str, partition: i32) -> (usize, usize) {
     }
 }
 
+/// Whether `broker`'s log shows `needle` within `limit`: its stderr reader may print a
+/// dying broker's last line a moment after the exit status is known.
+fn log_shows(broker: &common::Broker, needle: &str, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while !broker.log_contains(needle) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
 /// How the coordinator's broker goes down.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -129,11 +142,15 @@ fn java_eos_app_survives_a_coordinator_kill() {
 
 /// The new coordinator finds the transaction in PrepareCommit (or PrepareAbort), writes its
 /// markers and completes it; the client's retried EndTxn is answered from that state.
+/// (Its end check once found an output partition's LSO 688 records behind the high
+/// watermark for 120 s: the crashed broker, restarted as a follower, never applied the
+/// markers it replicated, and the preferred-leader election made it leader after the last
+/// transaction; `tests/transactions_follower.rs` holds that case now.)
 #[test]
 fn java_eos_app_survives_a_coordinator_crash_between_prepare_and_markers() {
-    // Opt-in until the LSO left 688 records behind the high watermark on one output
-    // partition for 120 s after a run (1 of 4, 2026-12-02; exactly-once held) is explained:
-    // issue 17. SHARDLOG_TXN_CRASH_TEST=1 runs it.
+    // Opt-in until it passes 3 runs in a row with the fix: 2 passes, then a run whose app
+    // did 820 of the first 1,000 records in the driver's 180 s (host load 25, 2026-12-02).
+    // SHARDLOG_TXN_CRASH_TEST=1 runs it.
     if std::env::var_os("SHARDLOG_TXN_CRASH_TEST").is_none() {
         eprintln!("[txn-crash] skipped: SHARDLOG_TXN_CRASH_TEST=1 runs it (see issue 17)");
         return;
@@ -230,7 +247,8 @@ fn scenario(tag: &str, base_port: u16, fault: Fault, records_default: usize) {
                     let mut broker = c.nodes[i].broker.take().expect("armed broker running");
                     let status = broker.wait_for_exit(Duration::from_secs(600));
                     assert!(common::killed_by_sigkill(&status), "broker {first}: {status:?}");
-                    assert!(broker.log_contains("crash point txn.prepare_persisted reached"));
+                    let point = "crash point txn.prepare_persisted reached";
+                    assert!(log_shows(&broker, point, Duration::from_secs(10)), "{point}");
                     c.nodes[i].env.clear();
                     (first, Instant::now())
                 }

@@ -5,10 +5,13 @@
 //!
 //! Each shard computes its partitions' lags (`server::txn::lso_metrics`, every
 //! `REPLICATION_METRICS_INTERVAL_MS`) and publishes them into one slot per shard here, which
-//! a scrape renders as `shardlog_partition_lso_lag_records{topic,partition}`. Only lagging
-//! partitions get a series, at most [`LSO_LAG_SERIES_MAX`] per shard (the largest lags
-//! kept), so label cardinality stays bounded; `shardlog_partition_lso_lagging` counts every
-//! lagging partition, capped or not.
+//! a scrape renders as `shardlog_partition_lso_lag_records{topic,partition}`, and, for a
+//! lagging partition with an open transaction, `shardlog_partition_lso_lag_ms{topic,partition}`:
+//! the age of its oldest open transaction (now minus the max timestamp of that transaction's
+//! first batch on the partition). Only lagging partitions get a series, at most
+//! [`LSO_LAG_SERIES_MAX`] per shard and metric (the largest lags kept, by records and by age
+//! separately), so label cardinality stays bounded; `shardlog_partition_lso_lagging` counts
+//! every lagging partition, capped or not.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,13 +29,18 @@ pub struct LsoLag {
     pub partition: i32,
     /// High watermark minus last stable offset (> 0).
     pub records: i64,
+    /// Age of the oldest open transaction in ms (now minus the max timestamp of its first
+    /// batch here); 0 when none is open (a marker not yet replicated) or its start is unknown.
+    pub age_ms: i64,
 }
 
-/// One shard's published lags: the lagging partitions (capped) and how many there were.
+/// One shard's published lags: the lagging partitions (capped: the largest by records, and
+/// the oldest by open-transaction age) and how many there were.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct ShardLso {
     lagging: i64,
     series: Vec<LsoLag>,
+    aged: Vec<LsoLag>,
 }
 
 static SHARDS: Mutex<BTreeMap<u32, ShardLso>> = Mutex::new(BTreeMap::new());
@@ -42,14 +50,21 @@ static SHARDS: Mutex<BTreeMap<u32, ShardLso>> = Mutex::new(BTreeMap::new());
 pub fn publish(shard: u32, mut lags: Vec<LsoLag>) {
     lags.retain(|l| l.records > 0);
     let lagging = i64::try_from(lags.len()).unwrap_or(i64::MAX);
+    let aged = largest(lags.iter().filter(|l| l.age_ms > 0).cloned().collect(), |l| l.age_ms);
+    let series = largest(lags, |l| l.records);
+    if let Ok(mut slots) = SHARDS.lock() {
+        slots.insert(shard, ShardLso { lagging, series, aged });
+    }
+}
+
+/// The [`LSO_LAG_SERIES_MAX`] largest of `lags` by `key`, by topic and partition.
+fn largest(mut lags: Vec<LsoLag>, key: impl Fn(&LsoLag) -> i64) -> Vec<LsoLag> {
     if lags.len() > LSO_LAG_SERIES_MAX {
-        lags.sort_by_key(|l| std::cmp::Reverse(l.records));
+        lags.sort_by_key(|l| std::cmp::Reverse(key(l)));
         lags.truncate(LSO_LAG_SERIES_MAX);
     }
     lags.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-    if let Ok(mut slots) = SHARDS.lock() {
-        slots.insert(shard, ShardLso { lagging, series: lags });
-    }
+    lags
 }
 
 pub(super) fn encode(enc: &mut DescriptorEncoder) -> fmt::Result {
@@ -77,6 +92,18 @@ pub(super) fn encode(enc: &mut DescriptorEncoder) -> fmt::Result {
         let labels = [("topic", l.topic.clone()), ("partition", l.partition.to_string())];
         metric.encode_family(&labels)?.encode_gauge(&l.records)?;
     }
+    let mut metric = enc.encode_descriptor(
+        "shardlog_partition_lso_lag_ms",
+        "Age of the oldest open transaction of a lagging led partition: now minus the max \
+         timestamp of its first batch there; only lagging partitions with an open transaction, \
+         the oldest per shard",
+        None,
+        MetricType::Gauge,
+    )?;
+    for l in slots.values().flat_map(|s| &s.aged) {
+        let labels = [("topic", l.topic.clone()), ("partition", l.partition.to_string())];
+        metric.encode_family(&labels)?.encode_gauge(&l.age_ms)?;
+    }
     Ok(())
 }
 
@@ -97,7 +124,9 @@ mod tests {
     }
 
     fn lag(partition: i32, records: i64) -> LsoLag {
-        LsoLag { topic: "out".into(), partition, records }
+        // Ages rank the other way round: partition 0 holds the oldest transaction.
+        let age_ms = if partition < 500 { i64::from(1000 - partition) } else { 0 };
+        LsoLag { topic: "out".into(), partition, records, age_ms }
     }
 
     #[test]
@@ -118,10 +147,19 @@ mod tests {
             out.contains("shardlog_partition_lso_lag_records{topic=\"out\",partition=\"249\"} 249")
         );
         assert!(!out.contains("partition=\"900\""));
+        // Ages are capped on their own: the oldest transactions (low partitions) are kept,
+        // among lagging partitions only (partition 0 lags by 0 records).
+        let aged: Vec<&str> =
+            out.lines().filter(|l| l.starts_with("shardlog_partition_lso_lag_ms{")).collect();
+        assert_eq!(aged.len(), LSO_LAG_SERIES_MAX);
+        assert!(out.contains("shardlog_partition_lso_lag_ms{topic=\"out\",partition=\"1\"} 999"));
+        assert!(!out.contains("shardlog_partition_lso_lag_ms{topic=\"out\",partition=\"0\"}"));
+        assert!(!out.contains("shardlog_partition_lso_lag_ms{topic=\"out\",partition=\"249\"}"));
         publish(7, Vec::new());
         let mut out = String::new();
         prometheus_client::encoding::prometheus_text::encode(&mut out, &registry).expect("render");
         assert!(out.contains("shardlog_partition_lso_lagging 0"), "{out}");
         assert!(!out.contains("shardlog_partition_lso_lag_records{"));
+        assert!(!out.contains("shardlog_partition_lso_lag_ms{"));
     }
 }

@@ -81,7 +81,9 @@ impl<F: FileSystem> FollowerLog<F> {
     }
 
     fn set_high_watermark(&self, leader_high_watermark: Offset) {
-        self.high_watermark.set(leader_high_watermark.min(self.log.log_end_offset()));
+        let hw = leader_high_watermark.min(self.log.log_end_offset());
+        self.high_watermark.set(hw);
+        self.log.forget_stable_txns(hw);
     }
 }
 

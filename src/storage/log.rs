@@ -545,6 +545,21 @@ impl<F: FileSystem> PartitionLog<F> {
         self.inner.st.borrow_mut().producers.first_unstable_offset(hw.0).map(Offset)
     }
 
+    /// Forgets the completed transactions whose marker is below `hw`: they no longer bound
+    /// the last stable offset. A follower calls it as its high watermark moves; it never asks
+    /// for its last stable offset (which does the same), and would otherwise keep one entry
+    /// per replicated marker.
+    pub fn forget_stable_txns(&self, hw: Offset) {
+        let _ = self.first_unstable_offset(hw);
+    }
+
+    /// The oldest open transaction: its first offset and the max timestamp of its first
+    /// batch here (-1 when unknown), what `shardlog_partition_lso_lag_ms` measures from.
+    #[must_use]
+    pub fn oldest_open_txn(&self) -> Option<(Offset, i64)> {
+        self.inner.st.borrow().producers.oldest_open_txn().map(|(o, ts)| (Offset(o), ts))
+    }
+
     /// Open transactions: (producer id, first offset), oldest first.
     #[must_use]
     pub fn ongoing_txns(&self) -> Vec<(i64, i64)> {

@@ -8,8 +8,9 @@
 //! for contiguity *before* anything is staged, so a bad chunk changes nothing; a batch starts
 //! exactly at the log end (or, for a compacted topic, at or after it: the leader's cleaner
 //! leaves gaps between batches, which Kafka's followers accept too); the leader-epoch cache
-//! and the producer state are updated from the batch headers, so after the append they are
-//! what recovery would rebuild from the same bytes.
+//! and the producer state are updated from the batch headers (and a marker's control record:
+//! COMMIT or ABORT), so after the append they are what recovery would rebuild from the same
+//! bytes.
 
 use std::rc::Rc;
 
@@ -18,6 +19,7 @@ use bytes::Bytes;
 use super::batch::{scan_batch, BatchHeader, ScanStep};
 use super::error::StorageError;
 use super::log::LogInner;
+use super::producer_state::{control_batch_commit, NO_PRODUCER_ID};
 use super::producers::producer_batch;
 use crate::io::FileSystem;
 use crate::types::{Epoch, Offset};
@@ -73,6 +75,15 @@ fn check_contiguous(
         expected = Offset(h.last_offset() + 1);
     }
     Ok(())
+}
+
+/// Whether a replicated batch is a transaction marker: `Some(true)` for COMMIT,
+/// `Some(false)` for ABORT (as recovery's replay reads it), `None` for anything else.
+fn replicated_marker(h: &BatchHeader, batch: &[u8]) -> Option<bool> {
+    if !h.is_control() || h.producer_id == NO_PRODUCER_ID {
+        return None;
+    }
+    control_batch_commit(batch)
 }
 
 impl<F: FileSystem> LogInner<F> {
@@ -140,6 +151,12 @@ impl<F: FileSystem> LogInner<F> {
             if st.producers.apply(&p, last.0, ts) {
                 crate::metrics::producers_tracked(1);
             }
+        } else if let Some(commit) = replicated_marker(h, &batch) {
+            // A transaction marker closes the producer's open transaction here too (Kafka's
+            // `appendEndTxnMarker` on the follower path), or this replica, once elected,
+            // would hold its last stable offset at that transaction's first offset and
+            // forget the aborted ones (issue 17's stuck LSO).
+            st.producers.apply_marker(h.producer_id, h.producer_epoch, commit, last.0);
         }
         if st.max_timestamp.is_none_or(|(t, _)| max_ts.0 > t) {
             st.max_timestamp = Some(max_ts);

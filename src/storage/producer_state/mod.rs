@@ -227,6 +227,8 @@ pub struct ProducerStateMap {
     /// marker offset → first offset. They still bound the last stable offset (Kafka's
     /// `unreplicatedTxns`). In memory only: a reopened log's high watermark is its end.
     completing: BTreeMap<i64, i64>,
+    /// When each open transaction started (`txn::TxnStarts`, for the LSO lag in ms).
+    starts: txn::TxnStarts,
 }
 
 impl ProducerStateMap {
@@ -290,6 +292,7 @@ impl ProducerStateMap {
             let first = meta.first_offset();
             e.txn_first_offset = first;
             self.ongoing.insert(first, b.producer_id);
+            self.starts.0.insert(first, timestamp_ms);
         }
         new
     }
@@ -309,6 +312,7 @@ impl ProducerStateMap {
     pub fn clear(&mut self) {
         self.producers.clear();
         self.ongoing.clear();
+        self.starts.0.clear();
         self.aborted.clear();
         self.completing.clear();
     }
@@ -449,6 +453,7 @@ impl ProducerStateMap {
         if r.at != data.len() {
             return Err("trailing bytes after the last producer".into());
         }
+        map.estimate_txn_starts();
         Ok((offset, map))
     }
 }

@@ -6,6 +6,8 @@
 //! Pure, like the rest of `producer_state`. Invariants: `ongoing` and the entries'
 //! `txn_first_offset` agree; `aborted` is sorted by marker offset.
 
+use std::collections::BTreeMap;
+
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -25,6 +27,22 @@ pub struct AbortedTxn {
     /// The last stable offset once this transaction completed.
     pub last_stable_offset: i64,
 }
+
+/// When each open transaction started: first offset → the max timestamp of its first batch
+/// on this partition (what `apply` records). Derived timing for the LSO lag in milliseconds,
+/// not part of the state's identity: not in the snapshot (a decoded state estimates it from
+/// the retained batches) and ignored by equality, so a state and its decoded snapshot still
+/// compare equal.
+#[derive(Clone, Debug, Default)]
+pub(super) struct TxnStarts(pub(super) BTreeMap<i64, i64>);
+
+impl PartialEq for TxnStarts {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for TxnStarts {}
 
 /// A transaction a marker closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +87,7 @@ impl ProducerStateMap {
         let first = if e.txn_first_offset >= 0 { e.txn_first_offset } else { offset };
         if e.txn_first_offset >= 0 {
             self.ongoing.remove(&e.txn_first_offset);
+            self.starts.0.remove(&e.txn_first_offset);
         }
         e.txn_first_offset = -1;
         self.completing.insert(offset, first);
@@ -105,6 +124,32 @@ impl ProducerStateMap {
     #[must_use]
     pub fn first_open_offset(&self) -> Option<i64> {
         self.ongoing.keys().next().copied()
+    }
+
+    /// The oldest open transaction's first offset and start time (the max timestamp of its
+    /// first batch here, in ms; -1 when unknown: it opened with a coordinator batch, which
+    /// carries no sequence and so no retained batch, before a snapshot this state was loaded
+    /// from).
+    #[must_use]
+    pub fn oldest_open_txn(&self) -> Option<(i64, i64)> {
+        let first = self.first_open_offset()?;
+        Some((first, self.starts.0.get(&first).copied().unwrap_or(-1)))
+    }
+
+    /// After loading a snapshot: each open transaction's start is its producer's oldest
+    /// retained batch ending at or above the transaction's first offset (exact when the
+    /// transaction's first batch is still retained, else a later one: the age is then
+    /// underestimated).
+    pub(super) fn estimate_txn_starts(&mut self) {
+        self.starts.0 = self
+            .ongoing
+            .iter()
+            .filter_map(|(first, id)| {
+                let e = self.producers.get(id)?;
+                let b = e.batches().iter().find(|b| b.last_offset >= *first)?;
+                Some((*first, b.timestamp_ms))
+            })
+            .collect();
     }
 
     /// Open transactions: (producer id, first offset), oldest first.
@@ -231,6 +276,7 @@ fn varint(r: &mut &[u8]) -> Option<i64> {
 mod tests {
     use super::super::ProducerBatch;
     use super::*;
+    use crate::constants::PRODUCER_BATCHES_RETAINED;
 
     fn txn_batch(pid: i64, seq: i32, n: i32) -> ProducerBatch {
         ProducerBatch {
@@ -295,6 +341,34 @@ mod tests {
         assert!(forgot.aborted_txns().is_empty() && forgot.aborted_between(0, 100).is_empty());
         m.prune_aborted(15);
         assert!(m.aborted_txns().is_empty());
+    }
+
+    #[test]
+    fn the_oldest_open_transaction_has_its_first_batch_time() {
+        let mut m = ProducerStateMap::default();
+        assert_eq!(m.oldest_open_txn(), None);
+        m.apply(&txn_batch(1, 0, 2), 11, 5_000); // offsets 10..=11
+        m.apply(&txn_batch(2, 0, 1), 12, 6_000);
+        m.apply(&txn_batch(1, 2, 1), 13, 7_000);
+        assert_eq!(m.oldest_open_txn(), Some((10, 5_000)), "its first batch, not its last");
+        m.apply_marker(1, 0, true, 14);
+        assert_eq!(m.oldest_open_txn(), Some((12, 6_000)));
+        // A snapshot does not carry the starts: they are taken from the retained batches.
+        let (_, back) = ProducerStateMap::decode(&m.encode(15)).expect("decode");
+        assert_eq!(back.oldest_open_txn(), Some((12, 6_000)));
+        // Past the retained window, the oldest retained batch (an underestimate of the age).
+        let retained = PRODUCER_BATCHES_RETAINED as i32;
+        for i in 1..=retained {
+            m.apply(&txn_batch(2, i, 1), 15 + i64::from(i), 6_000 + i64::from(i));
+        }
+        let (_, back) =
+            ProducerStateMap::decode(&m.encode(16 + i64::from(retained))).expect("decode");
+        assert_eq!(m.oldest_open_txn(), Some((12, 6_000)));
+        assert_eq!(back.oldest_open_txn(), Some((12, 6_001)));
+        m.apply_marker(2, 0, false, 100);
+        assert_eq!(m.oldest_open_txn(), None);
+        m.clear();
+        assert_eq!(m.oldest_open_txn(), None);
     }
 
     #[test]
