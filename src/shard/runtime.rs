@@ -3,8 +3,8 @@
 //! metadata, open owned partitions, accept connections, drain, close logs.
 //!
 //! Runs on the main thread (limits, signals, pool) and then on every shard. Invariant:
-//! a shard starts accepting only after it has installed the first metadata image, and
-//! closes its logs only after every shard has drained its connections (another shard's
+//! a shard starts accepting only after it has installed the first metadata image and shard
+//! 0's start-up (controller, registration, unfence) has finished, and closes its logs only after every shard has drained its connections (another shard's
 //! in-flight request may still target this shard's partitions).
 
 use std::os::fd::{FromRawFd, IntoRawFd};

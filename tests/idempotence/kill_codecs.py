@@ -217,10 +217,13 @@ def main():
             for line in f:
                 p, o, v, _ = line.rstrip("\n").split("\t")
                 acked += 1
-                if o != "-1001" and where.get(v) != (int(p), int(o)):
+                if o in ("None", "-1001"):
+                    # Acknowledged without an offset (a retry answered as a duplicate):
+                    # it must be stored, once.
+                    if v not in where:
+                        lost.append((v, p, o, None))
+                elif where.get(v) != (int(p), int(o)):
                     lost.append((v, p, o, where.get(v)))
-                elif v not in where:
-                    lost.append((v, p, o, None))
         print(f"{codec}: sent {n}, acknowledged {acked}, unflushed {left}, failed {len(errors)}")
         if errors or left:
             failures.append(f"{codec}: {len(errors)} sends failed, {left} unflushed, "
