@@ -31,6 +31,7 @@ Checks at the end:
 
 import argparse
 import json
+import logging
 import os
 import random
 import re
@@ -173,9 +174,21 @@ def create_topics(bootstrap):
 
 def verified_producer(bootstrap, codec, out_dir, stop, rate_per_s, stats):
     """Numbered records; each acknowledgement is written to acked-<codec>.tsv."""
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                  "compression.type": codec, "linger.ms": 5, "message.timeout.ms": 120000,
-                  "retry.backoff.ms": 200})
+    conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+            "compression.type": codec, "linger.ms": 5, "message.timeout.ms": 120000,
+            "retry.backoff.ms": 200}
+    if os.environ.get("SOAK_CLIENT_DEBUG") == "1":
+        # librdkafka's idempotence and per-batch log (base sequence, epoch, each produce
+        # answer's error) to rdkafka-<codec>.log, to trace a duplicate to the retry that
+        # wrote it (issue 19). About 100 MB per producer and hour.
+        logger = logging.getLogger(f"rdkafka-{codec}")
+        handler = logging.FileHandler(os.path.join(out_dir, f"rdkafka-{codec}.log"))
+        handler.setFormatter(logging.Formatter("%(created).3f %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        conf.update({"debug": "eos,msg", "logger": logger})
+    p = Producer(conf)
     acked = open(os.path.join(out_dir, f"acked-{codec}.tsv"), "a")
     errors = stats.setdefault(f"produce_errors_{codec}", {})
 

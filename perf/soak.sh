@@ -8,7 +8,8 @@
 #
 # Environment: SHARDLOG (binary; default target/release/shardlog, built if missing),
 # PYTHON (default .interop-cache/venv/bin/python, created by tests/interop/install.sh),
-# SOAK_DIR (work dir, default a temp dir; removed unless SOAK_KEEP=1).
+# SOAK_DIR (work dir, default a temp dir; removed unless SOAK_KEEP=1), SOAK_CLIENT_DEBUG=1
+# (librdkafka eos,msg debug log of each verified producer to SOAK_DIR/rdkafka-<codec>.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARDLOG=${SHARDLOG:-target/release/shardlog}

@@ -3,8 +3,8 @@
 //! metadata, open owned partitions, accept connections, drain, close logs.
 //!
 //! Runs on the main thread (limits, signals, pool) and then on every shard. Invariant:
-//! a shard starts accepting only after it has installed the first metadata image, and
-//! closes its logs only after every shard has drained its connections (another shard's
+//! a shard starts accepting only after it has installed the first metadata image and shard
+//! 0's start-up (controller, registration, unfence) has finished, and closes its logs only after every shard has drained its connections (another shard's
 //! in-flight request may still target this shard's partitions).
 
 use std::os::fd::{FromRawFd, IntoRawFd};
@@ -125,6 +125,7 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
     let config = Arc::new(ServeConfig { listen: local, advertised_port, ..config });
     let shared = Arc::new(Shared {
         first_listener: Mutex::new(Some(first_listener)),
+        started: AtomicBool::new(false),
         ready: AtomicUsize::new(0),
         drained: AtomicUsize::new(0),
         stages: (0..shard_count).map(|_| AtomicU8::new(0)).collect(),
@@ -156,6 +157,9 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
 
 struct Shared {
     first_listener: Mutex<Option<socket2::Socket>>,
+    /// Shard 0's start-up (controller, registration, the image that follows it) finished:
+    /// no shard accepts a connection before (issue 19, see `shard_main`).
+    started: AtomicBool,
     ready: AtomicUsize,
     drained: AtomicUsize,
     /// Each shard's start-up stage (index: shard id), read by the start-up watchdog.
@@ -320,8 +324,18 @@ async fn shard_main(
         if let Err(err) = publish_initial_image(&ctx, app).await {
             fatal(&format!("cannot open partitions at start: {err:#}"));
         }
+        shared.started.store(true, Ordering::SeqCst);
     } else {
-        while !ctx.has_image() {
+        // Not just the first image: that one is replayed from the metadata log and still
+        // names this broker leader at its old epochs. Shard 0 then registers, is fenced (the
+        // leaderships go, a new epoch) and unfenced (they come back, another epoch) before
+        // it opens its listener. A shard serving meanwhile appended produces under the old
+        // epoch and then answered NOT_LEADER_OR_FOLLOWER for them and for their retries
+        // (librdkafka: "not persisted"), and OUT_OF_ORDER_SEQUENCE_NUMBER for requests
+        // pipelined behind them once leading again; the client then bumps its epoch and
+        // renumbers what it holds, writing records already in the log a second time
+        // (issue 19, the soak's duplicates).
+        while !ctx.has_image() || !shared.started.load(Ordering::SeqCst) {
             super::sleep(Duration::from_millis(1)).await;
         }
     }
