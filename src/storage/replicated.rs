@@ -18,6 +18,7 @@ use bytes::Bytes;
 use super::batch::{scan_batch, BatchHeader, ScanStep};
 use super::error::StorageError;
 use super::log::LogInner;
+use super::producer_state::{control_batch_commit, NO_PRODUCER_ID};
 use super::producers::producer_batch;
 use crate::io::FileSystem;
 use crate::types::{Epoch, Offset};
@@ -139,6 +140,13 @@ impl<F: FileSystem> LogInner<F> {
             let ts = if h.max_timestamp >= 0 { h.max_timestamp } else { now_ms };
             if st.producers.apply(&p, last.0, ts) {
                 crate::metrics::producers_tracked(1);
+            }
+        } else if h.is_control() && h.producer_id != NO_PRODUCER_ID {
+            // A transaction marker closes the producer's transaction here too (an ABORT is
+            // recorded for read_committed fetches and this segment's `.txnindex`), as the
+            // leader's `append_coordinator` and recovery's replay do.
+            if let Some(commit) = control_batch_commit(&batch) {
+                st.producers.apply_marker(h.producer_id, h.producer_epoch, commit, last.0);
             }
         }
         if st.max_timestamp.is_none_or(|(t, _)| max_ts.0 > t) {
