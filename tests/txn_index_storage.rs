@@ -251,3 +251,50 @@ fn a_data_dir_from_before_txnindex_files_gets_them() {
         log.close().await.expect("close");
     });
 }
+
+#[test]
+fn compaction_carries_the_index_through_its_swap() {
+    use shardlog::storage::cleaner::swap::SwapStep;
+    use shardlog::storage::cleaner::throttle::Throttler;
+    use shardlog::storage::CleanOptions;
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let compacted = LogConfig { compacted: true, delete_retention_enabled: false, ..config() };
+        let cache = Rc::new(BatchCache::new(1 << 20));
+        let log = PartitionLog::open(fs.clone(), Path::new(DIR), compacted.clone(), cache.clone())
+            .await
+            .expect("open");
+        let want = transactions(&log, 0, 30).await;
+        log.flush().await.expect("flush");
+        let throttle = Throttler::unlimited();
+        let run = |stop_after| CleanOptions {
+            key_map_bytes: 1 << 20,
+            throttle: &throttle,
+            abort: &|| false,
+            force: true,
+            stop_after,
+        };
+        // A crash between the renames to `.swap` and the old files' removal: recovery
+        // finishes the swap, `.txnindex` included.
+        log.clean(T0 + 1, &run(Some(SwapStep::RenamedToSwap))).await.expect("clean");
+        assert!(run_list(&fs).iter().any(|n| n.ends_with(".txnindex.swap")));
+        let fs = Rc::new(fs.crash());
+        drop(log);
+        let log = PartitionLog::open(fs.clone(), Path::new(DIR), compacted.clone(), cache.clone())
+            .await
+            .expect("reopen");
+        assert_eq!(triples(&index_entries(&fs)), want);
+        // A whole pass: the merged segments keep every marker, so every entry, in the file of
+        // the segment that now holds the marker.
+        let before = log.segment_count();
+        let out = log.clean(T0 + 1, &run(None)).await.expect("clean");
+        assert!(out.cleaned && log.segment_count() < before, "{out:?}");
+        assert_eq!(triples(&index_entries(&fs)), want);
+        assert_eq!(answered(&log), pairs(&want));
+        log.close().await.expect("close");
+        let log =
+            PartitionLog::open(fs.clone(), Path::new(DIR), compacted, cache).await.expect("open");
+        assert_eq!(answered(&log), pairs(&want));
+        log.close().await.expect("close");
+    });
+}

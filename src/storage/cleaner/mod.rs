@@ -490,7 +490,7 @@ impl<F: FileSystem> LogInner<F> {
             }
             new.next_offset = old.last().map_or(new.next_offset, |s| s.next_offset);
             // Markers the cleaner dropped leave the aborted list with their index entries.
-            st.producers.retain_aborted_in(first.base, new.next_offset.0, &kept);
+            st.producers.retain_aborted_in(first.base, new.next_offset.0, kept);
             new.written_bytes = new.size_bytes;
             new.queued_bytes = new.size_bytes;
             new.staged_end = new.next_offset;
