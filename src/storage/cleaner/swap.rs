@@ -1,7 +1,8 @@
 //! Crash-safe replacement of a sealed segment by its cleaned copy, as Kafka's
-//! `LogCleaner`/`LogLoader` do: write `<base>.{log,index,timeindex,txnindex}.cleaned` (synced), rename
-//! them to `.swap` (the `.log` last: its `.swap` is the commit mark), rename the old files to
-//! `.deleted`, rename the `.swap` files to their final names (the `.log` last), sync the dir.
+//! `LogCleaner`/`LogLoader` do: write `<base>.{log,index,timeindex,txnindex}.cleaned`
+//! (synced), rename them to `.swap` (the `.log` last: its `.swap` is the commit mark), rename
+//! the old files to `.deleted`, rename the `.swap` files to their final names (the `.log`
+//! last), sync the dir.
 //!
 //! Runs on the log's owner shard. Recovery ([`recover_swaps`], before the log is listed):
 //! `.cleaned` files and `.swap` indexes without a `<base>.log.swap` are an unfinished clean
