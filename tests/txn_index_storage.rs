@@ -298,3 +298,26 @@ fn compaction_carries_the_index_through_its_swap() {
         log.close().await.expect("close");
     });
 }
+
+#[test]
+fn a_follower_records_the_aborts_it_replicates() {
+    use shardlog::storage::batch::patch_offset_and_epoch;
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let log = open(&fs).await;
+        let at = |b: Bytes, offset: i64| {
+            let mut m = BytesMut::from(&b[..]);
+            patch_offset_and_epoch(&mut m, offset, 0);
+            recompute_crc(&mut m);
+            m.freeze()
+        };
+        // The leader's bytes: producer 7's two records at 0..=1 and its ABORT marker at 2.
+        let mut chunk = at(txn_batch(7, 0), 0).to_vec();
+        chunk.extend_from_slice(&at(encode_marker(7, 0, false, 0, T0), 2));
+        log.append_replicated(Bytes::from(chunk), T0).await.expect("replicate");
+        assert_eq!(answered(&log), vec![(7, 0)]);
+        assert_eq!(log.first_unstable_offset(Offset(3)), None, "the transaction is closed");
+        log.close().await.expect("close");
+        assert_eq!(triples(&index_entries(&fs)), vec![(7, 0, 2)]);
+    });
+}
