@@ -1,5 +1,6 @@
 //! Fuzz targets for every Shardlog decoder that reads bytes from outside the process:
-//! client request frames, record batches (every codec), segment files, indexes, checkpoints,
+//! client request frames, record batches (every codec), segment files, indexes (offset, time,
+//! aborted transactions), checkpoints,
 //! producer-state snapshots, the metadata log, group records and the raft store.
 //!
 //! Each target is a plain `fn(&[u8])` that drives the broker's own decode path and panics
@@ -20,7 +21,7 @@ pub use frames::request_frame;
 pub use records::{decompress, record_batch, segment_scan};
 pub use state::{
     cleaner_checkpoint, epoch_checkpoint, group_records, metadata_log, offset_index,
-    producer_snapshot, raft_store, time_index,
+    producer_snapshot, raft_store, time_index, txn_index,
 };
 
 /// Runs a future that never waits (in-memory files) to completion on this thread.

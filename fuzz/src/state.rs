@@ -16,6 +16,7 @@ use shardlog::storage::checkpoint;
 use shardlog::storage::epoch::EpochCache;
 use shardlog::storage::index::{OffsetIndex, TimeIndex};
 use shardlog::storage::producer_state::ProducerStateMap;
+use shardlog::storage::txn_index;
 use shardlog::types::Offset;
 
 /// Splits `data` at a position taken from its first byte, for targets with two inputs.
@@ -43,6 +44,18 @@ pub fn time_index(data: &[u8]) {
         for ts in [i64::MIN, -1, 0, 1_700_000_000_000, i64::MAX] {
             let _ = idx.lookup(ts);
         }
+    }
+}
+
+/// `.txnindex`: what decodes re-encodes to the same bytes, and stays valid when truncated.
+pub fn txn_index(data: &[u8]) {
+    if let Ok(entries) = txn_index::decode(data) {
+        assert_eq!(txn_index::encode(&entries), data);
+        let mut cut = entries.clone();
+        let at = entries.get(entries.len() / 2).map_or(0, |a| a.last_offset);
+        txn_index::truncate_from(&mut cut, at);
+        assert!(cut.iter().all(|a| a.last_offset < at));
+        assert_eq!(txn_index::decode(&txn_index::encode(&cut)).as_ref(), Ok(&cut));
     }
 }
 

@@ -27,4 +27,5 @@ targets!(
     metadata_log,
     group_records,
     raft_store,
+    txn_index,
 );

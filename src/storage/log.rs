@@ -23,6 +23,7 @@ use super::producer_state::{ProducerStateMap, Verdict};
 use super::producers::producer_batch;
 use super::segment::{
     segment_path, Segment, INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
 };
 use super::validate::{assign, validate};
 use super::{AppendInfo, FlushPolicy, LogConfig, TimestampType};
@@ -192,7 +193,13 @@ impl<F: FileSystem> LogInner<F> {
     /// Seals the active segment (the writer finalizes it) and opens a new one at the log end,
     /// after snapshotting the producer state at that offset (recovery replays from there).
     pub(super) async fn roll(self: &Rc<Self>) -> Result<(), StorageError> {
-        let base = self.st.borrow().log_end;
+        let (base, active) = {
+            let st = self.st.borrow();
+            (st.log_end, st.active().base)
+        };
+        // Before the snapshot: every segment below the latest snapshot has its `.txnindex`
+        // on disk (`storage::txn_index`).
+        self.write_txn_index(active.0, base.0).await?;
         self.write_producer_snapshot(base).await?;
         let seg = self.create_segment(base).await?;
         let mut st = self.st.borrow_mut();
@@ -468,7 +475,9 @@ impl<F: FileSystem> LogInner<F> {
             if let Some(file) = &seg.pinned_file {
                 let _ = file.close().await;
             }
-            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, SNAPSHOT_SUFFIX] {
+            for suffix in
+                [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX]
+            {
                 let p = segment_path(&self.dir, seg.base, suffix);
                 match self.fs.remove_file(&p).await {
                     Ok(()) => {}

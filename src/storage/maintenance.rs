@@ -242,6 +242,7 @@ impl<F: FileSystem> LogInner<F> {
             (st.active().base.0, st.log_end)
         };
         self.finalize_files(active).await?;
+        self.write_txn_index(active, end.0).await?;
         // The next open loads this and replays nothing.
         self.write_producer_snapshot(end).await?;
         checkpoint::write(&*self.fs, &self.dir, RECOVERY_POINT_FILE, end).await?;

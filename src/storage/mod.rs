@@ -15,6 +15,7 @@
 //! and `recovery`, [`retention`] (time/size/log-start deletion through `.deleted` files), [`cleaner`]
 //! (log compaction with crash-safe segment swaps), [`producer_state`] (idempotent producers'
 //! sequence windows, pure) and `producers` (their snapshots and rebuild from the log),
+//! [`txn_index`] (per-segment `.txnindex` files of aborted transactions, Kafka's format),
 //! `replicated` (follower appends with the leader's offsets and epochs).
 
 pub mod batch;
@@ -37,6 +38,7 @@ mod recovery;
 mod replicated;
 pub mod retention;
 pub mod segment;
+pub mod txn_index;
 pub mod validate;
 mod writer;
 

@@ -150,10 +150,24 @@ impl<F: FileSystem> LogInner<F> {
     pub(super) async fn install_producer_state(
         &self,
         from: i64,
-        state: ProducerStateMap,
+        mut state: ProducerStateMap,
         upto: Offset,
-        replayed: u64,
+        mut replayed: u64,
     ) -> Result<(), StorageError> {
+        // The aborted transactions below the snapshot are in the segments' `.txnindex` files
+        // (a version-2 snapshot carries them too: merged). A bad file: rebuild everything
+        // from the first segment instead.
+        let mut from = from;
+        match self.read_txn_indexes(from).await? {
+            Ok(entries) => state.add_aborted(entries),
+            Err(why) => {
+                let first = self.st.borrow().segments.keys().next().copied().unwrap_or(0);
+                tracing::warn!(dir = %self.dir.display(), reason = %why, "a transaction index fails its checks; replaying the whole log");
+                state = ProducerStateMap::default();
+                replayed = self.replay_producers(&mut state, Offset(first), upto).await?;
+                from = first;
+            }
+        }
         let offsets = self.snapshot_offsets().await?;
         let first_base = self.st.borrow().segments.keys().next().copied().unwrap_or(0);
         let mut changed = false;
@@ -185,7 +199,9 @@ impl<F: FileSystem> LogInner<F> {
         let before = self.st.borrow().producers.len();
         crate::metrics::producers_tracked(state.len() as i64 - before as i64);
         self.st.borrow_mut().producers = state;
-        Ok(())
+        // Files written before a crash or a truncation, or missing (a data dir from before
+        // `.txnindex` files), are made to match.
+        self.reconcile_txn_indexes().await
     }
 
     /// Applies the producer fields of every batch whose last offset is in `[from, upto)`.

@@ -28,6 +28,7 @@ use super::log::{LogInner, LogState};
 use super::producers::ProducerFold;
 use super::segment::{
     parse_log_name, scan_file, segment_path, Segment, INDEX_SUFFIX, TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
 };
 use super::LogConfig;
 use crate::io::{align_down, DataFile, FileSystem};
@@ -125,7 +126,9 @@ pub(super) async fn open<F: FileSystem>(
     }
     for base in doomed {
         tracing::warn!(dir = %dir.display(), base = base.0, "deleting segment after a torn one");
-        for suffix in [super::segment::LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for suffix in
+            [super::segment::LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX]
+        {
             let _ = fs.remove_file(&segment_path(dir, base, suffix)).await;
         }
     }

@@ -155,7 +155,8 @@ impl<F: FileSystem> LogInner<F> {
             // A transaction marker closes the producer's open transaction here too (Kafka's
             // `appendEndTxnMarker` on the follower path), or this replica, once elected,
             // would hold its last stable offset at that transaction's first offset and
-            // forget the aborted ones (issue 17's stuck LSO).
+            // forget the aborted ones (issue 17's stuck LSO); an ABORT is also recorded for
+            // read_committed fetches and this segment's `.txnindex`.
             st.producers.apply_marker(h.producer_id, h.producer_epoch, commit, last.0);
         }
         if st.max_timestamp.is_none_or(|(t, _)| max_ts.0 > t) {

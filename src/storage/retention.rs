@@ -20,6 +20,7 @@ use super::error::StorageError;
 use super::log::LogInner;
 use super::segment::{
     segment_path, Segment, INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
 };
 use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
@@ -186,7 +187,9 @@ impl<F: FileSystem> LogInner<F> {
         for seg in doomed {
             // The segment's producer snapshot goes with it (the latest snapshot is at or
             // above the active segment's base, which is never deleted).
-            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, SNAPSHOT_SUFFIX] {
+            for suffix in
+                [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX]
+            {
                 let from = segment_path(&self.dir, seg.base, suffix);
                 let to = deleted_path(&from);
                 match self.fs.rename(&from, &to).await {
@@ -241,7 +244,7 @@ pub fn is_leftover(name: &str, names: &[String]) -> bool {
     if name.ends_with(DELETED_SUFFIX) {
         return true;
     }
-    for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+    for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
         if let Some(stem) = name.strip_suffix(suffix) {
             let log = format!("{stem}{LOG_SUFFIX}");
             return stem.len() == 20 && !names.contains(&log);

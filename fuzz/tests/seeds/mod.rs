@@ -21,7 +21,8 @@ use shardlog::storage::batch::{patch_offset_and_epoch, recompute_crc, Compressio
 use shardlog::storage::checkpoint;
 use shardlog::storage::epoch::EpochCache;
 use shardlog::storage::index::{OffsetIndex, TimeIndex};
-use shardlog::storage::producer_state::{ProducerBatch, ProducerStateMap};
+use shardlog::storage::producer_state::{AbortedTxn, ProducerBatch, ProducerStateMap};
+use shardlog::storage::txn_index;
 use shardlog::storage::records::{build_batch, NewRecord};
 use shardlog::types::{Epoch, Offset};
 
@@ -185,6 +186,15 @@ fn file_seeds() {
     let mut t = TimeIndex::default();
     (1..20u32).for_each(|i| t.push(1_700_000_000_000 + i64::from(i), i * 3));
     write("time_index", "19-entries", &t.to_bytes());
+    let aborted: Vec<AbortedTxn> = (0..3i64)
+        .map(|i| AbortedTxn {
+            producer_id: 1000 + i,
+            first_offset: 10 * i,
+            last_offset: 10 * i + 5,
+            last_stable_offset: 10 * i,
+        })
+        .collect();
+    write("txn_index", "3-entries", &txn_index::encode(&aborted));
     let mut e = EpochCache::default();
     e.assign(Epoch(0), Offset(0));
     e.assign(Epoch(3), Offset(120));

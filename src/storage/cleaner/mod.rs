@@ -468,12 +468,22 @@ impl<F: FileSystem> LogInner<F> {
             file,
         );
         let interval = self.cfg().index_interval_bytes;
+        let mut markers = Vec::new();
         for b in batches {
             let h = BatchHeader::parse(b)?;
             new.track_batch(&h, (h.max_timestamp, Offset(h.base_offset)), interval);
+            if h.is_control() {
+                markers.push(h.last_offset());
+            }
         }
         new.seal_time_index();
-        let indexes = [new.index.to_bytes(), new.time_index.to_bytes()];
+        // The aborted transactions whose markers the cleaned segment kept (`.txnindex`).
+        let kept =
+            |a: &super::producer_state::AbortedTxn| markers.binary_search(&a.last_offset).is_ok();
+        let txns: Vec<_> =
+            self.st.borrow().producers.aborted_txns().iter().copied().filter(|a| kept(a)).collect();
+        let indexes =
+            [new.index.to_bytes(), new.time_index.to_bytes(), super::txn_index::encode(&txns)];
         for (suffix, data) in SWAP_ORDER.iter().zip(indexes.iter()) {
             let f = write_whole(&*self.fs, &cleaned(suffix), data).await?;
             f.close().await.map_err(StorageError::io("close", &cleaned(suffix), 0))?;
@@ -514,6 +524,8 @@ impl<F: FileSystem> LogInner<F> {
                 old.push(st.segments.remove(&span.base).ok_or_else(|| gone(span.base))?);
             }
             new.next_offset = old.last().map_or(new.next_offset, |s| s.next_offset);
+            // Markers the cleaner dropped leave the aborted list with their index entries.
+            st.producers.retain_aborted_in(first.base, new.next_offset.0, kept);
             new.written_bytes = new.size_bytes;
             new.queued_bytes = new.size_bytes;
             new.staged_end = new.next_offset;

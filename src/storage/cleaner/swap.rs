@@ -1,7 +1,8 @@
 //! Crash-safe replacement of a sealed segment by its cleaned copy, as Kafka's
-//! `LogCleaner`/`LogLoader` do: write `<base>.{log,index,timeindex}.cleaned` (synced), rename
-//! them to `.swap` (the `.log` last: its `.swap` is the commit mark), rename the old files to
-//! `.deleted`, rename the `.swap` files to their final names (the `.log` last), sync the dir.
+//! `LogCleaner`/`LogLoader` do: write `<base>.{log,index,timeindex,txnindex}.cleaned`
+//! (synced), rename them to `.swap` (the `.log` last: its `.swap` is the commit mark), rename
+//! the old files to `.deleted`, rename the `.swap` files to their final names (the `.log`
+//! last), sync the dir.
 //!
 //! Runs on the log's owner shard. Recovery ([`recover_swaps`], before the log is listed):
 //! `.cleaned` files and `.swap` indexes without a `<base>.log.swap` are an unfinished clean
@@ -14,14 +15,15 @@ use std::path::{Path, PathBuf};
 use crate::io::{DataFile, FileSystem};
 use crate::storage::error::StorageError;
 use crate::storage::segment::{
-    scan_file, segment_path, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    scan_file, segment_path, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
 };
 use crate::types::Offset;
 
 pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const SWAP_SUFFIX: &str = ".swap";
-/// Index files first, the `.log` last (see the module docs).
-pub const SWAP_ORDER: [&str; 3] = [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX];
+/// Index files first, the `.log` last (see the module docs). The cleaned segment's
+/// `.txnindex` (possibly empty) holds the aborted transactions whose markers it kept.
+pub const SWAP_ORDER: [&str; 4] = [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX];
 
 /// Where a crash test stops a swap (the steps of the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

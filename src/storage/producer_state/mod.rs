@@ -368,15 +368,7 @@ impl ProducerStateMap {
                 body.extend_from_slice(&b.timestamp_ms.to_be_bytes());
             }
         }
-        let aborted: Vec<&AbortedTxn> =
-            self.aborted.iter().filter(|a| a.last_offset < offset).collect();
-        body.extend_from_slice(&(aborted.len() as u32).to_be_bytes());
-        for a in aborted {
-            body.extend_from_slice(&a.producer_id.to_be_bytes());
-            body.extend_from_slice(&a.first_offset.to_be_bytes());
-            body.extend_from_slice(&a.last_offset.to_be_bytes());
-            body.extend_from_slice(&a.last_stable_offset.to_be_bytes());
-        }
+        // Version 3: the aborted transactions are in the segments' `.txnindex` files.
         let mut out = Vec::with_capacity(body.len() + 10);
         out.extend_from_slice(SNAPSHOT_MAGIC);
         out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
@@ -393,7 +385,7 @@ impl ProducerStateMap {
             return Err("not a producer snapshot (magic)".into());
         }
         let version = r.u16()?;
-        if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_V1 {
+        if !(SNAPSHOT_VERSION_V1..=SNAPSHOT_VERSION).contains(&version) {
             return Err(format!("unknown snapshot version {version}"));
         }
         let crc = r.u32()?;
@@ -435,7 +427,7 @@ impl ProducerStateMap {
                 return Err(format!("producer {id} appears twice"));
             }
         }
-        if version >= 2 {
+        if version == SNAPSHOT_VERSION_V2 {
             let n = r.u32()?;
             for _ in 0..n {
                 let a = AbortedTxn {
@@ -460,8 +452,12 @@ impl ProducerStateMap {
 
 /// `.snapshot` files start with these bytes ("ShardLog Producer Snapshot").
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"SLPS";
-/// Version 2 adds each producer's open transaction and the aborted transactions (issue 17).
-pub const SNAPSHOT_VERSION: u16 = 2;
+/// Version 3 is version 2 without the aborted transactions: they live in the segments'
+/// `.txnindex` files (`storage::txn_index`).
+pub const SNAPSHOT_VERSION: u16 = 3;
+/// Version 2 added each producer's open transaction and the aborted transactions (issue 17);
+/// still read (its aborted transactions are loaded, and written out as `.txnindex` files).
+pub const SNAPSHOT_VERSION_V2: u16 = 2;
 /// Issue 14's layout, still read.
 pub const SNAPSHOT_VERSION_V1: u16 = 1;
 

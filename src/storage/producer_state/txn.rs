@@ -185,6 +185,32 @@ impl ProducerStateMap {
         before - self.aborted.len()
     }
 
+    /// The aborted transactions whose ABORT marker lies in `[from, end)` (one segment's
+    /// `.txnindex`).
+    #[must_use]
+    pub fn aborted_in(&self, from: i64, end: i64) -> &[AbortedTxn] {
+        let start = self.aborted.partition_point(|a| a.last_offset < from);
+        let stop = self.aborted.partition_point(|a| a.last_offset < end);
+        &self.aborted[start..stop.max(start)]
+    }
+
+    /// Adds aborted transactions read from `.txnindex` files (or an old snapshot): kept
+    /// ordered by marker offset, one per marker.
+    pub fn add_aborted(&mut self, entries: impl IntoIterator<Item = AbortedTxn>) {
+        let before = self.aborted.len();
+        self.aborted.extend(entries);
+        if self.aborted.len() != before {
+            self.aborted.sort_by_key(|a| a.last_offset);
+            self.aborted.dedup_by_key(|a| a.last_offset);
+        }
+    }
+
+    /// Keeps the aborted transactions whose marker lies outside `[from, end)` or satisfies
+    /// `keep` (the cleaner rewrote that range and dropped some markers).
+    pub fn retain_aborted_in(&mut self, from: i64, end: i64, keep: impl Fn(&AbortedTxn) -> bool) {
+        self.aborted.retain(|a| a.last_offset < from || a.last_offset >= end || keep(a));
+    }
+
     /// Forgets aborted transactions wholly below `log_start` (retention removed them).
     pub fn prune_aborted(&mut self, log_start: i64) {
         let keep = self.aborted.partition_point(|a| a.last_offset < log_start);
@@ -333,8 +359,11 @@ mod tests {
         // A new transaction of producer 1 opens at its next batch.
         m.apply(&txn_batch(1, 3, 1), 16, 0);
         assert_eq!(m.first_unstable_offset(16), Some(16));
-        // Round trip through a snapshot at the log end.
-        let (at, back) = ProducerStateMap::decode(&m.encode(17)).expect("decode");
+        // Round trip through a snapshot at the log end: version 3 leaves the aborted
+        // transactions to the `.txnindex` files.
+        let (at, mut back) = ProducerStateMap::decode(&m.encode(17)).expect("decode");
+        assert!(back.aborted_txns().is_empty());
+        back.add_aborted(m.aborted_txns().to_vec());
         assert_eq!((at, &back), (17, &m));
         let mut forgot = m.clone();
         assert_eq!(forgot.forget_aborted(&[13, 14]), 1, "the marker at 14 went");
@@ -382,7 +411,61 @@ mod tests {
         let next = ProducerBatch { epoch: 1, ..txn_batch(1, 0, 1) };
         assert_eq!(m.check(&next), Ok(super::super::Verdict::Append));
         assert_eq!(m.first_unstable_offset(2), None, "the marker is below the high watermark");
-        let (_, back) = ProducerStateMap::decode(&m.encode(2)).expect("decode");
+        let (_, mut back) = ProducerStateMap::decode(&m.encode(2)).expect("decode");
+        back.add_aborted(m.aborted_txns().iter().copied());
         assert_eq!(back, m);
+    }
+
+    /// A version-2 snapshot (before `.txnindex` files) still loads, aborted list included.
+    fn encode_v2(m: &ProducerStateMap, offset: i64) -> Vec<u8> {
+        let v3 = m.encode(offset);
+        let mut body = v3[10..].to_vec();
+        let aborted: Vec<&AbortedTxn> =
+            m.aborted.iter().filter(|a| a.last_offset < offset).collect();
+        body.extend_from_slice(&(aborted.len() as u32).to_be_bytes());
+        for a in aborted {
+            for v in [a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset] {
+                body.extend_from_slice(&v.to_be_bytes());
+            }
+        }
+        let mut out = super::super::SNAPSHOT_MAGIC.to_vec();
+        out.extend_from_slice(&super::super::SNAPSHOT_VERSION_V2.to_be_bytes());
+        out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    #[test]
+    fn version_2_snapshots_with_aborted_lists_still_load() {
+        let mut m = ProducerStateMap::default();
+        m.apply(&txn_batch(1, 0, 2), 11, 0);
+        m.apply_marker(1, 0, false, 12);
+        m.apply(&txn_batch(2, 0, 1), 13, 0);
+        m.apply_marker(2, 0, false, 14);
+        m.first_unstable_offset(15);
+        let (at, back) = ProducerStateMap::decode(&encode_v2(&m, 15)).expect("decode v2");
+        assert_eq!((at, &back), (15, &m));
+        assert_eq!(back.aborted_in(0, 13).len(), 1);
+        assert_eq!(back.aborted_in(13, 15)[0].producer_id, 2);
+        assert!(back.aborted_in(15, 100).is_empty());
+    }
+
+    #[test]
+    fn aborted_entries_merge_in_order_once() {
+        let a = |pid, last| AbortedTxn {
+            producer_id: pid,
+            first_offset: last - 1,
+            last_offset: last,
+            last_stable_offset: last,
+        };
+        let mut m = ProducerStateMap::default();
+        m.add_aborted([a(1, 10), a(2, 30)]);
+        m.add_aborted([a(3, 20), a(1, 10)]);
+        let lasts: Vec<i64> = m.aborted_txns().iter().map(|t| t.last_offset).collect();
+        assert_eq!(lasts, vec![10, 20, 30]);
+        m.retain_aborted_in(15, 25, |t| t.producer_id != 3);
+        assert_eq!(m.aborted_txns().len(), 2);
+        m.retain_aborted_in(0, 100, |_| true);
+        assert_eq!(m.aborted_in(10, 31).len(), 2);
     }
 }
