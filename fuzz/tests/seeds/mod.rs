@@ -22,8 +22,8 @@ use shardlog::storage::checkpoint;
 use shardlog::storage::epoch::EpochCache;
 use shardlog::storage::index::{OffsetIndex, TimeIndex};
 use shardlog::storage::producer_state::{AbortedTxn, ProducerBatch, ProducerStateMap};
-use shardlog::storage::txn_index;
 use shardlog::storage::records::{build_batch, NewRecord};
+use shardlog::storage::txn_index;
 use shardlog::types::{Epoch, Offset};
 
 const CODECS: [Compression; 5] = [
