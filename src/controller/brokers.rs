@@ -361,7 +361,7 @@ impl BrokerHeartbeats {
     /// frames to propose. Brokers without a session (registered through another controller)
     /// get a full one from now.
     ///
-    /// After a stall of the controller itself (see [`Self::stall_ms`]) every session is
+    /// After a stall of the controller itself (longer than half a session) every session is
     /// extended by the stall: the controller's clock stood still for the brokers too. Without
     /// this, a single-node broker whose shard was overloaded for a session fenced itself
     /// (seen with 10,000 parked fetches and 1,000-partition CreateTopics at load 30), and

@@ -21,7 +21,7 @@
 //!
 //! Transactions: aborted data maps no key and loses its records; nothing at or past the
 //! first offset of an open transaction is cleaned. A marker (control batch) is kept while its
-//! transaction has a batch left in the log ([`txn::TxnTracker`], one walk over the whole
+//! transaction has a batch left in the log (`txn::TxnTracker`, one walk over the whole
 //! cleaned range per pass); once it has none, it gets a delete horizon like a tombstone and
 //! the first clean after the horizon removes it, except a producer's markers of its current
 //! epoch when no data batch of it is left (they fence older epochs on replay). Before
