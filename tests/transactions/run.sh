@@ -41,6 +41,8 @@ timeout 120 java -cp "$CP" org.apache.kafka.tools.TransactionsCommand \
 test "$(wc -l <"$DATA/open.txt")" -eq 1
 "$REPO/target/debug/shardlog" transactions --all -b "127.0.0.1:$PORT" >"$DATA/all.txt"
 grep -q CompleteAbort "$DATA/all.txt"
+# kafka-transactions.sh find-hanging and abort (an open transaction aborted by hand).
+timeout 300 python3 "$HERE/abort_by_hand.py" "127.0.0.1:$PORT"
 kill "$BROKER_PID"; wait "$BROKER_PID" 2>/dev/null || true; BROKER_PID=""
 timeout 900 python3 "$HERE/eos.py" "$REPO/target/debug/shardlog" "$((PORT + 2))" \
   "${TXN_APP_KILLS:-4}" "${TXN_BROKER_KILLS:-3}" "$CP" python java
