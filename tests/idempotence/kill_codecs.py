@@ -18,64 +18,21 @@ import logging
 import os
 import random
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kill_loop import Broker, read_all  # noqa: E402
 
 TOPIC = "idem-codecs"
 PARTITIONS = 8
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 RATE_PER_S = 400
-
-
-def wait_port(port, limit_s=60):
-    deadline = time.time() + limit_s
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"FAIL: broker not listening on {port} after {limit_s} s")
-
-
-class Broker:
-    def __init__(self, binary, port, work):
-        data = os.path.join(work, "data")
-        os.makedirs(data, exist_ok=True)
-        self.cmd = [binary, "serve", "--listen", f"127.0.0.1:{port}",
-                    "--admin-listen", f"127.0.0.1:{port + 1}", "--data-dir", data,
-                    "--shards", "2", "--log-level", "info"]
-        self.port = port
-        self.log = open(os.path.join(work, "broker.log"), "ab")
-        self.proc = None
-
-    def start(self):
-        self.log.write(f"=== start {time.time():.3f}\n".encode())
-        self.log.flush()
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=self.log)
-        wait_port(self.port)
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-        self.log.write(f"=== killed {time.time():.3f}\n".encode())
-        self.log.flush()
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 def producer(bs, codec, work, stop, results):
@@ -133,42 +90,15 @@ def group_member(bs, stop):
     c.close()
 
 
-def read_all(bs):
-    c = Consumer({"bootstrap.servers": bs, "group.id": f"idem-check-{os.getpid()}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    ends = {}
-    for p in range(PARTITIONS):
-        deadline = time.time() + 60
-        while True:
-            try:
-                ends[p] = c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
-                break
-            except Exception:  # a broker just restarted may not lead yet
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.5)
-    c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    out = []
-    seen_end = {p: 0 for p in range(PARTITIONS)}
-    deadline = time.time() + 120
-    while any(seen_end[p] < ends[p] for p in ends) and time.time() < deadline:
-        for m in c.consume(1000, 1.0):
-            if m.error():
-                continue
-            out.append((m.partition(), m.offset(), m.value().decode()))
-            seen_end[m.partition()] = m.offset() + 1
-    c.close()
-    if any(seen_end[p] < ends[p] for p in ends):
-        raise SystemExit(f"FAIL: could not read to the end: {seen_end} < {ends}")
-    return out
-
-
 def main():
     binary, port, kills = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     work = sys.argv[4] if len(sys.argv) > 4 else tempfile.mkdtemp(prefix="idem-codecs-")
     os.makedirs(work, exist_ok=True)
     bs = f"127.0.0.1:{port}"
-    broker = Broker(binary, port, work)
+    data = os.path.join(work, "data")
+    os.makedirs(data, exist_ok=True)
+    broker = Broker(binary, port, data)  # logs to work/broker.log
+    broker.cmd[-1] = "info"
     broker.start()
     stop = threading.Event()
     results = {}
@@ -194,7 +124,7 @@ def main():
         stop.set()
         for t in threads:
             t.join(300)
-        records = read_all(bs)
+        records = read_all(bs, TOPIC, PARTITIONS)
     finally:
         stop.set()
         broker.stop()

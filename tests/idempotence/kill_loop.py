@@ -48,12 +48,16 @@ class Broker:
         self.proc = None
 
     def start(self):
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.log.write(f"=== start {time.time():.3f}\n".encode())
+        self.log.flush()
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=self.log)
         wait_port(self.port)
 
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
+        self.log.write(f"=== killed {time.time():.3f}\n".encode())
+        self.log.flush()
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -64,18 +68,27 @@ class Broker:
                 self.proc.kill()
 
 
-def read_all(bs):
+def read_all(bs, topic=TOPIC, partitions=PARTITIONS):
+    """Every record of `topic` from offset 0 to the end: (partition, offset, value)."""
     c = Consumer({"bootstrap.servers": bs, "group.id": f"idem-check-{os.getpid()}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     ends = {}
-    for p in range(PARTITIONS):
-        ends[p] = c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
-    c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    for p in range(partitions):
+        deadline = time.time() + 60
+        while True:
+            try:
+                ends[p] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                break
+            except Exception:  # a broker just restarted may not lead yet
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
-    seen_end = {p: 0 for p in range(PARTITIONS)}
+    seen_end = {p: 0 for p in range(partitions)}
     deadline = time.time() + 120
     while any(seen_end[p] < ends[p] for p in ends) and time.time() < deadline:
-        for m in c.consume(500, 1.0):
+        for m in c.consume(1000, 1.0):
             if m.error():
                 continue
             out.append((m.partition(), m.offset(), m.value().decode()))
