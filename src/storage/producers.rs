@@ -276,7 +276,8 @@ impl<F: FileSystem> LogInner<F> {
 
     /// Before the cleaner swaps out markers (the last at `last_marker`), makes the producer
     /// state agree with the cleaned log: the aborted transactions of the removed ABORT
-    /// markers (`aborted_markers`) are forgotten in memory and in every snapshot, and
+    /// markers (`aborted_markers`) are forgotten in memory and in every snapshot that still
+    /// lists them (version 2 only: version 3 leaves them to the `.txnindex` files), and
     /// snapshots at or below `last_marker` are deleted (one may hold a transaction open
     /// whose marker goes: a replay from it would never close it). Done first, under the
     /// append lock (no roll or truncation writes or deletes a snapshot meanwhile): a crash
