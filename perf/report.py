@@ -15,6 +15,8 @@ import statistics
 import sys
 
 res, report, commit, quick, elapsed, bench, reps = sys.argv[1:8]
+# The command as a reader can run it: paths inside the checkout relative to its root.
+bench = bench.replace(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + "/", "")
 K, S = "kafka", "shardlog"
 
 
