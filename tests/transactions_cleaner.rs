@@ -13,7 +13,7 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use shardlog::io::mem::MemFileSystem;
 use shardlog::io::{run_local, FileSystem};
-use shardlog::storage::batch::{recompute_crc, BatchHeader, Compression};
+use shardlog::storage::batch::{set_transactional_producer, BatchHeader, Compression};
 use shardlog::storage::cleaner::swap::SwapStep;
 use shardlog::storage::cleaner::throttle::Throttler;
 use shardlog::storage::producer_state::encode_marker;
@@ -50,12 +50,7 @@ fn batch(key: &str, value: &[u8], pid: i64, seq: i32) -> Bytes {
     };
     let mut b = BytesMut::from(&build_batch(&[rec], Compression::None)[..]);
     if pid >= 0 {
-        let attributes = i16::from_be_bytes([b[21], b[22]]) | 0x10;
-        b[21..23].copy_from_slice(&attributes.to_be_bytes());
-        b[43..51].copy_from_slice(&pid.to_be_bytes());
-        b[51..53].copy_from_slice(&0i16.to_be_bytes());
-        b[53..57].copy_from_slice(&seq.to_be_bytes());
-        recompute_crc(&mut b);
+        set_transactional_producer(&mut b, pid, 0, seq);
     }
     b.freeze()
 }

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use shardlog::io::mem::MemFileSystem;
 use shardlog::io::run_local;
-use shardlog::storage::batch::recompute_crc;
+use shardlog::storage::batch::set_transactional_producer;
 use shardlog::storage::producer_state::encode_marker;
 use shardlog::storage::records::build_simple_batch;
 use shardlog::storage::{BatchCache, LogConfig, PartitionLog};
@@ -43,12 +43,7 @@ async fn open(fs: &Rc<MemFileSystem>) -> Log {
 /// A transactional batch of `count` records of producer `pid` (epoch 0) at sequence `seq`.
 fn txn_batch(pid: i64, seq: i32, count: usize) -> Bytes {
     let mut b = BytesMut::from(&build_simple_batch(count, 40, T0)[..]);
-    let attributes = i16::from_be_bytes([b[21], b[22]]) | 0x10;
-    b[21..23].copy_from_slice(&attributes.to_be_bytes());
-    b[43..51].copy_from_slice(&pid.to_be_bytes());
-    b[51..53].copy_from_slice(&0i16.to_be_bytes());
-    b[53..57].copy_from_slice(&seq.to_be_bytes());
-    recompute_crc(&mut b);
+    set_transactional_producer(&mut b, pid, 0, seq);
     b.freeze()
 }
 

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::{Broker, Wire};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -22,8 +22,6 @@ use kafka_protocol::messages::{
     ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use shardlog::storage::batch::recompute_crc;
-use shardlog::storage::records::build_simple_batch;
 
 const TOPIC: &str = "txn";
 const PRODUCER_FENCED: i16 = 90;
@@ -31,24 +29,10 @@ const INVALID_PRODUCER_EPOCH: i16 = 47;
 const CONCURRENT_TRANSACTIONS: i16 = 51;
 const INVALID_TXN_STATE: i16 = 48;
 
+use common::txn_batch;
+
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
-}
-
-/// A transactional batch of `count` records from `pid`/`epoch` at sequence `seq`.
-fn txn_batch(pid: i64, epoch: i16, seq: i32, count: usize) -> Bytes {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as i64;
-    let mut b = BytesMut::from(&build_simple_batch(count, 16, now)[..]);
-    let attributes = i16::from_be_bytes([b[21], b[22]]) | 0x10;
-    b[21..23].copy_from_slice(&attributes.to_be_bytes());
-    b[43..51].copy_from_slice(&pid.to_be_bytes());
-    b[51..53].copy_from_slice(&epoch.to_be_bytes());
-    b[53..57].copy_from_slice(&seq.to_be_bytes());
-    recompute_crc(&mut b);
-    b.freeze()
 }
 
 fn produce(w: &mut Wire, records: Bytes) -> (i16, i64) {

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use shardlog::io::mem::MemFileSystem;
 use shardlog::io::run_local;
-use shardlog::storage::batch::{recompute_crc, Compression};
+use shardlog::storage::batch::{recompute_crc, set_transactional_producer, Compression};
 use shardlog::storage::producer_state::{encode_marker, AbortedTxn};
 use shardlog::storage::records::{build_batch, NewRecord};
 use shardlog::storage::{txn_index, BatchCache, LogConfig, PartitionLog};
@@ -44,12 +44,7 @@ fn txn_batch(pid: i64, seq: i32) -> Bytes {
         })
         .collect();
     let mut b = BytesMut::from(&build_batch(&recs, Compression::None)[..]);
-    let attributes = i16::from_be_bytes([b[21], b[22]]) | 0x10;
-    b[21..23].copy_from_slice(&attributes.to_be_bytes());
-    b[43..51].copy_from_slice(&pid.to_be_bytes());
-    b[51..53].copy_from_slice(&0i16.to_be_bytes());
-    b[53..57].copy_from_slice(&seq.to_be_bytes());
-    recompute_crc(&mut b);
+    set_transactional_producer(&mut b, pid, 0, seq);
     b.freeze()
 }
 

@@ -21,6 +21,9 @@ pub const OFFSET_CRC: usize = 17;
 pub const OFFSET_ATTRIBUTES: usize = 21;
 pub const OFFSET_BASE_TIMESTAMP: usize = 27;
 pub const OFFSET_MAX_TIMESTAMP: usize = 35;
+pub const OFFSET_PRODUCER_ID: usize = 43;
+pub const OFFSET_PRODUCER_EPOCH: usize = 51;
+pub const OFFSET_BASE_SEQUENCE: usize = 53;
 pub const MAGIC_V2: i8 = 2;
 pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
 pub const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
@@ -196,6 +199,25 @@ pub fn stamp_log_append_time(batch: &mut BytesMut, now_ms: i64) {
     let attrs = attrs | ATTR_TIMESTAMP_TYPE;
     batch[OFFSET_ATTRIBUTES..OFFSET_ATTRIBUTES + 2].copy_from_slice(&attrs.to_be_bytes());
     batch[OFFSET_MAX_TIMESTAMP..OFFSET_MAX_TIMESTAMP + 8].copy_from_slice(&now_ms.to_be_bytes());
+    recompute_crc(batch);
+}
+
+/// Makes `batch` one a transactional producer sent: the transactional bit, the producer id,
+/// epoch and base sequence, and a new CRC. For tests and tools that build a batch with
+/// `build_batch` and need it from a transaction; the broker itself never rewrites these.
+pub fn set_transactional_producer(
+    batch: &mut [u8],
+    producer_id: i64,
+    epoch: i16,
+    base_sequence: i32,
+) {
+    let attrs = i16::from_be_bytes([batch[OFFSET_ATTRIBUTES], batch[OFFSET_ATTRIBUTES + 1]]);
+    let attrs = attrs | ATTR_TRANSACTIONAL;
+    batch[OFFSET_ATTRIBUTES..OFFSET_ATTRIBUTES + 2].copy_from_slice(&attrs.to_be_bytes());
+    batch[OFFSET_PRODUCER_ID..OFFSET_PRODUCER_ID + 8].copy_from_slice(&producer_id.to_be_bytes());
+    batch[OFFSET_PRODUCER_EPOCH..OFFSET_PRODUCER_EPOCH + 2].copy_from_slice(&epoch.to_be_bytes());
+    batch[OFFSET_BASE_SEQUENCE..OFFSET_BASE_SEQUENCE + 4]
+        .copy_from_slice(&base_sequence.to_be_bytes());
     recompute_crc(batch);
 }
 

@@ -8,6 +8,7 @@
 //! Error messages follow Kafka's `ConfigException` wording so tools print familiar text.
 
 mod broker;
+mod broker_table;
 mod defs;
 mod topic_config;
 
