@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An acks=all idempotent load for the controlled-shutdown test (tests/cluster_leadership.rs).
+"""An acks=all idempotent load for the controlled-shutdown test (tests/processes/cluster_leadership.rs).
 
 Produces numbered values round-robin over the topic's partitions with confluent-kafka
 (enable.idempotence, acks=all) until STOP_FILE exists, remembers every acknowledged

@@ -1,4 +1,4 @@
-"""The client side of tests/cluster_shard_move.rs: an idempotent acks=all producer
+"""The client side of tests/processes/cluster_shard_move.rs: an idempotent acks=all producer
 (librdkafka via confluent-kafka, 5 in flight) writes "v<n>" round-robin over PARTITIONS
 partitions of TOPIC until the file STOP exists (bounded: 300 s); with PRODUCERS > 1, that many producers (each
 its own connections and producer id, so a broker spreads them over its shards) take turns,

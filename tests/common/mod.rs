@@ -358,3 +358,16 @@ pub fn split_batches(mut bytes: bytes::Bytes) -> Vec<(Vec<ReadRecord>, i64)> {
     }
     out
 }
+
+/// A transactional batch of `count` 16-byte records from `pid`/`epoch` at sequence `seq`,
+/// stamped now (Kafka timestamps), as a transactional producer would send it.
+pub fn txn_batch(pid: i64, epoch: i16, seq: i32, count: usize) -> bytes::Bytes {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    let mut b =
+        bytes::BytesMut::from(&shardlog::storage::records::build_simple_batch(count, 16, now)[..]);
+    shardlog::storage::batch::set_transactional_producer(&mut b, pid, epoch, seq);
+    b.freeze()
+}

@@ -67,7 +67,7 @@ timeout 240 python3 "$HERE/clients.py" --bin "$BIN" --cp "$CP" \
   --base-port "$((BASE + 600))" || status=1
 # A consumer group's committed offsets across its coordinator's SIGKILL: gating. (Its
 # earlier failures were the check's own: a temporary AdminClient destroyed with its
-# OffsetFetch in flight; tests/group_coordinator_failover.rs covers the broker side.)
+# OffsetFetch in flight; tests/processes/group_coordinator_failover.rs covers the broker side.)
 timeout 150 python3 "$HERE/clients.py" --group --bin "$BIN" --cp "$CP" \
   --base-port "$((BASE + 600))" || status=1
 exit $status

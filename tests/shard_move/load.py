@@ -1,4 +1,4 @@
-"""The client side of tests/shard_move.rs: an idempotent acks=all producer (librdkafka via
+"""The client side of tests/processes/shard_move.rs: an idempotent acks=all producer (librdkafka via
 confluent-kafka, 5 in flight) writes "v<n>" round-robin over PARTITIONS partitions of TOPIC
 until the file STOP exists, while a consumer (assigned every partition from the start)
 reads continuously. Then the producer flushes, the consumer reads until it has every

@@ -1,5 +1,5 @@
 """Exactly-once across a three-broker cluster while the transaction coordinator's broker dies
-(issues 15 and 17; driven by tests/transactions_cluster.rs, which owns the brokers).
+(issues 15 and 17; driven by tests/processes/transactions_cluster.rs, which owns the brokers).
 
 N input records go to IN (3 partitions, replication factor 3, created by the caller); the
 app (confluent-kafka's eos_app.py or the Java client's EosApp.java) turns each into
@@ -10,7 +10,7 @@ the broker coordinating the app's transactional id and answers a line on stdin, 
 stopped around that moment is printed.
 The app carries on (a watchdog restarts it after STALL_S without progress, printed). Pass: a
 read_committed consumer of OUT sees each input exactly once.
-With EOS_CLUSTER_STRICT=1 (tests/transactions_coordinator_kill.rs) a stall fails the run
+With EOS_CLUSTER_STRICT=1 (tests/processes/transactions_coordinator_kill.rs) a stall fails the run
 instead of restarting the app: the app must carry on through the failover by itself.
 Usage: eos_cluster.py BOOTSTRAP KIND CLASSPATH N [NAME]   (KIND: python | java; NAME, KIND
 unless given, names the topics cl-in-NAME and cl-out-NAME, the group cl-NAME and the

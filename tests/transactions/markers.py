@@ -1,4 +1,4 @@
-"""Client side of `cargo test --test transactions_markers` (issue 17: the cleaner removes
+"""Client side of `cargo test --test processes transactions_markers` (issue 17: the cleaner removes
 transaction markers after the delete horizon), with confluent-kafka.
 Usage: python3 markers.py BOOTSTRAP TOPIC write|fill SECONDS|check
   write: one transactional producer on partition 0: T1 aborted (keys a0..a9), T2 committed

@@ -1,5 +1,5 @@
 //! Unit tests of the move's checks on a node image (the steps run on real brokers in
-//! `tests/shard_move.rs`).
+//! `tests/processes/shard_move.rs`).
 
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 //! printed, not asserted); controller ports come from this file's block,
 //! 127.0.0.1:25000-25999.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

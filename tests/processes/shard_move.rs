@@ -11,7 +11,7 @@
 //!
 //! No timed assertions: durations are printed as figures.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -7,8 +7,8 @@
 //! the three brokers' controller ports.
 #![cfg(feature = "metrics")]
 
-mod common;
-mod metrics_support;
+use crate::common;
+use crate::metrics_support;
 
 use std::time::{Duration, Instant};
 

@@ -12,7 +12,7 @@
 //! stderr). Ports: 127.0.0.1:32200-32203. Figures (time and fill rounds until the markers
 //! went) are printed, not asserted.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -10,7 +10,7 @@
 //! The app part needs `tests/interop/install.sh`; without it that part is skipped (said on
 //! stderr). Controller ports come from this file's block, 127.0.0.1:32500-32999.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::cluster::Cluster;
 use common::Wire;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
@@ -31,14 +31,14 @@ use kafka_protocol::messages::{
     ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use shardlog::storage::batch::recompute_crc;
-use shardlog::storage::records::build_simple_batch;
 
 const LIMIT: Duration = Duration::from_secs(60);
 const TOPIC: &str = "ledger";
 const PRODUCER_FENCED: i16 = 90;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const INVALID_TXN_STATE: i16 = 48;
+
+use common::txn_batch;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -71,21 +71,6 @@ fn txn_coordinator(c: &Cluster, id: &str) -> (i32, String) {
         let resp: FindCoordinatorResponse = w.call(ApiKey::FindCoordinator, 3, &req);
         (resp.error_code == 0).then(|| (resp.node_id.0, format!("{}:{}", resp.host, resp.port)))
     })
-}
-
-fn txn_batch(pid: i64, epoch: i16, seq: i32, count: usize) -> Bytes {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as i64;
-    let mut b = BytesMut::from(&build_simple_batch(count, 16, now)[..]);
-    let attributes = i16::from_be_bytes([b[21], b[22]]) | 0x10;
-    b[21..23].copy_from_slice(&attributes.to_be_bytes());
-    b[43..51].copy_from_slice(&pid.to_be_bytes());
-    b[51..53].copy_from_slice(&epoch.to_be_bytes());
-    b[53..57].copy_from_slice(&seq.to_be_bytes());
-    recompute_crc(&mut b);
-    b.freeze()
 }
 
 /// A transactional produce (with the transactional id, as clients send it): the error.

@@ -13,7 +13,7 @@
 //! figures (no timed assertions). Controller ports come from this file's block,
 //! 127.0.0.1:32300-32799 (base 32300: 32400, 32500, 32600).
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::path::Path;

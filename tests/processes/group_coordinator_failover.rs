@@ -13,7 +13,7 @@
 //! The failover times (kill → offsets served) are printed, not asserted: loose bounds only
 //! (`LIMIT`). Controller ports from this file's block, 127.0.0.1:30200-30399.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

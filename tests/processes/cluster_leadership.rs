@@ -9,7 +9,7 @@
 //! (`tests/interop/install.sh`). Controller ports come from this file's block,
 //! 127.0.0.1:33000-33999.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -9,7 +9,7 @@
 //! the committed records again. Bounds
 //! are loose; figures are printed. Ports from this file's block, 127.0.0.1:30000-30199.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

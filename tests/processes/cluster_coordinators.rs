@@ -10,7 +10,7 @@
 //! them the client part is skipped, said on stderr. Controller ports come from this file's
 //! block, 127.0.0.1:32000-32499.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

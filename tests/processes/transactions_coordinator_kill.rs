@@ -15,7 +15,7 @@
 //! Needs `tests/interop/install.sh`; without it the test says so on stderr and passes.
 //! Controller ports: 127.0.0.1:30490, 30590, 30690 (this file's block is 30400-30699).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

@@ -9,7 +9,7 @@
 //! Needs `.interop-cache` (the venv with confluent-kafka and the Kafka 4.1.2 jars); skipped
 //! with a message without it.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -14,7 +14,7 @@
 //! Ports: this file's block 127.0.0.1:34000-34999 (controllers 34100-34300; Kafka ports are
 //! ephemeral). Bounds are loose; figures are printed.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

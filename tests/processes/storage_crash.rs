@@ -113,7 +113,7 @@ fn sigkill_never_loses_an_acknowledged_batch() {
     let mut acked: BTreeMap<i64, (i64, u32)> = BTreeMap::new();
     for round in 0..rounds {
         let mut child = Command::new(&exe)
-            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+            .args(["--exact", "storage_crash::crash_child", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, &dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

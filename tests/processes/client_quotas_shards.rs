@@ -6,7 +6,7 @@
 //! connection on the wrong shard is closed and another opened. The clients never wait on
 //! `throttle_time_ms` themselves: the broker's muting alone holds them.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -165,6 +165,11 @@ fn a_clients_quota_is_met_whichever_shards_its_connections_use() {
     for (client, rate) in rates {
         let ratio = rate / QUOTA_BYTES_PER_S;
         eprintln!("{client}: {rate:.0} B/s over {secs:.1} s = {ratio:.3} of its quota");
-        assert!((0.9..=1.1).contains(&ratio), "{client} at {ratio:.3} of its quota");
+        // Above: the quota held (a per-shard copy of the whole quota would give ~2.0). Below:
+        // the shards share it by demand (an even split would leave `share-one`, both of
+        // whose connections are on shard 0, at ~0.5). 0.7, not 0.9: on a loaded 2-core host
+        // (a soak beside this binary's other tests) the client itself fell to 0.79 once,
+        // its 10 kB fsynced produces too slow to reach the quota; quiet, both are 0.97-1.05.
+        assert!((0.7..=1.1).contains(&ratio), "{client} at {ratio:.3} of its quota");
     }
 }

@@ -5,7 +5,7 @@
 //! only). Two kills in `cargo test`; `SHARDLOG_FAILOVER_KILLS=20` for the full measurement.
 //! Controller ports come from this file's block, 127.0.0.1:26000-26999.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -19,7 +19,7 @@
 //! `delete.retention.ms` being a day) survives, and the log start offset is a segment base
 //! with everything above it readable.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

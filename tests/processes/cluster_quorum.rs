@@ -4,7 +4,7 @@
 //! broker-only node joins. Bounds are loose (the figures are measured and printed, not
 //! asserted); controller ports come from this file's block, 127.0.0.1:24000-24999.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

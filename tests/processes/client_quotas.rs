@@ -6,7 +6,7 @@
 //! with a `consumer_byte_rate` likewise (throttled fetches are answered empty). Loose
 //! bounds (within 2x), never a tight timed assertion.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
