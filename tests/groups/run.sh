@@ -5,8 +5,9 @@
 # kafkajs (producer + group consumers), the restart test (SIGTERM/SIGKILL; starts its own
 # broker) and the fresh-broker coordinator test (issue 12; starts its own broker). Every
 # test is bounded.
-# Usage: tests/groups/run.sh [PORT]   (default 39170; restart test uses PORT+1, the
-# fresh-broker test PORT+2)
+# Usage: tests/groups/run.sh [PORT]   (default 21170; restart test uses PORT+1, the
+# fresh-broker test PORT+2). Below Linux's ephemeral range (32768-60999): CI runs this
+# beside the cargo tests, and a client socket of theirs once held PORT+2.
 # Prerequisites (all from tests/interop/install.sh): confluent-kafka and kafka-python (pip),
 # the pinned Kafka jars (perf/kafka/kafka.sh fetch: Java classpath and ConsumerGroupCommand),
 # kafkajs (npm ci in tests/interop/js). A missing one fails its test; nothing is skipped.
@@ -15,7 +16,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 # shellcheck source=tests/interop/env.sh
 source "$REPO/tests/interop/env.sh" # python3 = the interop venv, once installed
-PORT="${1:-39170}"
+PORT="${1:-21170}"
 BIN="$REPO/target/debug/shardlog"
 cd "$REPO"
 cargo build -q --bin shardlog

@@ -7,7 +7,7 @@
 //! Figures are printed, not asserted (loose bounds only). The Java and Python parts are
 //! skipped, said on stderr, when `.interop-cache` lacks Kafka's jars or the venv
 //! (`tests/interop/install.sh`). Controller ports come from this file's block,
-//! 127.0.0.1:33000-33999.
+//! 127.0.0.1:22000-22999.
 
 use crate::common;
 
@@ -198,7 +198,7 @@ fn all_preferred(ps: &[Part]) -> bool {
 fn preferred_leaders_return_by_tool_and_automatically() {
     let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // Default check interval (300 s): only the tool moves leaderships back here.
-    let mut c = Cluster::start(3, 33000);
+    let mut c = Cluster::start(3, 22000);
     create(&mut Wire::connect(&c.broker(0).addr), "lead");
     let ps = wait_full_isr(&c, "lead");
     assert!(all_preferred(&ps), "new partitions start on their preferred replica: {ps:?}");
@@ -272,7 +272,7 @@ fn preferred_leaders_return_by_tool_and_automatically() {
     drop(c);
 
     // Automatic: a 2 s check interval brings the leaderships back without a request.
-    let mut c = Cluster::start_with(3, 33050, &["--leader-imbalance-check-interval-seconds", "2"]);
+    let mut c = Cluster::start_with(3, 22050, &["--leader-imbalance-check-interval-seconds", "2"]);
     create(&mut Wire::connect(&c.broker(0).addr), "auto");
     let ps = wait_full_isr(&c, "auto");
     let v = victim(&c, &ps);
@@ -294,7 +294,7 @@ fn sigterm_under_acks_all_load_loses_nothing() {
         eprintln!("[skip] no interop venv (tests/interop/install.sh): no confluent-kafka load");
         return;
     }
-    let mut c = Cluster::start(3, 33020);
+    let mut c = Cluster::start(3, 22020);
     create(&mut Wire::connect(&c.broker(0).addr), "cs");
     let ps = wait_full_isr(&c, "cs");
     let v = victim(&c, &ps);

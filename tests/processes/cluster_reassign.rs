@@ -11,7 +11,7 @@
 //!   record is read back at its acked offset from the new leader.
 //!
 //! Skipped (with a message) when Java or the Kafka jars are missing (`tests/interop/install.sh`).
-//! Ports: this file's block 127.0.0.1:34000-34999 (controllers 34100-34300; Kafka ports are
+//! Ports: this file's block 127.0.0.1:23000-23999 (controllers 23100-23490; Kafka ports are
 //! ephemeral). Bounds are loose; figures are printed.
 
 use crate::common;
@@ -93,13 +93,13 @@ fn list(w: &mut Wire, partitions: Option<Vec<i32>>) -> ListPartitionReassignment
 }
 
 /// A base port in this file's block whose controller ports (base + 100 × id) are free now:
-/// the block lies in the ephemeral range, where other tests' client sockets come and go.
+/// other runs of this file (or a broker left from one) may hold them.
 fn free_base() -> u16 {
-    (34000..34090)
+    (23000..23090)
         .find(|base| {
             (1..=4u16).all(|id| std::net::TcpListener::bind(("127.0.0.1", base + 100 * id)).is_ok())
         })
-        .expect("a free base port in 34000-34999")
+        .expect("a free base port in 23000-23999")
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
