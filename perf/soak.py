@@ -58,6 +58,10 @@ WINDOW_S = 60
 # has in the lifetime: while the cache fills, the heap around it grows with it (allocator
 # metadata and free pages in proportion to the heap) and is not yet at its steady size.
 CACHE_FULL_SHARE = 0.95
+# Gauges sampled with RSS (KiB in samples.tsv): the batch cache, and jemalloc's live heap
+# and resident bytes, which split RSS into live memory and the allocator's unpurged pages.
+SAMPLED_GAUGES = ("shardlog_batch_cache_bytes", "shardlog_allocator_allocated_bytes",
+                  "shardlog_allocator_resident_bytes", "shardlog_allocator_active_bytes")
 
 # ERROR lines a SIGKILL every ten minutes is expected to cause; anything else fails the run.
 ERROR_ALLOWLIST = [
@@ -76,7 +80,10 @@ class Broker:
         self.binary, self.data_dir, self.port, self.admin_port = binary, data_dir, port, admin_port
         self.log_path = log_path
         self.proc = None
-        self.lifetimes = []  # one list of (t, rss_kib, fds) per process
+        # One list per process of (t, rss_kib, fds, cache_kib, allocated_kib, resident_kib,
+        # active_kib).
+        self.lifetimes = []
+        self.samples_file = None
 
     def start(self):
         # A killed broker's listening socket can outlive the process for a moment (its
@@ -135,10 +142,20 @@ class Broker:
             fds = len(os.listdir(f"/proc/{pid}/fd"))
         except (FileNotFoundError, ProcessLookupError):
             return
-        self.lifetimes[-1].append((time.time(), rss, fds, self.cache_kib()))
+        m = self.metrics_kib()
+        sample = (time.time(), rss, fds, m.get("shardlog_batch_cache_bytes", 0),
+                  m.get("shardlog_allocator_allocated_bytes", 0),
+                  m.get("shardlog_allocator_resident_bytes", 0),
+                  m.get("shardlog_allocator_active_bytes", 0))
+        self.lifetimes[-1].append(sample)
+        if self.samples_file:
+            self.samples_file.write("\t".join(str(round(v)) for v in
+                                               (sample[0], len(self.lifetimes) - 1) + sample[1:]))
+            self.samples_file.write("\n")
+            self.samples_file.flush()
 
-    def cache_kib(self):
-        """The batch caches' bytes (bounded by design) from /metrics, in KiB; 0 if unknown."""
+    def metrics_kib(self):
+        """The gauges of SAMPLED_GAUGES from /metrics, in KiB; empty if unreachable."""
         try:
             with socket.create_connection(("127.0.0.1", self.admin_port), timeout=2) as s:
                 s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -146,11 +163,13 @@ class Broker:
                 while chunk := s.recv(65536):
                     body += chunk
         except OSError:
-            return 0
+            return {}
+        out = {}
         for line in body.decode(errors="replace").splitlines():
-            if line.startswith("shardlog_batch_cache_bytes "):
-                return int(float(line.split()[1])) // 1024
-        return 0
+            name, _, value = line.partition(" ")
+            if name in SAMPLED_GAUGES:
+                out[name] = int(float(value)) // 1024
+        return out
 
 
 def create_topics(bootstrap):
@@ -224,6 +243,7 @@ def bench_bursts(binary, bootstrap, stop, stats):
     while not stop.is_set():
         codec = CODECS[i % len(CODECS)]
         topic = "soak-load" if i % 2 == 0 else "soak-compact"
+        log(f"bench burst {i}: {topic} {codec}")
         cmd = [binary, "bench", "produce", "--bootstrap-server", bootstrap, "--topic", topic,
                "--duration", "20", "--rate", "3000", "--record-size", "512",
                "--compression", codec, "--acks", "1"]
@@ -374,6 +394,10 @@ def check_growth(lifetimes):
                      "cache_kib_end": med(last, lambda s: s[3]),
                      "rss_kib_after_warmup": rss0, "rss_kib_end": rss1,
                      "rss_kib_max": max(s[1] for s in warm), "rss_growth": round(rss_g, 4),
+                     "heap_kib_after_warmup": med(first, lambda s: s[4]),
+                     "heap_kib_end": med(last, lambda s: s[4]),
+                     "heap_kib_max": max(s[4] for s in warm),
+                     "jemalloc_resident_kib_end": med(last, lambda s: s[5]),
                      "fds_after_warmup": fd0, "fds_end": fd1, "fds_max": max(s[2] for s in warm),
                      "fd_growth": round(fd_g, 4)})
     return ok, rows
@@ -425,6 +449,9 @@ def main():
     stop = threading.Event()
     stats = {}
     kills = []
+    broker.samples_file = open(os.path.join(args.out, "samples.tsv"), "a")
+    broker.samples_file.write("t\tlifetime\trss_kib\tfds\tcache_kib\tallocated_kib\tresident_kib"
+                             "\tactive_kib\n")
     broker.start()
     try:
         create_topics(bootstrap)
@@ -453,6 +480,7 @@ def main():
             if now - last_report >= 60:
                 s = broker.lifetimes[-1][-1] if broker.lifetimes[-1] else None
                 log(f"t={round(now - start)} s rss={s and s[1]} KiB cache={s and s[3]} KiB "
+                    f"heap={s and s[4]} KiB jemalloc_resident={s and s[5]} KiB "
                     f"fds={s and s[2]} "
                     f"bench_ok={stats.get('bench_ok', 0)} members={stats.get('group_members', 0)}")
                 last_report = now

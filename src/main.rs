@@ -9,6 +9,36 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[cfg(all(target_os = "linux", not(target_env = "musl")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's start-up options (read once, before the first allocation; `_RJEM_MALLOC_CONF`
+/// in the environment still overrides them, e.g. perf/heap_profile.sh's `prof:true`).
+/// By default jemalloc purges freed pages only when the freeing thread allocates again, over
+/// a 10 s decay, so RSS swung 10–40 MiB above the live heap with the load's phases (issue
+/// 19's soak). One background thread purges them on a 1 s decay instead, off the shards'
+/// threads, and skips the second (muzzy) stage: RSS stays within ~15 MiB of the live heap
+/// (perf/results/2026-12-02-allocator.md).
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+#[allow(non_upper_case_globals)]
+#[export_name = "_rjem_malloc_conf"]
+pub static malloc_conf: Option<&'static u8> = Some(
+    &b"background_thread:true,max_background_threads:1,dirty_decay_ms:1000,muzzy_decay_ms:0\0"[0],
+);
+
+/// jemalloc's counters for `/metrics` (`shardlog_allocator_*_bytes`). They are cached by
+/// jemalloc until the epoch is advanced, so each reading advances it first.
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+fn jemalloc_stats() -> Option<shardlog::metrics::allocator::AllocatorStats> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    epoch::advance().ok()?;
+    Some(shardlog::metrics::allocator::AllocatorStats {
+        allocated_bytes: stats::allocated::read().ok()? as u64,
+        active_bytes: stats::active::read().ok()? as u64,
+        resident_bytes: stats::resident::read().ok()? as u64,
+        mapped_bytes: stats::mapped::read().ok()? as u64,
+        retained_bytes: stats::retained::read().ok()? as u64,
+        metadata_bytes: stats::metadata::read().ok()? as u64,
+    })
+}
 use shardlog::cli::{AdminArgs, ClientArgs, Uses};
 use shardlog::config::{ServeArgs, ServeConfig};
 
@@ -88,6 +118,8 @@ impl Command {
 }
 
 fn main() {
+    #[cfg(all(target_os = "linux", not(target_env = "musl")))]
+    shardlog::metrics::allocator::set_reader(jemalloc_stats);
     let argv: Vec<String> = std::env::args().collect();
     let path = || shardlog::cli::command_path(&Cli::command(), &argv);
     let cli = match Cli::try_parse_from(&argv) {

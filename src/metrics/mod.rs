@@ -19,6 +19,7 @@
 //! HdrHistograms with 3 significant digits, saturating at
 //! [`METRICS_LATENCY_US_MAX`](crate::constants::METRICS_LATENCY_US_MAX).
 
+pub mod allocator;
 pub mod cluster;
 pub mod hgrm;
 pub mod hooks;

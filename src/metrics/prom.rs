@@ -64,6 +64,7 @@ impl Collector for MergedCollector {
         super::replication::encode(&mut enc)?;
         super::reassign::encode(&mut enc)?;
         super::lso::encode(&mut enc)?;
+        super::allocator::encode(&mut enc)?;
         encode_lag(&mut enc, m)
     }
 }

@@ -6,8 +6,8 @@
 //! counts what an entry really holds: its bytes plus [`BATCH_CACHE_ENTRY_OVERHEAD_BYTES`] of
 //! bookkeeping (for the ~100-byte batches of a low-linger producer the bookkeeping is more than
 //! the batch), so `used_bytes` and the `shardlog_batch_cache_bytes` gauge track the heap the
-//! cache keeps. Callers insert compact batches (their own allocation, not a view of a request
-//! frame or read buffer), which the bound cannot see through. Entries are
+//! cache keeps. Callers insert compact batches (copied with [`BatchCache::copy_in`], not a view
+//! of a request frame or read buffer, which the bound cannot see through). Entries are
 //! whole stored batches keyed by (log id, base offset). The shard's open-file cache
 //! (`storage::open_files`) rides along, so every log of the shard finds it the same way.
 
@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
+use super::arena::BatchArena;
 use super::open_files::OpenFiles;
 use crate::constants::BATCH_CACHE_ENTRY_OVERHEAD_BYTES;
 
@@ -40,6 +41,7 @@ pub struct BatchCache {
     open_files: Rc<OpenFiles>,
     next_log_id: Cell<u64>,
     state: RefCell<CacheState>,
+    arena: BatchArena,
     hits: Cell<u64>,
     misses: Cell<u64>,
 }
@@ -61,6 +63,7 @@ impl BatchCache {
             open_files: Rc::new(OpenFiles::new(open_files_max)),
             next_log_id: Cell::new(1),
             state: RefCell::default(),
+            arena: BatchArena::default(),
             hits: Cell::new(0),
             misses: Cell::new(0),
         }
@@ -72,18 +75,34 @@ impl BatchCache {
         id
     }
 
+    /// A copy of `batch` to insert later, carved from the shard's arena (`storage::arena`):
+    /// compact, never a view of the caller's buffer, and freed by eviction chunk by chunk.
+    pub(crate) fn copy_in(&self, batch: &[u8]) -> bytes::BytesMut {
+        self.arena.copy(batch)
+    }
+
+    /// Whether a batch of `log` starting at `base` is cached.
+    pub(crate) fn contains(&self, log: u64, base: i64) -> bool {
+        self.state.borrow().entries.contains_key(&(log, base))
+    }
+
+    /// Caches `batch` unless a batch with the same (log, base) already is: the one cached
+    /// stays. It holds the same records (truncation removes entries first; a cleaned copy
+    /// of a batch keeps its base and last offset, and serving the uncleaned one is valid,
+    /// as Kafka serves a segment before its cleaning), and replacing it would leave a hole
+    /// in the old piece's arena chunk that the bound does not count.
     pub(crate) fn insert(&self, log: u64, base: i64, last: i64, batch: Bytes) {
         if charge(batch.len()) > self.capacity_bytes {
             return;
         }
         let mut st = self.state.borrow_mut();
+        if st.entries.contains_key(&(log, base)) {
+            return;
+        }
         let before = st.used_bytes;
         st.used_bytes += charge(batch.len());
-        if let Some((_, old)) = st.entries.insert((log, base), (last, batch)) {
-            st.used_bytes -= charge(old.len());
-        } else {
-            st.order.push_back((log, base));
-        }
+        st.entries.insert((log, base), (last, batch));
+        st.order.push_back((log, base));
         while st.used_bytes > self.capacity_bytes {
             let Some(key) = st.order.pop_front() else { break };
             if let Some((_, b)) = st.entries.remove(&key) {
@@ -201,6 +220,16 @@ mod tests {
         assert!(c.used_bytes() <= 2 * charge(4) + 2);
         c.invalidate_from(1, 9);
         assert!(c.get(1, 10).is_none() && c.get(1, 5).is_none());
+    }
+
+    #[test]
+    fn a_cached_batch_is_kept_when_the_same_batch_is_inserted_again() {
+        let c = BatchCache::new(1 << 20);
+        c.insert(1, 0, 4, Bytes::from_static(b"first"));
+        c.insert(1, 0, 4, Bytes::from_static(b"again"));
+        assert!(c.contains(1, 0) && !c.contains(1, 5));
+        assert_eq!(c.get(1, 2).map(|e| e.2), Some(Bytes::from_static(b"first")));
+        assert_eq!(c.used_bytes(), charge(5));
     }
 
     #[test]
