@@ -52,13 +52,6 @@ pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// rounding. Measured 177-189 bytes for batches of 80 B-16 KiB (perf/results/2026-12-02-rss.md);
 /// without it, 64 MiB of 100-byte batches held 178 MiB of heap (issue 19).
 pub const BATCH_CACHE_ENTRY_OVERHEAD_BYTES: usize = 192;
-/// Chunk size of the batch cache's arena (`storage::arena`): batches kept by the cache are
-/// copied into chunks this large, so the cache's oldest-first eviction frees whole chunks
-/// instead of leaving the allocator's small-size slabs part-full (issue 19).
-pub const BATCH_ARENA_CHUNK_BYTES: usize = 256 * 1024;
-/// Batches larger than this get an allocation of their own rather than a piece of a chunk;
-/// it bounds the tail a chunk leaves unused to 1/16 of the chunk.
-pub const BATCH_ARENA_PIECE_MAX_BYTES: usize = BATCH_ARENA_CHUNK_BYTES / 16;
 /// A read that ends with a disk read of at least this many bytes starts a read-ahead of the
 /// next chunk (catch-up consumers; tailing ones are served from the cache).
 pub const READAHEAD_MIN_READ_BYTES: usize = 256 * 1024;

@@ -17,7 +17,6 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
-use super::arena::BatchArena;
 use super::open_files::OpenFiles;
 use crate::constants::BATCH_CACHE_ENTRY_OVERHEAD_BYTES;
 
@@ -41,7 +40,6 @@ pub struct BatchCache {
     open_files: Rc<OpenFiles>,
     next_log_id: Cell<u64>,
     state: RefCell<CacheState>,
-    arena: BatchArena,
     hits: Cell<u64>,
     misses: Cell<u64>,
 }
@@ -63,7 +61,6 @@ impl BatchCache {
             open_files: Rc::new(OpenFiles::new(open_files_max)),
             next_log_id: Cell::new(1),
             state: RefCell::default(),
-            arena: BatchArena::default(),
             hits: Cell::new(0),
             misses: Cell::new(0),
         }
@@ -75,10 +72,16 @@ impl BatchCache {
         id
     }
 
-    /// A copy of `batch` to insert later, carved from the shard's arena (`storage::arena`):
-    /// compact, never a view of the caller's buffer, and freed by eviction chunk by chunk.
+    /// A copy of `batch` to insert later: exactly its bytes in an allocation of their own,
+    /// never a view of the caller's buffer (a request frame or a read buffer), which the bound
+    /// could not see through.
+    ///
+    /// Measured and rejected (perf/results/2026-12-02-allocator.md): carving these copies
+    /// from 256 KiB chunks, to spare the allocator's small-size slabs the cache's oldest-first
+    /// churn, kept 25-80 MiB more heap than the cache counts within four minutes.
+    #[allow(clippy::unused_self)] // one place for the copy rule, called through the cache
     pub(crate) fn copy_in(&self, batch: &[u8]) -> bytes::BytesMut {
-        self.arena.copy(batch)
+        bytes::BytesMut::from(batch)
     }
 
     /// Whether a batch of `log` starting at `base` is cached.
@@ -89,8 +92,8 @@ impl BatchCache {
     /// Caches `batch` unless a batch with the same (log, base) already is: the one cached
     /// stays. It holds the same records (truncation removes entries first; a cleaned copy
     /// of a batch keeps its base and last offset, and serving the uncleaned one is valid,
-    /// as Kafka serves a segment before its cleaning), and replacing it would leave a hole
-    /// in the old piece's arena chunk that the bound does not count.
+    /// as Kafka serves a segment before its cleaning); replacing it would only churn the
+    /// allocator (a read-ahead over cached batches now skips them).
     pub(crate) fn insert(&self, log: u64, base: i64, last: i64, batch: Bytes) {
         if charge(batch.len()) > self.capacity_bytes {
             return;

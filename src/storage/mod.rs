@@ -18,7 +18,6 @@
 //! [`txn_index`] (per-segment `.txnindex` files of aborted transactions, Kafka's format),
 //! `replicated` (follower appends with the leader's offsets and epochs).
 
-mod arena;
 pub mod batch;
 pub mod cache;
 pub mod checkpoint;
