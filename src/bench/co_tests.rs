@@ -35,9 +35,10 @@ fn open_loop_latency_includes_queueing_behind_a_slow_broker() {
     let closed = produce(&addr, &[&one_at_a_time[..], &["--records", "20"]].concat());
     assert_eq!(closed.records, 20);
     assert_eq!(closed.load, "closed-loop");
-    // Closed loop: every request "takes" ~20 ms; the slowness is hidden from latency.
+    // Closed loop: every request "takes" ~20 ms; the slowness is hidden from latency. No
+    // upper bound: on a loaded 2-core host one 20 ms request was measured at 228 ms; the
+    // open loop's queueing is checked against this run's median below.
     assert!(closed.latency_us.p99 >= 19_000, "{:?}", closed.latency_us);
-    assert!(closed.latency_us.p99 < 200_000, "{:?}", closed.latency_us);
 
     // Open loop at 200 records/s for 1 s: 4x what the broker serves, so the backlog
     // grows and each record waits for the ones before it. Latency is measured from

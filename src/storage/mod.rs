@@ -18,6 +18,7 @@
 //! [`txn_index`] (per-segment `.txnindex` files of aborted transactions, Kafka's format),
 //! `replicated` (follower appends with the leader's offsets and epochs).
 
+mod append;
 pub mod batch;
 pub mod cache;
 pub mod checkpoint;
