@@ -6,7 +6,7 @@
 //! counts what an entry really holds: its bytes plus [`BATCH_CACHE_ENTRY_OVERHEAD_BYTES`] of
 //! bookkeeping (for the ~100-byte batches of a low-linger producer the bookkeeping is more than
 //! the batch), so `used_bytes` and the `shardlog_batch_cache_bytes` gauge track the heap the
-//! cache keeps. Callers insert compact batches (copied with [`BatchCache::copy_in`], not a view
+//! cache keeps. Callers insert compact batches (copied with `BatchCache::copy_in`, not a view
 //! of a request frame or read buffer, which the bound cannot see through). Entries are
 //! whole stored batches keyed by (log id, base offset). The shard's open-file cache
 //! (`storage::open_files`) rides along, so every log of the shard finds it the same way.
