@@ -23,7 +23,9 @@ public class EosApp {
         cp.put("isolation.level", "read_committed");
         cp.put("enable.auto.commit", "false");
         cp.put("auto.offset.reset", "earliest");
-        cp.put("session.timeout.ms", "6000");
+        // Kafka's default is 45 s; 6 s expired the member on a loaded 2-core host while the
+        // group coordinator moved (TxnOffsetCommit: UNKNOWN_MEMBER_ID, the app exits).
+        cp.put("session.timeout.ms", "20000");
         cp.put("heartbeat.interval.ms", "500");
         cp.put("max.poll.records", "20");
         // Static membership: a restarted app takes its partitions back at once.
