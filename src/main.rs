@@ -10,6 +10,9 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+use shardlog::cli::{AdminArgs, ClientArgs, Uses};
+use shardlog::config::{ServeArgs, ServeConfig};
+
 /// jemalloc's start-up options (read once, before the first allocation; `_RJEM_MALLOC_CONF`
 /// in the environment still overrides them, e.g. perf/heap_profile.sh's `prof:true`).
 /// By default jemalloc purges freed pages only when the freeing thread allocates again, over
@@ -39,8 +42,6 @@ fn jemalloc_stats() -> Option<shardlog::metrics::allocator::AllocatorStats> {
         metadata_bytes: stats::metadata::read().ok()? as u64,
     })
 }
-use shardlog::cli::{AdminArgs, ClientArgs, Uses};
-use shardlog::config::{ServeArgs, ServeConfig};
 
 /// `--version`: the crate version and the commit it was built from (see build.rs).
 const VERSION: &str =

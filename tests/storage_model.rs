@@ -95,7 +95,7 @@ async fn run_ops<F: FileSystem>(
                 let info = log.append(b.clone(), Epoch(1), 0).await.unwrap();
                 assert_eq!(info.base_offset.0, m.end);
                 log.wait_committed(info.last_offset).await.unwrap();
-                let stored = assign(bytes::BytesMut::from(&b[..]), m.end, 1, &config(), 0);
+                let stored = assign(b, m.end, 1, &config(), 0);
                 m.batches.push((m.end, info.last_offset.0, stored, ts));
                 m.end = info.last_offset.0 + 1;
             }

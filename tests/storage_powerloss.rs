@@ -84,7 +84,7 @@ async fn appender(
     while !stop.get() {
         let batch = build_simple_batch(rng.gen_range(1..5), rng.gen_range(1..900), 1);
         let Ok(info) = log.append(batch.clone(), Epoch(1), 1).await else { return };
-        let stored = assign(bytes::BytesMut::from(&batch[..]), info.base_offset.0, 1, &cfg, 1);
+        let stored = assign(batch, info.base_offset.0, 1, &cfg, 1);
         rec.borrow_mut().appended.insert(info.base_offset.0, stored);
         if log.wait_committed(info.last_offset).await.is_err() {
             return;

@@ -119,7 +119,7 @@ impl<F: FileSystem> LogInner<F> {
         if self.st.borrow_mut().epochs.assign(leader_epoch, base) {
             self.write_epochs().await?;
         }
-        let stored = assign(self.cache.copy_in(&batch), base.0, leader_epoch.0, &config, now_ms);
+        let stored = assign(batch, base.0, leader_epoch.0, &config, now_ms);
         let mut h = v.header;
         h.base_offset = base.0;
         let last = Offset(h.last_offset());

@@ -6,8 +6,8 @@
 //! counts what an entry really holds: its bytes plus [`BATCH_CACHE_ENTRY_OVERHEAD_BYTES`] of
 //! bookkeeping (for the ~100-byte batches of a low-linger producer the bookkeeping is more than
 //! the batch), so `used_bytes` and the `shardlog_batch_cache_bytes` gauge track the heap the
-//! cache keeps. Callers insert compact batches (copied with `BatchCache::copy_in`, not a view
-//! of a request frame or read buffer, which the bound cannot see through). Entries are
+//! cache keeps. Callers insert compact batches (their own allocation, not a view of a request
+//! frame or read buffer), which the bound cannot see through. Entries are
 //! whole stored batches keyed by (log id, base offset). The shard's open-file cache
 //! (`storage::open_files`) rides along, so every log of the shard finds it the same way.
 
@@ -72,18 +72,6 @@ impl BatchCache {
         id
     }
 
-    /// A copy of `batch` to insert later: exactly its bytes in an allocation of their own,
-    /// never a view of the caller's buffer (a request frame or a read buffer), which the bound
-    /// could not see through.
-    ///
-    /// Measured and rejected (perf/results/2026-12-02-allocator.md): carving these copies
-    /// from 256 KiB chunks, to spare the allocator's small-size slabs the cache's oldest-first
-    /// churn, kept 25-80 MiB more heap than the cache counts within four minutes.
-    #[allow(clippy::unused_self)] // one place for the copy rule, called through the cache
-    pub(crate) fn copy_in(&self, batch: &[u8]) -> bytes::BytesMut {
-        bytes::BytesMut::from(batch)
-    }
-
     /// Whether a batch of `log` starting at `base` is cached.
     pub(crate) fn contains(&self, log: u64, base: i64) -> bool {
         self.state.borrow().entries.contains_key(&(log, base))
@@ -99,12 +87,13 @@ impl BatchCache {
             return;
         }
         let mut st = self.state.borrow_mut();
-        if st.entries.contains_key(&(log, base)) {
+        let std::collections::btree_map::Entry::Vacant(slot) = st.entries.entry((log, base)) else {
             return;
-        }
+        };
+        let charged = charge(batch.len());
+        slot.insert((last, batch));
         let before = st.used_bytes;
-        st.used_bytes += charge(batch.len());
-        st.entries.insert((log, base), (last, batch));
+        st.used_bytes += charged;
         st.order.push_back((log, base));
         while st.used_bytes > self.capacity_bytes {
             let Some(key) = st.order.pop_front() else { break };

@@ -98,7 +98,7 @@ impl Readahead {
                             log_id,
                             h.base_offset,
                             h.last_offset(),
-                            cache.copy_in(&data[at..at + size]).freeze(),
+                            bytes::Bytes::copy_from_slice(&data[at..at + size]),
                         );
                         at += size;
                     }

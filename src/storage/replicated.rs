@@ -165,8 +165,7 @@ impl<F: FileSystem> LogInner<F> {
         drop(st);
         // A copy: `batch` is a slice of the whole fetch response, which a slice in the cache
         // would keep alive beyond the cache's byte bound.
-        let copy = self.cache.copy_in(&batch).freeze();
-        self.cache.insert(self.log_id, base.0, last.0, copy);
+        self.cache.insert(self.log_id, base.0, last.0, Bytes::copy_from_slice(&batch));
         Ok(())
     }
 }
@@ -177,7 +176,6 @@ mod tests {
     use crate::storage::records::build_simple_batch;
     use crate::storage::validate::assign;
     use crate::storage::LogConfig;
-    use bytes::BytesMut;
 
     fn chunk(parts: &[Bytes]) -> Bytes {
         parts.iter().flat_map(|b| b.iter().copied()).collect::<Vec<u8>>().into()
@@ -186,8 +184,8 @@ mod tests {
     #[test]
     fn split_ignores_a_trailing_partial_batch_and_refuses_a_bad_crc() {
         let cfg = LogConfig::default();
-        let a = assign(BytesMut::from(&build_simple_batch(2, 10, 5)[..]), 0, 1, &cfg, 0);
-        let b = assign(BytesMut::from(&build_simple_batch(3, 10, 5)[..]), 2, 1, &cfg, 0);
+        let a = assign(build_simple_batch(2, 10, 5), 0, 1, &cfg, 0);
+        let b = assign(build_simple_batch(3, 10, 5), 2, 1, &cfg, 0);
         let whole = chunk(&[a.clone(), b.clone()]);
         assert_eq!(split_checked(&whole).unwrap().len(), 2);
         let cut = whole.slice(..whole.len() - 7);
@@ -206,8 +204,8 @@ mod tests {
     #[test]
     fn contiguity_refuses_gaps_and_overlaps_unless_compacted() {
         let cfg = LogConfig::default();
-        let a = assign(BytesMut::from(&build_simple_batch(2, 10, 5)[..]), 10, 1, &cfg, 0);
-        let b = assign(BytesMut::from(&build_simple_batch(3, 10, 5)[..]), 14, 1, &cfg, 0);
+        let a = assign(build_simple_batch(2, 10, 5), 10, 1, &cfg, 0);
+        let b = assign(build_simple_batch(3, 10, 5), 14, 1, &cfg, 0);
         let batches = split_checked(&chunk(&[a, b])).unwrap();
         assert!(check_contiguous(&batches[..1], Offset(10), false).is_ok());
         let overlap = check_contiguous(&batches[..1], Offset(11), false);

@@ -134,18 +134,20 @@ fn check_records(
 }
 
 /// Patches the offsets and epoch into a validated batch (and LogAppendTime when configured).
-/// `buf` is the caller's copy of exactly the batch (`BatchCache::copy_in`: the batch
-/// received is a view of the request frame, and when it is the frame's last view keeping it
-/// would keep every partition's records of the request alive in the batch cache, which
-/// counts only the batch's bytes). Returns the stored bytes.
+/// Returns the stored bytes: a copy of exactly the batch (one memcpy; the batch cache keeps
+/// them, and must not keep more than it counts).
 #[must_use]
 pub fn assign(
-    mut buf: BytesMut,
+    batch: Bytes,
     base_offset: i64,
     leader_epoch: i32,
     config: &LogConfig,
     now_ms: i64,
 ) -> Bytes {
+    // Always a copy of exactly the batch: `batch` is a view of the request frame, and when it
+    // is the frame's last view `BytesMut::from` would keep the whole frame (every partition's
+    // records of the request) alive in the batch cache, which counts only the batch's bytes.
+    let mut buf = BytesMut::from(&batch[..]);
     batch::patch_offset_and_epoch(&mut buf, base_offset, leader_epoch);
     if config.timestamp_type == TimestampType::LogAppendTime {
         batch::stamp_log_append_time(&mut buf, now_ms);
@@ -305,7 +307,7 @@ mod tests {
         let b = build_batch(&recs(2, true), Compression::Lz4);
         let v = validate(&b, &cfg, NOW).unwrap();
         assert_eq!(v.max_timestamp_ms, NOW);
-        let stored = assign(BytesMut::from(&b[..]), 42, 7, &cfg, NOW);
+        let stored = assign(b, 42, 7, &cfg, NOW);
         let h = BatchHeader::parse(&stored).unwrap();
         assert_eq!((h.base_offset, h.partition_leader_epoch, h.max_timestamp), (42, 7, NOW));
         assert!(h.is_log_append_time());
@@ -323,8 +325,7 @@ mod tests {
         let range = frame.as_ptr() as usize..frame.as_ptr() as usize + frame.len();
         let view = frame.slice(4096..);
         drop(frame);
-        let cache = crate::storage::cache::BatchCache::default();
-        let stored = assign(cache.copy_in(&view), 0, 0, &LogConfig::default(), NOW);
+        let stored = assign(view, 0, 0, &LogConfig::default(), NOW);
         assert_eq!(stored.len(), b.len());
         assert!(!range.contains(&(stored.as_ptr() as usize)), "stored bytes alias the frame");
     }
