@@ -140,14 +140,19 @@ def group_offsets_survive_coordinator_kill(args):
         killed = time.time()
         deadline = killed + 90
         got, last_error = None, None
+        # One AdminClient for every attempt, alive until the cluster closes. A temporary
+        # client is destroyed as soon as its call returns, with its request in flight (the
+        # future then fails with _DESTROY); replacing the client on each attempt destroyed
+        # one with a timed-out OffsetFetch still queued, and librdkafka 2.x aborted the
+        # process in rd_kafka_enq_once_del_source_return (CI, 2026-12-02).
+        admin = matrix.admin(c)
         while time.time() < deadline:
             try:
-                # The client must outlive the call: a temporary AdminClient is destroyed
-                # as soon as the call returns, and its request with it (the future then
-                # times out or fails with _DESTROY), whatever the broker answers.
-                admin = matrix.admin(c)
+                # The request's own timeout ends it inside librdkafka before the future's
+                # wait gives up, so no attempt leaves a request queued behind it.
                 res = admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions("faults-offsets")])["faults-offsets"].result(10)
+                    [ConsumerGroupTopicPartitions("faults-offsets")],
+                    request_timeout=8)["faults-offsets"].result(10)
                 got = sorted((tp.partition, tp.offset) for tp in res.topic_partitions)
                 if got == [(tp.partition, tp.offset) for tp in want]:
                     matrix.log(f"group: offsets read back {time.time() - killed:.1f} s after the kill")
