@@ -47,11 +47,17 @@ pub const LOG_SEGMENT_OPEN_FILES_MAX_DEFAULT: usize = 1024;
 /// Default per-shard cache of recent batches.
 pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// What one batch in the batch cache costs beyond its own bytes, charged against the cache's
-/// bound so the bound holds the memory: its slot in the cache's B-tree (nodes ~2/3 full), its
-/// slot in the eviction queue, the `Bytes` shared header, and malloc's chunk header and 16-byte
-/// rounding. Measured 177-189 bytes for batches of 80 B-16 KiB (perf/results/2026-12-02-rss.md);
-/// without it, 64 MiB of 100-byte batches held 178 MiB of heap (issue 19).
-pub const BATCH_CACHE_ENTRY_OVERHEAD_BYTES: usize = 192;
+/// bound so the bound holds the memory: its 56-byte slot in its log's sorted queue and its
+/// 24-byte slot in the eviction queue, each queue up to half empty after growing or before
+/// shrinking. (Until chunks: 192, for a B-tree slot, a `Bytes` header and malloc rounding per
+/// batch; perf/results/2026-12-02-rss.md.)
+pub const BATCH_CACHE_ENTRY_OVERHEAD_BYTES: usize = 160;
+/// Largest chunk the batch cache copies small batches into (a cache uses 1/64 of its bound,
+/// up to this). Eviction frees a chunk whole (issue 19).
+pub const CACHE_CHUNK_BYTES_MAX: usize = 256 * 1024;
+/// Batches up to this size are copied into the cache's chunks; larger ones keep their own
+/// allocation, which the allocator frees whole anyway, and are not copied again on a read.
+pub const CACHE_INLINE_MAX_BYTES: usize = 16 * 1024;
 /// A read that ends with a disk read of at least this many bytes starts a read-ahead of the
 /// next chunk (catch-up consumers; tailing ones are served from the cache).
 pub const READAHEAD_MIN_READ_BYTES: usize = 256 * 1024;

@@ -2,34 +2,159 @@
 //! is no page cache under O_DIRECT).
 //!
 //! One per shard, shared by every log of that shard through `Rc`. Bounded by bytes; evicts
-//! the oldest insertions first (recent batches are what tailing consumers read). The bound
-//! counts what an entry really holds: its bytes plus [`BATCH_CACHE_ENTRY_OVERHEAD_BYTES`] of
-//! bookkeeping (for the ~100-byte batches of a low-linger producer the bookkeeping is more than
-//! the batch), so `used_bytes` and the `shardlog_batch_cache_bytes` gauge track the heap the
-//! cache keeps. Callers insert compact batches (their own allocation, not a view of a request
-//! frame or read buffer), which the bound cannot see through. Entries are
+//! the oldest insertions first (recent batches are what tailing consumers read). Entries are
 //! whole stored batches keyed by (log id, base offset). The shard's open-file cache
 //! (`storage::open_files`) rides along, so every log of the shard finds it the same way.
+//!
+//! Memory layout (issue 19: RSS must follow the live heap). Small batches (at most
+//! [`CACHE_INLINE_MAX_BYTES`]) are copied into shard-wide chunks of up to
+//! [`CACHE_CHUNK_BYTES_MAX`], filled in insertion order; eviction drops the oldest chunk with
+//! every entry in it, so the allocator gets whole chunks back instead of part-full small-size
+//! slabs. (Allocated one by one, the ~100-byte batches of a low-linger producer, their
+//! `Bytes` headers and a B-tree's 640-byte nodes, freed oldest first while newer ones of every
+//! size arrive, left 10-40 MiB of allocator slack that moved with the load;
+//! `perf/results/2026-12-02-allocator.md`.) Larger batches keep their own allocation, which
+//! the allocator returns whole anyway. Each log's entries sit in one `VecDeque` sorted by base
+//! offset, and the eviction order in one more: two contiguous buffers, no per-entry nodes.
+//!
+//! Invariants:
+//! - `used_bytes` = every live chunk buffer's capacity + per live entry
+//!   [`BATCH_CACHE_ENTRY_OVERHEAD_BYTES`] + the bytes of live entries with their own
+//!   allocation; it never exceeds `capacity_bytes` once an insert returns.
+//! - A log's entries are sorted by base offset and do not overlap.
+//! - A chunk's buffer is freed when its last slice is dropped. [`BatchCache::get`] hands out
+//!   slices of it (no copy), so a caller that keeps a small batch beyond the response must copy
+//!   it ([`super::read`] does for a read answered by one cached batch): one kept slice would
+//!   hold a whole chunk alive, outside the bound (seen when chunks were first tried).
+//! - Callers insert compact batches (their own allocation, not a view of a request frame or
+//!   read buffer): the bound cannot see through a view.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::open_files::OpenFiles;
-use crate::constants::BATCH_CACHE_ENTRY_OVERHEAD_BYTES;
+use crate::constants::{
+    BATCH_CACHE_ENTRY_OVERHEAD_BYTES, CACHE_CHUNK_BYTES_MAX, CACHE_INLINE_MAX_BYTES,
+};
 
-/// What an entry of `len` bytes costs against the cache's bound.
+/// What an entry of `len` bytes with its own allocation costs against the cache's bound.
 fn charge(len: usize) -> usize {
     len + BATCH_CACHE_ENTRY_OVERHEAD_BYTES
 }
 
+/// One cached batch of a log.
+struct Entry {
+    base: i64,
+    last: i64,
+    /// The chunk it was inserted under: it is evicted with that chunk.
+    chunk: u64,
+    /// `batch` is a slice of the chunk's buffer (charged with the buffer), not its own
+    /// allocation.
+    inline: bool,
+    batch: Bytes,
+}
+
+impl Entry {
+    fn charge(&self) -> usize {
+        if self.inline {
+            BATCH_CACHE_ENTRY_OVERHEAD_BYTES
+        } else {
+            charge(self.batch.len())
+        }
+    }
+}
+
+/// The unit of eviction: the entries inserted while it was the newest chunk.
+struct Chunk {
+    seq: u64,
+    /// Capacity of its buffer; 0 while only batches with their own allocation went in.
+    buffer_bytes: usize,
+    /// Bytes of every batch inserted under it; it closes when the next would pass the
+    /// cache's chunk size.
+    filled_bytes: usize,
+}
+
 #[derive(Default)]
 struct CacheState {
-    entries: BTreeMap<(u64, i64), (i64, Bytes)>,
-    order: VecDeque<(u64, i64)>,
+    /// Each log's entries, sorted by base offset.
+    logs: HashMap<u64, VecDeque<Entry>>,
+    /// (log, base, chunk) in insertion order. Entries removed since (truncation) are skipped
+    /// when their chunk goes.
+    order: VecDeque<(u64, i64, u64)>,
+    chunks: VecDeque<Chunk>,
+    /// The unused rest of the newest chunk's buffer.
+    buffer: BytesMut,
+    next_chunk: u64,
     used_bytes: usize,
+}
+
+impl CacheState {
+    /// The index in `entries` of the batch containing `offset`.
+    fn find(entries: &VecDeque<Entry>, offset: i64) -> Option<usize> {
+        let i = entries.partition_point(|e| e.base <= offset).checked_sub(1)?;
+        (entries[i].last >= offset).then_some(i)
+    }
+
+    /// Opens a new chunk unless the newest one has room for `len` more bytes.
+    fn chunk_for(&mut self, len: usize, inline: bool, chunk_bytes: usize) {
+        let room = self.buffer.capacity() - self.buffer.len();
+        let full = self.chunks.back().is_none_or(|c| {
+            (c.filled_bytes > 0 && c.filled_bytes + len > chunk_bytes)
+                || (inline && c.buffer_bytes > 0 && room < len)
+        });
+        if full {
+            self.chunks.push_back(Chunk { seq: self.next_chunk, buffer_bytes: 0, filled_bytes: 0 });
+            self.next_chunk += 1;
+            // The old chunk's allocation lives on in its entries' slices.
+            self.buffer = BytesMut::new();
+        }
+    }
+
+    /// Drops the oldest chunk and every entry inserted under it.
+    fn evict_oldest(&mut self) -> bool {
+        let Some(chunk) = self.chunks.pop_front() else { return false };
+        while let Some(&(log, base, seq)) = self.order.front() {
+            if seq != chunk.seq {
+                break;
+            }
+            self.order.pop_front();
+            self.remove(log, base, seq);
+        }
+        self.used_bytes -= chunk.buffer_bytes;
+        if self.chunks.is_empty() {
+            self.buffer = BytesMut::new();
+        }
+        shrink(&mut self.order);
+        true
+    }
+
+    /// Removes the entry of `log` at `base` if it is still the one inserted under `chunk`
+    /// (the same batch may have been truncated and cached again since).
+    fn remove(&mut self, log: u64, base: i64, chunk: u64) {
+        let Some(entries) = self.logs.get_mut(&log) else { return };
+        let i = entries.partition_point(|e| e.base < base);
+        if entries.get(i).is_some_and(|e| e.base == base && e.chunk == chunk) {
+            if let Some(e) = entries.remove(i) {
+                self.used_bytes -= e.charge();
+            }
+        }
+        if entries.is_empty() {
+            self.logs.remove(&log);
+        } else {
+            shrink(entries);
+        }
+    }
+}
+
+/// Gives back most of a queue's buffer once it is three quarters empty, so one burst does not
+/// keep its peak allocated.
+fn shrink<T>(q: &mut VecDeque<T>) {
+    if q.capacity() > 64 && q.len() * 4 < q.capacity() {
+        q.shrink_to(q.len() * 2);
+    }
 }
 
 /// Per-shard cache of recent batches, bounded by `capacity_bytes`. Also carries the shard's
@@ -37,6 +162,11 @@ struct CacheState {
 /// shares the same way.
 pub struct BatchCache {
     capacity_bytes: usize,
+    /// Size of a chunk: 1/64 of the bound, at most [`CACHE_CHUNK_BYTES_MAX`], so an eviction
+    /// frees a small share of the cache.
+    chunk_bytes: usize,
+    /// Batches up to this size are copied into chunks.
+    inline_max_bytes: usize,
     open_files: Rc<OpenFiles>,
     next_log_id: Cell<u64>,
     state: RefCell<CacheState>,
@@ -56,8 +186,11 @@ impl BatchCache {
     /// segment files open.
     #[must_use]
     pub fn with_open_files_max(capacity_bytes: usize, open_files_max: usize) -> Self {
+        let chunk_bytes = (capacity_bytes / 64).clamp(64, CACHE_CHUNK_BYTES_MAX);
         Self {
             capacity_bytes,
+            chunk_bytes,
+            inline_max_bytes: (chunk_bytes / 4).min(CACHE_INLINE_MAX_BYTES),
             open_files: Rc::new(OpenFiles::new(open_files_max)),
             next_log_id: Cell::new(1),
             state: RefCell::default(),
@@ -74,45 +207,79 @@ impl BatchCache {
 
     /// Whether a batch of `log` starting at `base` is cached.
     pub(crate) fn contains(&self, log: u64, base: i64) -> bool {
-        self.state.borrow().entries.contains_key(&(log, base))
+        let st = self.state.borrow();
+        st.logs.get(&log).is_some_and(|es| {
+            let i = es.partition_point(|e| e.base < base);
+            es.get(i).is_some_and(|e| e.base == base)
+        })
     }
 
     /// Caches `batch` unless a batch with the same (log, base) already is: the one cached
     /// stays. It holds the same records (truncation removes entries first; a cleaned copy
     /// of a batch keeps its base and last offset, and serving the uncleaned one is valid,
     /// as Kafka serves a segment before its cleaning); replacing it would only churn the
-    /// allocator (a read-ahead over cached batches now skips them).
+    /// allocator (a read-ahead over cached batches now skips them). A batch that overlaps a
+    /// cached one without the same base is not cached (the cached one answers for it).
     pub(crate) fn insert(&self, log: u64, base: i64, last: i64, batch: Bytes) {
-        if charge(batch.len()) > self.capacity_bytes {
+        let len = batch.len();
+        let inline = len <= self.inline_max_bytes;
+        let cost =
+            if inline { BATCH_CACHE_ENTRY_OVERHEAD_BYTES + self.chunk_bytes } else { charge(len) };
+        if cost > self.capacity_bytes || last < base {
             return;
         }
         let mut st = self.state.borrow_mut();
-        let std::collections::btree_map::Entry::Vacant(slot) = st.entries.entry((log, base)) else {
-            return;
-        };
-        let charged = charge(batch.len());
-        slot.insert((last, batch));
         let before = st.used_bytes;
-        st.used_bytes += charged;
-        st.order.push_back((log, base));
-        while st.used_bytes > self.capacity_bytes {
-            let Some(key) = st.order.pop_front() else { break };
-            if let Some((_, b)) = st.entries.remove(&key) {
-                st.used_bytes -= charge(b.len());
+        let at = match st.logs.get(&log) {
+            Some(es) => {
+                let i = es.partition_point(|e| e.base < base);
+                let clash_after = es.get(i).is_some_and(|e| e.base <= last);
+                let clash_before = i > 0 && es[i - 1].last >= base;
+                if clash_after || clash_before {
+                    return;
+                }
+                i
+            }
+            None => 0,
+        };
+        st.chunk_for(len, inline, self.chunk_bytes);
+        let st = &mut *st;
+        let Some(chunk) = st.chunks.back_mut() else { return };
+        chunk.filled_bytes += len;
+        let stored = if inline {
+            if chunk.buffer_bytes == 0 {
+                st.buffer = BytesMut::with_capacity(self.chunk_bytes);
+                chunk.buffer_bytes = st.buffer.capacity();
+                st.used_bytes += chunk.buffer_bytes;
+            }
+            st.buffer.extend_from_slice(&batch);
+            st.buffer.split().freeze()
+        } else {
+            batch
+        };
+        let entry = Entry { base, last, chunk: chunk.seq, inline, batch: stored };
+        st.used_bytes += entry.charge();
+        st.order.push_back((log, base, entry.chunk));
+        st.logs.entry(log).or_default().insert(at, entry);
+        // Chunks without a buffer cost nothing but their entries; the second bound keeps
+        // their bookkeeping bounded when those entries are truncated away.
+        let chunks_max = 2 * (self.capacity_bytes / self.chunk_bytes) + 2;
+        while st.used_bytes > self.capacity_bytes || st.chunks.len() > chunks_max {
+            if !st.evict_oldest() {
+                break;
             }
         }
         report_change(before, st.used_bytes);
     }
 
-    /// The cached batch of `log` containing `offset`: (base, last, bytes).
+    /// The cached batch of `log` containing `offset`: (base, last, bytes). A small batch's
+    /// bytes are a slice of a shared chunk: copy them before keeping them past the response.
     pub(crate) fn get(&self, log: u64, offset: i64) -> Option<(i64, i64, Bytes)> {
         let st = self.state.borrow();
-        let found = st
-            .entries
-            .range((log, i64::MIN)..=(log, offset))
-            .next_back()
-            .filter(|(_, (last, _))| *last >= offset)
-            .map(|((_, base), (last, b))| (*base, *last, b.clone()));
+        let found = st.logs.get(&log).and_then(|es| {
+            let e = &es[CacheState::find(es, offset)?];
+            Some((e.base, e.last, e.batch.clone()))
+        });
         crate::metrics::cache(found.is_some());
         let counter = if found.is_some() { &self.hits } else { &self.misses };
         counter.set(counter.get() + 1);
@@ -125,36 +292,33 @@ impl BatchCache {
     pub(crate) fn cached_run(&self, log: u64, offset: i64, max_bytes: usize) -> (i64, usize) {
         let st = self.state.borrow();
         let (mut next, mut bytes) = (offset, 0usize);
+        let Some(es) = st.logs.get(&log) else { return (next, bytes) };
+        let Some(mut i) = CacheState::find(es, offset) else { return (next, bytes) };
         while bytes < max_bytes {
-            let found = st
-                .entries
-                .range((log, i64::MIN)..=(log, next))
-                .next_back()
-                .filter(|(_, (last, _))| *last >= next);
-            let Some((_, (last, b))) = found else { break };
-            bytes += b.len();
-            next = last + 1;
+            let Some(e) = es.get(i).filter(|e| e.base <= next && e.last >= next) else { break };
+            bytes += e.batch.len();
+            next = e.last + 1;
+            i += 1;
         }
         (next, bytes)
     }
 
-    /// Drops every batch of `log` with a last offset >= `from` (truncation).
+    /// Drops every batch of `log` with a last offset >= `from` (truncation). Their bytes in a
+    /// chunk stay charged until the chunk goes.
     pub(crate) fn invalidate_from(&self, log: u64, from: i64) {
         let mut st = self.state.borrow_mut();
         let before = st.used_bytes;
-        let doomed: Vec<(u64, i64)> = st
-            .entries
-            .range((log, i64::MIN)..=(log, i64::MAX))
-            .filter(|(_, (last, _))| *last >= from)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in doomed {
-            if let Some((_, b)) = st.entries.remove(&k) {
-                st.used_bytes -= charge(b.len());
+        let st = &mut *st;
+        if let Some(es) = st.logs.get_mut(&log) {
+            let i = es.partition_point(|e| e.last < from);
+            let freed: usize = es.drain(i..).map(|e| e.charge()).sum();
+            st.used_bytes -= freed;
+            if es.is_empty() {
+                st.logs.remove(&log);
+            } else {
+                shrink(es);
             }
         }
-        let st = &mut *st;
-        st.order.retain(|k| st.entries.contains_key(k));
         report_change(before, st.used_bytes);
     }
 
@@ -164,7 +328,8 @@ impl BatchCache {
         &self.open_files
     }
 
-    /// Bytes charged against the bound: the batches' bytes plus each entry's bookkeeping.
+    /// Bytes charged against the bound: the chunks' buffers, the batches with their own
+    /// allocation, and each entry's bookkeeping.
     #[must_use]
     pub fn used_bytes(&self) -> usize {
         self.state.borrow().used_bytes
@@ -201,46 +366,123 @@ impl Default for BatchCache {
 mod tests {
     use super::*;
 
+    fn batch(len: usize, fill: u8) -> Bytes {
+        Bytes::from(vec![fill; len])
+    }
+
     #[test]
-    fn evicts_oldest_and_finds_containing_batch() {
-        let c = BatchCache::new(2 * charge(4) + 2);
+    fn finds_the_containing_batch_and_drops_truncated_ones() {
+        let c = BatchCache::new(1 << 20);
         c.insert(1, 0, 4, Bytes::from_static(b"aaaa"));
         c.insert(1, 5, 9, Bytes::from_static(b"bbbb"));
-        assert_eq!(c.get(1, 7).map(|e| e.0), Some(5));
-        c.insert(1, 10, 10, Bytes::from_static(b"cccc"));
-        assert!(c.get(1, 2).is_none(), "oldest evicted");
-        assert!(c.used_bytes() <= 2 * charge(4) + 2);
+        c.insert(2, 0, 0, Bytes::from_static(b"other"));
+        assert_eq!(c.get(1, 7).map(|e| (e.0, e.1, e.2)), Some((5, 9, Bytes::from_static(b"bbbb"))));
+        assert_eq!(c.get(1, 4).map(|e| e.0), Some(0));
+        assert!(c.get(1, 10).is_none() && c.get(3, 0).is_none());
+        assert_eq!(c.cached_run(1, 0, 1 << 20), (10, 8));
+        assert_eq!(c.cached_run(1, 2, 3), (5, 4), "stops once max_bytes is reached");
         c.invalidate_from(1, 9);
-        assert!(c.get(1, 10).is_none() && c.get(1, 5).is_none());
+        assert!(c.get(1, 5).is_none() && c.get(1, 2).is_some() && c.get(2, 0).is_some());
+        // Out-of-order inserts (a read-ahead behind the tail) keep each log sorted.
+        c.insert(1, 20, 29, Bytes::from_static(b"d"));
+        c.insert(1, 10, 19, Bytes::from_static(b"c"));
+        assert_eq!(c.cached_run(1, 0, 1 << 20).0, 5);
+        assert_eq!(c.get(1, 15).map(|e| e.0), Some(10));
+        assert_eq!(c.cached_run(1, 10, 1 << 20), (30, 2));
     }
 
     #[test]
-    fn a_cached_batch_is_kept_when_the_same_batch_is_inserted_again() {
+    fn a_cached_batch_is_kept_when_the_same_or_an_overlapping_batch_is_inserted() {
         let c = BatchCache::new(1 << 20);
         c.insert(1, 0, 4, Bytes::from_static(b"first"));
+        let used = c.used_bytes();
         c.insert(1, 0, 4, Bytes::from_static(b"again"));
-        assert!(c.contains(1, 0) && !c.contains(1, 5));
+        c.insert(1, 3, 6, Bytes::from_static(b"overlap"));
+        assert!(c.contains(1, 0) && !c.contains(1, 3) && !c.contains(1, 5));
         assert_eq!(c.get(1, 2).map(|e| e.2), Some(Bytes::from_static(b"first")));
-        assert_eq!(c.used_bytes(), charge(5));
+        assert_eq!(c.used_bytes(), used);
     }
 
     #[test]
-    fn bound_counts_each_entrys_bookkeeping() {
-        // 100-byte batches (a low-linger producer's): the bound holds the bookkeeping too, so
-        // a 64 KiB cache keeps ~220 of them, not 655.
-        let cap = 64 * 1024;
+    fn evicts_the_oldest_chunk_whole_and_holds_its_bound() {
+        // 100-byte batches (a low-linger producer's) go into 16 KiB chunks of a 1 MiB cache.
+        let cap = 1 << 20;
         let c = BatchCache::new(cap);
-        for i in 0..10_000 {
-            c.insert(1, i, i, Bytes::from(vec![0u8; 100]));
+        assert_eq!(c.chunk_bytes, 16 * 1024);
+        for i in 0..100_000 {
+            c.insert(1 + (i as u64 % 3), i, i, batch(100, i as u8));
+            assert!(c.used_bytes() <= cap, "bound held after insert {i}");
         }
-        assert_eq!(c.used_bytes(), (cap / charge(100)) * charge(100));
-        assert!(c.get(1, 10_000 - 1).is_some());
-        assert!(c.get(1, 10_000 - 1 - (cap / charge(100)) as i64).is_none());
-        c.invalidate_from(1, 0);
+        let st = c.state.borrow();
+        let live: usize = st.logs.values().map(VecDeque::len).sum();
+        // Each chunk holds 163 batches; evicting whole chunks keeps at least 3/4 of the
+        // batches the bound allows at ~260 B per batch (100 B + 160 B of bookkeeping).
+        assert!(live > cap / 260 * 3 / 4, "{live} batches cached");
+        assert!(st.chunks.len() <= cap / c.chunk_bytes);
+        drop(st);
+        // The newest are there, the oldest are gone, and a batch reads back intact.
+        assert_eq!(c.get(1 + (99_999 % 3), 99_999).map(|e| e.2), Some(batch(100, 99_999u32 as u8)));
+        assert!(c.get(1, 0).is_none());
+        for log in 1..=3 {
+            c.invalidate_from(log, 0);
+        }
+        // Truncated entries give back their bookkeeping; their bytes stay with their chunks.
+        let st = c.state.borrow();
+        assert!(st.logs.is_empty());
+        assert_eq!(c.used_bytes(), st.chunks.iter().map(|ch| ch.buffer_bytes).sum::<usize>());
+    }
+
+    #[test]
+    fn large_batches_keep_their_allocation_and_are_charged_by_length() {
+        let c = BatchCache::new(1 << 20);
+        let big = batch(64 * 1024, 7);
+        c.insert(1, 0, 9, big.clone());
+        let got = c.get(1, 5).map(|e| e.2).unwrap_or_default();
+        assert_eq!(got.as_ptr(), big.as_ptr(), "not copied");
+        assert_eq!(c.used_bytes(), charge(64 * 1024));
+        // A small one is copied into a chunk, whose whole buffer is charged.
+        let small = batch(100, 1);
+        c.insert(1, 10, 10, small.clone());
+        let got = c.get(1, 10).map(|e| e.2).unwrap_or_default();
+        assert_ne!(got.as_ptr(), small.as_ptr());
+        assert_eq!(got, small);
+        assert_eq!(
+            c.used_bytes(),
+            charge(64 * 1024) + BATCH_CACHE_ENTRY_OVERHEAD_BYTES + c.chunk_bytes
+        );
+        // Large batches alone fill the cache and are evicted oldest first.
+        for i in 1..40 {
+            c.insert(2, i * 10, i * 10 + 9, batch(64 * 1024, 0));
+        }
+        assert!(c.used_bytes() <= 1 << 20);
+        assert!(c.get(1, 0).is_none() && c.get(2, 390).is_some());
+    }
+
+    #[test]
+    fn truncation_churn_keeps_the_bookkeeping_bounded() {
+        // Large batches cached and truncated again and again cost no chunk buffer; the
+        // chunk count bound still retires their eviction-queue slots.
+        let c = BatchCache::new(1 << 20);
+        for i in 0..10_000 {
+            c.insert(1, i * 10, i * 10 + 9, batch(32 * 1024, 0));
+            c.invalidate_from(1, i * 10);
+        }
+        let st = c.state.borrow();
+        assert!(
+            st.chunks.len() <= 2 * 64 + 2 && st.order.len() <= st.chunks.len() * 1,
+            "{}",
+            st.order.len()
+        );
         assert_eq!(c.used_bytes(), 0);
-        // An entry whose bookkeeping alone passes the bound is not cached.
+    }
+
+    #[test]
+    fn an_entry_larger_than_the_bound_is_not_cached() {
         let tiny = BatchCache::new(BATCH_CACHE_ENTRY_OVERHEAD_BYTES);
         tiny.insert(1, 0, 0, Bytes::from_static(b"x"));
         assert_eq!((tiny.used_bytes(), tiny.get(1, 0).is_none()), (0, true));
+        let off = BatchCache::new(0);
+        off.insert(1, 0, 0, Bytes::from_static(b"x"));
+        assert_eq!(off.used_bytes(), 0);
     }
 }

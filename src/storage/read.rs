@@ -15,7 +15,8 @@ use super::log::LogInner;
 use super::readahead::DiskTail;
 use super::records::first_record_at_or_after;
 use crate::constants::{
-    LOG_READ_CHUNK_BYTES_MIN, READAHEAD_BYTES_MAX, READAHEAD_MIN_READ_BYTES, READAHEAD_REQUESTS,
+    CACHE_INLINE_MAX_BYTES, LOG_READ_CHUNK_BYTES_MIN, READAHEAD_BYTES_MAX,
+    READAHEAD_MIN_READ_BYTES, READAHEAD_REQUESTS,
 };
 use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
@@ -237,7 +238,13 @@ impl<F: FileSystem> LogInner<F> {
         }
         Ok(match parts.len() {
             0 => Bytes::new(),
-            1 => parts.pop().unwrap_or_default(),
+            // A small batch from the cache is a slice of one of its chunks: a caller that
+            // kept it (a loading coordinator, say) would hold the whole chunk alive outside
+            // the cache's bound, so it leaves as a copy. Several parts are copied below.
+            1 => match parts.pop() {
+                Some(p) if p.len() <= CACHE_INLINE_MAX_BYTES => Bytes::copy_from_slice(&p),
+                p => p.unwrap_or_default(),
+            },
             _ => {
                 let mut out = BytesMut::with_capacity(total);
                 for p in &parts {
