@@ -112,10 +112,10 @@ def group_offsets_survive_coordinator_kill(args):
     """A consumer group commits offsets; its coordinator's broker is SIGKILLed; the group's
     committed offsets, read through the survivors, are unchanged (the coordinator moves with
     __consumer_offsets leadership: another piece of issue 15). Returns findings."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
     root = tempfile.mkdtemp(prefix="faults-group-")
     c = Cluster(args.bin, root, args.base_port + 50, use_netns=False)
     findings = []
+    readers = []
     try:
         c.start()
         matrix.create_topic(c, matrix.PARTITIONS)
@@ -140,20 +140,22 @@ def group_offsets_survive_coordinator_kill(args):
         killed = time.time()
         deadline = killed + 90
         got, last_error = None, None
-        # One AdminClient for every attempt, alive until the cluster closes. A temporary
-        # client is destroyed as soon as its call returns, with its request in flight (the
-        # future then fails with _DESTROY); replacing the client on each attempt destroyed
-        # one with a timed-out OffsetFetch still queued, and librdkafka 2.x aborted the
-        # process in rd_kafka_enq_once_del_source_return (CI, 2026-12-02).
-        admin = matrix.admin(c)
+        # Read back through a consumer of the group (OffsetFetch from the consumer's own
+        # coordinator handling), not AdminClient.list_consumer_group_offsets: librdkafka
+        # (2.16 here) aborts the process in rd_kafka_enq_once_del_source_return when a
+        # coordinator-targeted admin request fails on a dropped connection, which is this
+        # check's very scenario (librdkafka issue 4605, fix proposed in PR 5397; seen in CI
+        # 2026-12-02 and again with one long-lived AdminClient). A consumer that never
+        # subscribes does not join the group, so it cannot disturb what it reads.
+        reader = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": "faults-offsets",
+                           "enable.auto.commit": False})
+        readers.append(reader)
         while time.time() < deadline:
             try:
-                # The request's own timeout ends it inside librdkafka before the future's
-                # wait gives up, so no attempt leaves a request queued behind it.
-                res = admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions("faults-offsets")],
-                    request_timeout=8)["faults-offsets"].result(10)
-                got = sorted((tp.partition, tp.offset) for tp in res.topic_partitions)
+                res = reader.committed(
+                    [TopicPartition(matrix.TOPIC, p) for p in range(matrix.PARTITIONS)],
+                    timeout=10)
+                got = sorted((tp.partition, tp.offset) for tp in res)
                 if got == [(tp.partition, tp.offset) for tp in want]:
                     matrix.log(f"group: offsets read back {time.time() - killed:.1f} s after the kill")
                     break
@@ -167,6 +169,8 @@ def group_offsets_survive_coordinator_kill(args):
     except Exception as e:  # noqa: BLE001
         findings.append(f"group run failed: {e}")
     finally:
+        for r in readers:
+            r.close()
         c.close()
     return findings
 

@@ -27,7 +27,10 @@ BIN="${SHARDLOG_BIN:-$REPO/target/debug/shardlog}"
 [[ -n "${SHARDLOG_BIN:-}" ]] || cargo build -q --bin shardlog
 CP="$("$REPO/perf/kafka/kafka.sh" classpath)"
 OUT="$(mktemp -d)"
-trap 'rm -rf "$OUT"' EXIT
+# Brokers a check leaves behind when its Python process dies without cleaning up (a client
+# library abort): they would hold the next check's ports. Only this suite's data dirs match.
+reap() { pkill -f -- "--data-dir ${TMPDIR:-/tmp}/faults-" 2>/dev/null || true; }
+trap 'reap; rm -rf "$OUT"' EXIT
 FAULTS="${SHARDLOG_FAULTS:-kill_leader,stop_leader,cut_leader,kill_controller_in_failover,rolling_restart,follower_disk_full}"
 status=0
 if [[ "${SHARDLOG_FAULTS_LONG:-0}" == 1 ]]; then
@@ -63,8 +66,10 @@ else
   [[ -s "$OUT/matrix.jsonl" ]] && python3 "$HERE/report.py" "$OUT/matrix.jsonl" "Fault matrix (one run each)"
 fi
 # Real clients (confluent-kafka, Java, kcat) through a leader SIGKILL: gating.
+reap
 timeout 240 python3 "$HERE/clients.py" --bin "$BIN" --cp "$CP" \
   --base-port "$((BASE + 600))" || status=1
+reap
 # A consumer group's committed offsets across its coordinator's SIGKILL: gating. (Its
 # earlier failures were the check's own: a temporary AdminClient destroyed with its
 # OffsetFetch in flight; tests/processes/group_coordinator_failover.rs covers the broker side.)
