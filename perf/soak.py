@@ -21,11 +21,13 @@ Checks at the end:
     its value, once (a duplicate value at two offsets is reported too: the producers are
     idempotent, so after a kill they must not write a record twice);
   * per process lifetime, after a warm-up (two minutes, and until the batch cache first
-    reaches 95% of its largest size in the lifetime): memory other than the batch cache
-    (RSS minus `shardlog_batch_cache_bytes`, which counts the cache's bookkeeping too; the
-    cache fills up to its fixed per-shard bound in about five minutes at this load, by
-    design) and open files grow < 5% (median of the first minute after warm-up to median of
-    the last minute); raw RSS and the cache are reported beside;
+    reaches 95% of its largest size in the lifetime: it fills up to its fixed per-shard bound
+    by design), RSS and open files grow < 5% (median of the first minute after warm-up to
+    median of the last minute), the issue's criterion. Reported beside, not gating: RSS minus
+    the cache (`shardlog_batch_cache_bytes`), the live heap and its part outside the cache,
+    and the allocator's slack. (Until 2026-12-03 the gate was RSS minus the cache < 5%, chosen
+    when the cache still filled after the warm-up; on its ~66 MiB base that limit is ~3 MiB,
+    inside the ±3 MiB the in-flight requests of the load's phases move the live heap.)
   * every ERROR line of the broker's log matches the allowlist below.
 """
 
@@ -384,7 +386,7 @@ def check_growth(lifetimes):
         other_g = (other1 - other0) / max(other0, 1)
         rss_g = (rss1 - rss0) / max(rss0, 1)
         fd_g = (fd1 - fd0) / max(fd0, 1)
-        verdict = "ok" if other_g < GROWTH_LIMIT and fd_g < GROWTH_LIMIT else "GROWTH"
+        verdict = "ok" if rss_g < GROWTH_LIMIT and fd_g < GROWTH_LIMIT else "GROWTH"
         ok &= verdict == "ok"
         rows.append({"lifetime": i, "verdict": verdict, "seconds": round(warm[-1][0] - t0),
                      "warmup_end_s": round(start - t0),
@@ -397,6 +399,10 @@ def check_growth(lifetimes):
                      "heap_kib_after_warmup": med(first, lambda s: s[4]),
                      "heap_kib_end": med(last, lambda s: s[4]),
                      "heap_kib_max": max(s[4] for s in warm),
+                     "heap_outside_cache_kib_after_warmup": med(first, lambda s: s[4] - s[3]),
+                     "heap_outside_cache_kib_end": med(last, lambda s: s[4] - s[3]),
+                     "allocator_slack_kib_after_warmup": med(first, lambda s: s[1] - s[4]),
+                     "allocator_slack_kib_end": med(last, lambda s: s[1] - s[4]),
                      "jemalloc_resident_kib_end": med(last, lambda s: s[5]),
                      "fds_after_warmup": fd0, "fds_end": fd1, "fds_max": max(s[2] for s in warm),
                      "fd_growth": round(fd_g, 4)})
