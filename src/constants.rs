@@ -47,7 +47,7 @@ pub const LOG_SEGMENT_OPEN_FILES_MAX_DEFAULT: usize = 1024;
 /// Default per-shard cache of recent batches.
 pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// What one batch in the batch cache costs beyond its own bytes, charged against the cache's
-/// bound so the bound holds the memory: its 56-byte slot in its log's sorted queue and its
+/// bound so the bound holds the memory: its 64-byte slot in its log's sorted queue and its
 /// 24-byte slot in the eviction queue, each queue up to half empty after growing or before
 /// shrinking. (Until chunks: 192, for a B-tree slot, a `Bytes` header and malloc rounding per
 /// batch; perf/results/2026-12-02-rss.md.)
