@@ -206,6 +206,7 @@ impl BatchCache {
     }
 
     /// Whether a batch of `log` starting at `base` is cached.
+    #[cfg(test)]
     pub(crate) fn contains(&self, log: u64, base: i64) -> bool {
         let st = self.state.borrow();
         st.logs.get(&log).is_some_and(|es| {
@@ -221,6 +222,18 @@ impl BatchCache {
     /// allocator (a read-ahead over cached batches now skips them). A batch that overlaps a
     /// cached one without the same base is not cached (the cached one answers for it).
     pub(crate) fn insert(&self, log: u64, base: i64, last: i64, batch: Bytes) {
+        self.put(log, base, last, &batch, || batch.clone());
+    }
+
+    /// As [`Self::insert`], for a batch that is a view of a larger buffer (a read-ahead's):
+    /// copied once, into a chunk or into its own allocation, and only if it is cached. A
+    /// slice would keep the whole buffer alive while the bound counts only the batch.
+    pub(crate) fn insert_copy(&self, log: u64, base: i64, last: i64, batch: &[u8]) {
+        self.put(log, base, last, batch, || Bytes::copy_from_slice(batch));
+    }
+
+    /// Caches `batch`; `own` gives it as its own allocation when it is too large for a chunk.
+    fn put(&self, log: u64, base: i64, last: i64, batch: &[u8], own: impl FnOnce() -> Bytes) {
         let len = batch.len();
         let inline = len <= self.inline_max_bytes;
         let cost =
@@ -252,10 +265,10 @@ impl BatchCache {
                 chunk.buffer_bytes = st.buffer.capacity();
                 st.used_bytes += chunk.buffer_bytes;
             }
-            st.buffer.extend_from_slice(&batch);
+            st.buffer.extend_from_slice(batch);
             st.buffer.split().freeze()
         } else {
-            batch
+            own()
         };
         let entry = Entry { base, last, chunk: chunk.seq, inline, batch: stored };
         st.used_bytes += entry.charge();
@@ -450,6 +463,15 @@ mod tests {
             c.used_bytes(),
             charge(64 * 1024) + BATCH_CACHE_ENTRY_OVERHEAD_BYTES + c.chunk_bytes
         );
+        // A view of a larger buffer is copied out of it, whatever its size.
+        let buffer = batch(200 * 1024, 3);
+        c.insert_copy(3, 0, 0, &buffer[..64 * 1024]);
+        c.insert_copy(3, 1, 1, &buffer[..100]);
+        for off in [0, 1] {
+            let got = c.get(3, off).map(|e| e.2).unwrap_or_default();
+            assert!(!got.is_empty() && got.as_ptr() != buffer.as_ptr());
+        }
+        c.invalidate_from(3, 0);
         // Large batches alone fill the cache and are evicted oldest first.
         for i in 1..40 {
             c.insert(2, i * 10, i * 10 + 9, batch(64 * 1024, 0));
