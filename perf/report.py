@@ -45,7 +45,30 @@ def pp_runs(b, w):
         m = re.search(r"([\d.]+) records/sec.*?([\d.]+) ms avg latency.*?([\d.]+) ms max latency, "
                       r"(\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th", line)
         if m:
-            out.append({"rps": float(m[1]), "p50": int(m[4]), "p99": int(m[6]), "p999": int(m[7])})
+            out.append({"rps": float(m[1]), "p50": int(m[4]), "p99": int(m[6]), "p999": int(m[7]),
+                        "cpu": cpu_pct(f)})
+    return out
+
+
+def cpu_pct(txt_path):
+    """Client CPU % of a core from /usr/bin/time's "user system wall" beside a result."""
+    try:
+        u, sy, wall = (float(x) for x in open(txt_path + ".cpu").read().split()[-3:])
+        return 100.0 * (u + sy) / wall if wall > 0 else None
+    except Exception:
+        return None
+
+
+def java_consumer_runs(b):
+    """ConsumerPerformance's CSV line: fetch.MB.sec and fetch.nMsg.sec (the group join,
+    rebalance.time.ms, left out as the other clients do not join a group)."""
+    out = []
+    for f in sorted(glob.glob(os.path.join(res, b, "w5-java-[0-9]*.txt"))):
+        try:
+            v = [x.strip() for x in open(f).read().strip().split(",")]
+            out.append({"mib": float(v[8]), "rps": float(v[9]), "cpu": cpu_pct(f)})
+        except Exception:
+            pass
     return out
 
 
@@ -138,10 +161,37 @@ for w, title in [("w1", "W1 via ProducerPerformance"), ("w2", "W2 via ProducerPe
         continue
     row(title, "records/s", [d["rps"] for d in k], [d["rps"] for d in s])
     row(title, "p99 ms (not CO-corrected)", [d["p99"] for d in k], [d["p99"] for d in s], False)
+    row(title, "client CPU % of a core (JVM start-up included)", [d["cpu"] for d in k],
+        [d["cpu"] for d in s], False)
     meds[(w + "pp", K, "rps")] = med([d["rps"] for d in k])
     meds[(w + "pp", S, "rps")] = med([d["rps"] for d in s])
     meds[(w + "pp", K, "p99")] = med([d["p99"] for d in k])
     meds[(w + "pp", S, "p99")] = med([d["p99"] for d in s])
+for w, title in [("w1rdk", "W1 via librdkafka"), ("w2rdk", "W2 via librdkafka"),
+                 ("w5warm", "W5 warm (bundled client)"), ("w5rdk", "W5 warm via librdkafka")]:
+    k, s = runs(K, w), runs(S, w)
+    if not k and not s:
+        continue
+    col = lambda rs, *path: [get(d, *path) for d in rs]
+    row(title, "records/s", col(k, "records_per_s"), col(s, "records_per_s"))
+    if w.startswith("w5"):
+        row(title, "MiB/s", col(k, "mib_per_s"), col(s, "mib_per_s"))
+    else:
+        for p, name in [("p50", "p50"), ("p99", "p99")]:
+            row(title, f"{name} µs", col(k, "latency_us", p), col(s, "latency_us", p), False)
+    row(title, "client CPU % of a core", col(k, "cpu_pct_of_core"), col(s, "cpu_pct_of_core"), False)
+    for b, rs in ((K, k), (S, s)):
+        meds[(w, b, "rps")] = med(col(rs, "records_per_s"))
+        meds[(w, b, "p99")] = med(col(rs, "latency_us", "p99"))
+k, s = java_consumer_runs(K), java_consumer_runs(S)
+if k or s:
+    title = "W5 warm via Java ConsumerPerformance"
+    row(title, "records/s", [d["rps"] for d in k], [d["rps"] for d in s])
+    row(title, "MiB/s", [d["mib"] for d in k], [d["mib"] for d in s])
+    row(title, "client CPU % of a core (JVM start-up included)", [d["cpu"] for d in k],
+        [d["cpu"] for d in s], False)
+    meds[("w5java", K, "rps")] = med([d["rps"] for d in k])
+    meds[("w5java", S, "rps")] = med([d["rps"] for d in s])
 for b in (K, S):
     rr = [load(f) for f in sorted(glob.glob(os.path.join(res, b, "w4-resources-*.json")))]
     rr = [r for r in rr if r]
@@ -166,7 +216,13 @@ target("W2 p99.99 ≤ 1/10 of Kafka's", m("w2", S, "p9999"), times("w2", "p9999"
 target("W1 via ProducerPerformance records/s ≥ Kafka", m("w1pp", S, "rps"), m("w1pp", K, "rps"), True)
 target("W2 via ProducerPerformance records/s ≥ Kafka", m("w2pp", S, "rps"), m("w2pp", K, "rps"), True)
 target("W2 via ProducerPerformance p99 ≤ 0.5× Kafka", m("w2pp", S, "p99"), times("w2pp", "p99", 0.5), False)
-target("W5 records/s ≥ 1.0× Kafka", m("w5", S, "rps"), m("w5", K, "rps"), True)
+target("W1 via librdkafka records/s ≥ Kafka", m("w1rdk", S, "rps"), m("w1rdk", K, "rps"), True)
+target("W2 via librdkafka records/s ≥ Kafka", m("w2rdk", S, "rps"), m("w2rdk", K, "rps"), True)
+target("W2 via librdkafka p99 ≤ 0.5× Kafka", m("w2rdk", S, "p99"), times("w2rdk", "p99", 0.5), False)
+target("W5 cold records/s ≥ 1.0× Kafka", m("w5", S, "rps"), m("w5", K, "rps"), True)
+target("W5 warm records/s ≥ 1.0× Kafka", m("w5warm", S, "rps"), m("w5warm", K, "rps"), True)
+target("W5 warm via Java consumer records/s ≥ Kafka", m("w5java", S, "rps"), m("w5java", K, "rps"), True)
+target("W5 warm via librdkafka records/s ≥ Kafka", m("w5rdk", S, "rps"), m("w5rdk", K, "rps"), True)
 
 
 def loads():
@@ -228,8 +284,11 @@ text = f"""# Shardlog vs Apache Kafka — {name}
 
 Commit `{commit}`, {'--quick' if quick == '1' else 'full'} run, {elapsed} s. Command: `perf/run.sh{' --quick' if quick == '1' else ''} --reps {reps}`.
 Load generator: `{bench}` (closed loop unless a rate is given; open-loop latency measured from
-the intended send time, coordinated omission corrected). Neutral client: Kafka's
-`ProducerPerformance` (latency not CO-corrected).
+the intended send time, coordinated omission corrected). Other clients: Kafka's Java client
+(`ProducerPerformance`, latency not CO-corrected; `ConsumerPerformance`) and librdkafka
+(`perf/clients/rdkafka_perf.py`, confluent-kafka; its fixed-rate latency is CO-corrected).
+W5 reads cold first (Kafka's page cache dropped; Shardlog's own cache holds only the newest
+batches), then warm with each client.
 
 **Noise**: every workload ran {reps} times per broker, interleaved (Kafka, Shardlog, Kafka,
 Shardlog, ...; a fresh topic per run). Each cell is the median of the runs and [min–max];

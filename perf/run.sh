@@ -8,8 +8,9 @@
 #    fio O_DIRECT sequential write (perf/fio.sh when present) and iperf3 over loopback;
 # 2. starts both brokers on cpu 1 (Shardlog `serve --shards 1`, spinning off; Kafka under
 #    `taskset -c 1`), own temp dirs, stopped by the script; the load generator runs on cpu 0;
-# 3. runs workloads W1-W6 (perf/README.md) with `shardlog bench` and Kafka's
-#    ProducerPerformance as a neutral client, each workload N times (default 3) per broker,
+# 3. runs workloads W1-W6 (perf/README.md) with `shardlog bench`, and W1, W2 and W5 also
+#    with Kafka's Java client (ProducerPerformance, ConsumerPerformance) and librdkafka
+#    (perf/clients/rdkafka_perf.py, confluent-kafka), each workload N times (default 3) per broker,
 #    interleaved Kafka, Shardlog, Kafka, Shardlog, ... (one broker loaded at a time, a fresh
 #    topic per run), so a ratio is never one noisy sample;
 # 4. writes perf/results/<date>-<commit>.md: per metric the median and [min–max] of the
@@ -177,13 +178,55 @@ resources() {
   echo "{\"rss_mib\": ${rss:-0}, \"open_fds\": ${fds:-0}}"
 }
 
-# Kafka's ProducerPerformance, pinned to the client cpu; writes its final line to $1.
+# Kafka's ProducerPerformance, pinned to the client cpu; writes its final line to $1 and
+# the client's CPU (user + system s, wall s, JVM start-up included) to $1.cpu.
 producer_perf() {
   local out="$1" port="$2" topic="$3" records="$4" rate="$5" acks="$6"
-  taskset -c "$CLIENT_CPU" "$KAFKA_SH" tool org.apache.kafka.tools.ProducerPerformance \
+  topic_create "$port" "$topic"
+  /usr/bin/time -f "%U %S %e" -o "$out.cpu" taskset -c "$CLIENT_CPU" "$KAFKA_SH" tool \
+    org.apache.kafka.tools.ProducerPerformance \
     --topic "$topic" --num-records "$records" --record-size "$RECORD" --throughput "$rate" \
     --producer-props "bootstrap.servers=127.0.0.1:$port" "acks=$acks" linger.ms=0 \
     enable.idempotence=false 2>"$out.err" | tail -1 >"$out" || echo "failed" >"$out"
+}
+
+# Kafka's Java consumer (ConsumerPerformance) reading $4 records of topic $3 from the
+# earliest offset; its CSV result line to $1, its CPU to $1.cpu.
+consumer_perf() {
+  local out="$1" port="$2" topic="$3" records="$4"
+  /usr/bin/time -f "%U %S %e" -o "$out.cpu" taskset -c "$CLIENT_CPU" "$KAFKA_SH" tool \
+    org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "127.0.0.1:$port" \
+    --topic "$topic" --messages "$records" --timeout 60000 --group "jperf-$topic-$RANDOM" \
+    2>"$out.err" | tail -1 >"$out" || echo "failed" >"$out"
+}
+
+# librdkafka through confluent-kafka (perf/clients/rdkafka_perf.py); skipped, with a log
+# line, when no Python with confluent_kafka is found (PERF_PYTHON, then the interop venv).
+RDK_PY="${PERF_PYTHON:-}"
+if [[ -z "$RDK_PY" ]]; then
+  for c in "$ROOT/.interop-cache/venv/bin/python" python3; do
+    if "$c" -c "import confluent_kafka" 2>/dev/null; then RDK_PY="$c"; break; fi
+  done
+fi
+rdkafka() { # mode out port topic records [rate]
+  local mode="$1" out="$2" port="$3" topic="$4" records="$5" rate="${6:-0}"
+  [[ -n "$RDK_PY" ]] || return 0
+  [[ "$mode" == produce ]] && topic_create "$port" "$topic"
+  taskset -c "$CLIENT_CPU" "$RDK_PY" "$ROOT/perf/clients/rdkafka_perf.py" "$mode" \
+    --bootstrap "127.0.0.1:$port" --topic "$topic" --records "$records" --rate "$rate" \
+    --record-size "$RECORD" --json "$out" >"${out%.json}.txt" 2>&1 \
+    || log "librdkafka $mode on $topic failed: $(tail -1 "${out%.json}.txt")"
+}
+
+# The same 8-partition topic on either broker before a client that does not create it.
+topic_create() {
+  "$SHARDLOG" topics --bootstrap "127.0.0.1:$1" create "$2" --partitions 8 >/dev/null 2>&1 || true
+}
+
+# Empties the kernel's page cache (Kafka's cold read); a log line when not allowed.
+drop_caches() {
+  sync
+  { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null || log "could not drop the page cache (not root?)"
 }
 
 # ------------------------------------------------------------------ 3. workloads
@@ -223,6 +266,7 @@ run_workload() {
     recs=$(kafka_median records_per_s 100000 "$DUR / 3")
     recs=$(python3 -c "print(max(10000, min(2000000, int($recs))))")
     producer_perf "$r/w1-pp-$rep.txt" "$port" "${t}pp" "$recs" -1 1
+    rdkafka produce "$r/w1rdk-$rep.json" "$port" "${t}rdk" "$recs"
     ;;
   W2)
     local rate
@@ -233,6 +277,7 @@ run_workload() {
       --warmup "$WARM" --label "$b W2 #$rep" --json "$r/w2-$rep.json" --hgrm "$r/w2-$rep.hgrm" >"$r/w2-$rep.txt" 2>&1 \
       || log "$b W2 failed: $(tail -1 "$r/w2-$rep.txt")"
     producer_perf "$r/w2-pp-$rep.txt" "$port" "${t}pp" $((rate * DUR / 2)) "$rate" 1
+    rdkafka produce "$r/w2rdk-$rep.json" "$port" "${t}rdk" $((rate * DUR / 2)) "$rate"
     ;;
   W3)
     log "$b W3 #$rep: acks=all, flush per batch (flush.messages=1), $W3_RATE rec/s"
@@ -251,8 +296,15 @@ run_workload() {
     log "$b W5 #$rep: write $((W5_BYTES >> 20)) MiB, then consume it from the start"
     bench produce "${common[@]}" --topic "$t" --partitions 8 --acks 1 --records "$n" \
       --label "$b W5 write" --json "$r/w5-write-$rep.json" >"$r/w5-write-$rep.txt" 2>&1 || log "$b W5 write failed"
+    # Cold: Kafka's page cache emptied (Shardlog reads O_DIRECT; its own cache holds only
+    # the newest batches of the 2 GiB). Then warm: the same bytes again, with each client.
+    drop_caches
     bench consume --bootstrap "$bs" --quiet --topic "$t" --from earliest --to-end \
       --label "$b W5" --json "$r/w5-$rep.json" >"$r/w5-$rep.txt" 2>&1 || log "$b W5 failed: $(tail -1 "$r/w5-$rep.txt")"
+    bench consume --bootstrap "$bs" --quiet --topic "$t" --from earliest --to-end \
+      --label "$b W5 warm" --json "$r/w5warm-$rep.json" >"$r/w5warm-$rep.txt" 2>&1 || log "$b W5 warm failed"
+    consumer_perf "$r/w5-java-$rep.txt" "$port" "$t" "$n"
+    rdkafka consume "$r/w5rdk-$rep.json" "$port" "$t" "$n"
     # Both brokers run for the whole run: W5's gigabytes go as soon as they were read.
     "$SHARDLOG" topics --bootstrap "$bs" delete "$t" >/dev/null 2>&1 || log "$b W5: could not delete $t"
     ;;

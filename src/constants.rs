@@ -158,6 +158,10 @@ pub const BATCH_CACHE_BYTES_PER_SHARD: usize = 64 * 1024 * 1024;
 /// Upper bound on a Fetch long-poll, whatever the client asks (Kafka caps it by its
 /// request timeout; a shard must not hold a waiter forever).
 pub const FETCH_MAX_WAIT_MS_CAP: i32 = 60_000;
+/// A Fetch response's records of at least this many bytes are written from their own
+/// buffers instead of being copied into the response frame (`protocol::fetch_encode`):
+/// above it a copy costs more than the extra send of a piece.
+pub const FETCH_RECORDS_COPY_MAX_BYTES: usize = 16 * 1024;
 /// `replica.lag.time.max.ms` (Kafka's default): a follower that has not caught up with the
 /// leader's log end for this long leaves the ISR.
 pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: i64 = 30_000;

@@ -279,7 +279,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         }
         match outcome {
             Outcome::Respond(frame) => {
-                if let Err(err) = writer.write_all(&frame).await {
+                if let Err(err) = write_frame(&mut writer, &frame).await {
                     tracing::debug!("write failed, closing connection: {err}");
                     break;
                 }
@@ -294,6 +294,18 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
     closed.notify_all();
     let _ = writer.close().await;
+}
+
+/// Writes a response frame's pieces back to back (a large Fetch response references its
+/// records instead of copying them into one buffer: `protocol::fetch_encode`).
+async fn write_frame<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    frame: &crate::protocol::ResponseFrame,
+) -> std::io::Result<()> {
+    for piece in frame.pieces() {
+        writer.write_all(piece).await?;
+    }
+    Ok(())
 }
 
 /// When the connection last read a request or finished one, and how many are in flight:

@@ -19,13 +19,13 @@ use super::{
     metadata, offset_for_leader_epoch, produce, txn,
 };
 use crate::protocol::versions::{find, ApiRange};
-use crate::protocol::{encode_response, peek_api};
+use crate::protocol::{encode_response, peek_api, ResponseFrame};
 use crate::shard::ShardCtx;
 
 /// What the connection does once a request's processing completes.
 pub enum Outcome {
     /// Write this whole response frame.
-    Respond(Bytes),
+    Respond(ResponseFrame),
     /// Nothing to write (acks=0 produce).
     Silent,
     /// Close the connection, logging the reason.
@@ -181,7 +181,7 @@ fn controller_api(ctx: &Rc<ShardCtx>, api: ApiKey, version: i16, frame: Bytes) -
     let ctx = ctx.clone();
     Box::pin(async move {
         match call_controller(&ctx, ControllerRequest::Admin { api, version, frame }).await {
-            ControllerReply::Encoded(frame) => Outcome::Respond(frame),
+            ControllerReply::Encoded(frame) => Outcome::Respond(frame.into()),
             ControllerReply::Done => Outcome::Close("controller gave no response".into()),
             ControllerReply::Rejected(reason) => Outcome::Close(reason),
         }
@@ -200,7 +200,7 @@ pub fn respond<R: kafka_protocol::protocol::Encodable>(
     response: &R,
 ) -> Outcome {
     match encode_response(api, version, correlation_id, response) {
-        Ok(frame) => Outcome::Respond(frame),
+        Ok(frame) => Outcome::Respond(frame.into()),
         Err(err) => Outcome::Close(err.to_string()),
     }
 }

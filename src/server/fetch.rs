@@ -41,6 +41,7 @@ use crate::constants::FETCH_MAX_WAIT_MS_CAP;
 use crate::partition::ops::{FetchPart, PartitionOp, PartitionResult, WaitSpec};
 use crate::partition::replica_fetch::{ReplicaFetchOp, ReplicaFetchRequest};
 use crate::protocol::decode_request;
+use crate::protocol::fetch_encode::encode_fetch_response;
 use crate::quota::QuotaKind;
 use crate::shard::ShardCtx;
 use crate::types::{Epoch, NodeId, Offset, ShardId};
@@ -197,7 +198,10 @@ async fn run(ctx: &Rc<ShardCtx>, plan: Plan) -> Outcome {
     let user = plan.user.clone();
     let from_replica = plan.replica.is_some();
     let response = build_response(plan, parts, &leaders);
-    let outcome = respond(ApiKey::Fetch, version, correlation_id, &response);
+    let outcome = match encode_fetch_response(version, correlation_id, response) {
+        Ok(frame) => Outcome::Respond(frame),
+        Err(err) => Outcome::Close(err.to_string()),
+    };
     if from_replica {
         // Replication traffic is not a client's: no consumer_byte_rate (Kafka has separate
         // replication quotas).

@@ -151,8 +151,9 @@ pub async fn dispatch_timed(
 fn with_field(outcome: Outcome, api: i16, version: i16, ms: u64) -> Outcome {
     match outcome {
         Outcome::Respond(frame) if ms > 0 => {
-            match super::throttle_field::raise(&frame, api, version, ms) {
-                Some(raised) => Outcome::Respond(raised),
+            // The field sits in the first piece (`ResponseFrame`'s invariant).
+            match super::throttle_field::raise(frame.first(), api, version, ms) {
+                Some(raised) => Outcome::Respond(frame.with_first(raised)),
                 None => Outcome::Respond(frame),
             }
         }
