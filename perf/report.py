@@ -280,9 +280,11 @@ try:
 except Exception:
     w2rate = "n/a"
 name = os.path.basename(report)[:-3]
+_w = os.environ.get("PERF_WORKLOADS", "W1,W2,W3,W4,W5,W6")
+workloads_arg = "" if _w == "W1,W2,W3,W4,W5,W6" else f" --workloads {_w}"
 text = f"""# Shardlog vs Apache Kafka — {name}
 
-Commit `{commit}`, {'--quick' if quick == '1' else 'full'} run, {elapsed} s. Command: `perf/run.sh{' --quick' if quick == '1' else ''} --reps {reps}`.
+Commit `{commit}`, {'--quick' if quick == '1' else 'full'} run, {elapsed} s. Command: `perf/run.sh{' --quick' if quick == '1' else ''}{workloads_arg} --reps {reps}`.
 Load generator: `{bench}` (closed loop unless a rate is given; open-loop latency measured from
 the intended send time, coordinated omission corrected). Other clients: Kafka's Java client
 (`ProducerPerformance`, latency not CO-corrected; `ConsumerPerformance`) and librdkafka

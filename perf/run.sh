@@ -377,5 +377,5 @@ for b in kafka shardlog; do
   done
 done
 ELAPSED=$(($(date +%s) - START_S))
-python3 "$ROOT/perf/report.py" "$TMP/res" "$REPORT" "$COMMIT" "$QUICK" "$ELAPSED" "$BENCH" "$REPS"
+PERF_WORKLOADS="$WORKLOADS" python3 "$ROOT/perf/report.py" "$TMP/res" "$REPORT" "$COMMIT" "$QUICK" "$ELAPSED" "$BENCH" "$REPS"
 log "done in $ELAPSED s: $REPORT"

@@ -15,6 +15,7 @@
 //!   survive one.
 
 pub mod dma;
+pub mod iowq;
 pub mod mem;
 
 use std::future::Future;
