@@ -16,9 +16,7 @@
 #       prealloc = fsync every batch, zero-filled preallocation (the default);
 #       flush1000= topic config flush.ms=1000 (acknowledged after the O_DIRECT write);
 #       prealloc-spin = prealloc with the reactor spinning 200 µs before it parks
-#       (not in the default set: it measures what parking costs);
-#       prealloc-iowq = prealloc with the broker's io_uring workers (which run its
-#       fdatasyncs) allowed on every core, not only the broker's (SHARDLOG_IOWQ_CPUS).
+#       (not in the default set: it measures what parking costs).
 # Reports medians and [min–max] of the rounds, the load average (other work on the host),
 # and whether the issue-20 targets are met. Ports 36093 (Kafka API) and 36094 (admin);
 # override with DURABLE_PORT / DURABLE_ADMIN_PORT. SHARDLOG: the binary (default
@@ -35,7 +33,7 @@ while (($#)); do
     --warmup) WARM="$2"; shift ;;
     --arms) ARMS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "durable.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -75,19 +73,18 @@ fio4k() { # round, layout
 }
 
 run_arm() { # round, rate, arm
-  local r="$1" rate="$2" arm="$3" prealloc="" cfg=() spin=0 iowq=""
+  local r="$1" rate="$2" arm="$3" prealloc="" cfg=() spin=0
   case "$arm" in
     growth) prealloc=0 ;;
     prealloc) prealloc="" ;;
     prealloc-spin) spin=200 ;;
-    prealloc-iowq) iowq="0-$(($(nproc) - 1))" ;;
     flush1000) cfg=(--topic-config flush.ms=1000) ;;
     *) echo "unknown arm $arm" >&2; return 1 ;;
   esac
   local dir="$TMP/broker"; rm -rf "$dir"; mkdir -p "$dir"
   local tag="$arm-$rate-$r"
   echo "$(cut -d' ' -f1-3 /proc/loadavg)" >"$RES/load-$tag.txt"
-  env ${prealloc:+SHARDLOG_PREALLOCATE_BYTES=$prealloc} ${iowq:+SHARDLOG_IOWQ_CPUS=$iowq} taskset -c "$BROKER_CPU" "$SHARDLOG" serve \
+  env ${prealloc:+SHARDLOG_PREALLOCATE_BYTES=$prealloc} taskset -c "$BROKER_CPU" "$SHARDLOG" serve \
     --shards 1 --spin-before-park-us "$spin" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN" \
     --data-dir "$dir/data" >"$dir/server.log" 2>&1 &
   PID=$!

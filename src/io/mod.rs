@@ -15,7 +15,6 @@
 //!   survive one.
 
 pub mod dma;
-pub mod iowq;
 pub mod mem;
 
 use std::future::Future;

@@ -298,19 +298,6 @@ async fn shard_main(
     let admin =
         (me.0 + 1 == config.shards).then(|| crate::metrics::http::admin_addr(config.admin_listen));
     crate::metrics::shard_task::start_shard(me.0, background_queue, admin);
-    if let Ok(list) = std::env::var("SHARDLOG_IOWQ_CPUS") {
-        match crate::io::iowq::parse_cpu_list(&list)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
-            .and_then(|cpus| crate::io::iowq::set_worker_cpus(&cpus))
-        {
-            Ok(()) => {
-                tracing::info!(shard = %me, cpus = %list, "io_uring workers may run on SHARDLOG_IOWQ_CPUS")
-            }
-            Err(err) => {
-                tracing::warn!(shard = %me, cpus = %list, "SHARDLOG_IOWQ_CPUS not applied: {err}")
-            }
-        }
-    }
     // The iopoll probe must run on every executor before it opens any log (design.md §5).
     if let Err(err) = crate::io::probe_data_dir(&config.data_dir).await {
         fatal(&format!("data dir {} failed the I/O probe: {err}", config.data_dir.display()));
