@@ -297,7 +297,7 @@ Shardlog, ...; a fresh topic per run). Each cell is the median of the runs and [
 ratios and targets use the medians. The host is shared: 1-minute load average when each run
 started — {loads()}.
 
-**CPU split** (2 cores): broker on cpu 1 (Shardlog `serve --shards 1 --spin-before-park-us 0`;
+**CPU split** (2 cores): broker on cpu 1 (Shardlog `serve --shards 1 --spin-before-park-us 0{(' ' + os.environ['PERF_SHARDLOG_ARGS']) if os.environ.get('PERF_SHARDLOG_ARGS') else ''}`;
 Kafka JVM under `taskset -c 1`), load generator on cpu 0 (`taskset -c 0`). Both brokers stay up
 for the whole run; only one is loaded at a time (the other idles on cpu 1).
 

@@ -20,7 +20,8 @@
 # Environment: KAFKA_SH (default perf/kafka/kafka.sh), SHARDLOG (binary with `serve` and
 # `bench`, default target/release/shardlog), BENCH (command of the load generator, default
 # "$SHARDLOG bench", falling back to target/release/examples/bench), CARGO_BUILD=0 to skip
-# the release build, PERF_KAFKA_PORT / PERF_SHARDLOG_PORT / PERF_IPERF_PORT to move the ports.
+# the release build, PERF_KAFKA_PORT / PERF_SHARDLOG_PORT / PERF_IPERF_PORT to move the ports,
+# PERF_SHARDLOG_ARGS for extra `shardlog serve` flags (e.g. "--cache-bytes 3GiB").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -150,7 +151,7 @@ start_shardlog() {
   local dir="$TMP/shardlog"
   rm -rf "$dir"; mkdir -p "$dir"
   taskset -c "$BROKER_CPU" "$SHARDLOG" serve --shards 1 --listen "127.0.0.1:$SHARDLOG_PORT" \
-    --data-dir "$dir/data" --spin-before-park-us 0 >"$dir/server.log" 2>&1 &
+    --data-dir "$dir/data" --spin-before-park-us 0 ${PERF_SHARDLOG_ARGS:-} >"$dir/server.log" 2>&1 &
   SHARDLOG_PID=$!
   BROKER_PID=$SHARDLOG_PID
   for _ in $(seq 1 100); do

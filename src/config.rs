@@ -34,6 +34,7 @@ use crate::constants::{
     MAX_CONNECTIONS_DEFAULT, QUEUED_MAX_REQUEST_BYTES_DEFAULT, REQUEST_RECEIVE_TIMEOUT_MS_DEFAULT,
     SPIN_BEFORE_PARK_US_DEFAULT,
 };
+use crate::constants::{BATCH_CACHE_BYTES_DEFAULT, BATCH_CACHE_BYTES_MIN};
 use crate::controller::configs::BrokerDefaults;
 use crate::group::GroupConfig;
 use crate::types::NodeId;
@@ -78,6 +79,10 @@ pub struct ServeArgs {
     /// Microseconds an idle executor spins before parking (0 disables spinning); `2ms` works.
     #[arg(long, value_name = "US", value_parser = units::micros::<u64>)]
     pub spin_before_park_us: Option<u64>,
+    /// Each shard's cache of recent batches (`64MiB` default; at least 1 MiB): what tailing
+    /// consumers and read-ahead for catch-up consumers are served from (tuning.md).
+    #[arg(long, value_name = "SIZE", value_parser = units::bytes::<u64>)]
+    pub cache_bytes: Option<u64>,
     /// Cores the shards are pinned to, e.g. `2` or `0,2-3`: shard i runs on the i-th listed
     /// core (default: the cores this process may use, so several brokers on one host stack
     /// on core 0 unless each gets its own). Also the default shard count.
@@ -104,6 +109,8 @@ struct FileConfig {
     log_level: Option<String>,
     admin_listen: Option<SocketAddr>,
     spin_before_park_us: Option<u64>,
+    /// `--cache-bytes`, bytes per shard.
+    cache_bytes: Option<u64>,
     /// `--cpus` in the same syntax, e.g. `cpus = "0,2-3"`.
     cpus: Option<String>,
 }
@@ -152,6 +159,7 @@ const FILE_KEYS: &[&str] = &[
     "log_level",
     "admin_listen",
     "spin_before_park_us",
+    "cache_bytes",
     "cpus",
 ];
 
@@ -200,6 +208,8 @@ pub struct ServeConfig {
     pub log_level: Option<String>,
     pub admin_listen: Option<SocketAddr>,
     pub spin_before_park_us: u64,
+    /// Each shard's batch cache bound (`--cache-bytes`).
+    pub cache_bytes: usize,
     pub auto_create_topics: bool,
     pub num_partitions: i32,
     pub socket_request_max_bytes: u32,
@@ -334,6 +344,14 @@ impl ServeConfig {
         if shards == 0 {
             return Err(invalid("shards", "must be at least 1"));
         }
+        let cache_bytes = args.cache_bytes.or(file.cache_bytes).unwrap_or(BATCH_CACHE_BYTES_DEFAULT);
+        if cache_bytes < BATCH_CACHE_BYTES_MIN {
+            return Err(invalid(
+                "cache_bytes",
+                &format!("{cache_bytes} bytes: at least {BATCH_CACHE_BYTES_MIN} (1 MiB)"),
+            ));
+        }
+        let cache_bytes = usize::try_from(cache_bytes).unwrap_or(usize::MAX);
         let s = Settings(&broker.settings);
         let group = group_config(&s)?;
         let cleaner_io = s.double("log.cleaner.io.max.bytes.per.second");
@@ -367,6 +385,7 @@ impl ServeConfig {
                 .spin_before_park_us
                 .or(file.spin_before_park_us)
                 .unwrap_or(SPIN_BEFORE_PARK_US_DEFAULT),
+            cache_bytes,
             auto_create_topics: s.boolean("auto.create.topics.enable"),
             num_partitions: s.int("num.partitions"),
             socket_request_max_bytes: u32::try_from(s.int("socket.request.max.bytes"))

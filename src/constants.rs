@@ -44,8 +44,10 @@ pub const LOG_PREALLOCATE_BYTES_MIN: u64 = 256 * 1024;
 /// reading many old segments; smaller: fewer file descriptors. Overridden by
 /// `SHARDLOG_SEGMENT_OPEN_FILES_MAX` (tuning.md).
 pub const LOG_SEGMENT_OPEN_FILES_MAX_DEFAULT: usize = 1024;
-/// Default per-shard cache of recent batches.
-pub const BATCH_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+/// Default per-shard cache of recent batches (`serve --cache-bytes`).
+pub const BATCH_CACHE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+/// Smallest `--cache-bytes`: below it a cache cannot hold a read-ahead.
+pub const BATCH_CACHE_BYTES_MIN: u64 = 1024 * 1024;
 /// What one batch in the batch cache costs beyond its own bytes, charged against the cache's
 /// bound so the bound holds the memory: its 64-byte slot in its log's sorted queue and its
 /// 24-byte slot in the eviction queue, each queue up to half empty after growing or before
@@ -153,8 +155,6 @@ pub const MEMLOCK_BYTES_MIN: u64 = 8 * 1024 * 1024;
 pub const NOFILE_WANTED: u64 = 1_048_576;
 /// Open files below which the broker refuses to start.
 pub const NOFILE_MIN: u64 = 4096;
-/// Per-shard cache of recent batches, bytes.
-pub const BATCH_CACHE_BYTES_PER_SHARD: usize = 64 * 1024 * 1024;
 /// Upper bound on a Fetch long-poll, whatever the client asks (Kafka caps it by its
 /// request timeout; a shard must not hold a waiter forever).
 pub const FETCH_MAX_WAIT_MS_CAP: i32 = 60_000;

@@ -407,3 +407,23 @@ fn connection_limits_resolve() {
     let host = [("max.connections.per.ip.overrides", "broker.example:4")];
     assert!(with_file("", &host).is_err());
 }
+
+#[test]
+fn cache_bytes_takes_units_and_refuses_a_cache_too_small_for_a_read_ahead() {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+    let parse = |argv: &[&str]| {
+        let argv = std::iter::once("serve").chain(argv.iter().copied());
+        Cli::try_parse_from(argv).map(|c| c.serve).expect("parse")
+    };
+    let cfg = ServeConfig::resolve(&ServeArgs::default(), 1).expect("defaults");
+    assert_eq!(cfg.cache_bytes, 64 << 20);
+    let cfg = ServeConfig::resolve(&parse(&["--cache-bytes", "3GiB"]), 1).expect("resolve");
+    assert_eq!(cfg.cache_bytes, 3 << 30);
+    let err = ServeConfig::resolve(&parse(&["--cache-bytes", "4096"]), 1).expect_err("too small");
+    assert!(err.to_string().contains("cache_bytes"), "{err}");
+}

@@ -218,7 +218,7 @@ pub enum Level {
     /// Open transactions (Ongoing, PrepareCommit, PrepareAbort) of the transactional ids
     /// this shard coordinates.
     OpenTransactions = 9,
-    /// Bytes held by this shard's batch cache (bounded by `BATCH_CACHE_BYTES_PER_SHARD`), so
+    /// Bytes held by this shard's batch cache (bounded by `serve --cache-bytes`), so
     /// memory watchers can tell the bounded cache from growth elsewhere.
     BatchCacheBytes = 10,
     /// Partition moves between this broker's shards under way (0 or 1; shard 0).

@@ -23,7 +23,7 @@ use super::ctx::{CtxParts, ShardCtx};
 use super::mesh::{receive_loop, Handler, MeshMsg};
 use crate::config::ServeConfig;
 use crate::constants::{
-    BATCH_CACHE_BYTES_PER_SHARD, MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
+    MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
     NOFILE_MIN, NOFILE_WANTED, PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS,
     SHUTDOWN_HARD_LIMIT_MS, SHUTDOWN_POLL_INTERVAL_MS, STARTUP_STALL_LIMIT_MS,
 };
@@ -307,7 +307,7 @@ async fn shard_main(
         senders,
         handler: app.handle,
         config: config.clone(),
-        partitions: PartitionTable::new(config.data_dir.clone(), BATCH_CACHE_BYTES_PER_SHARD),
+        partitions: PartitionTable::new(config.data_dir.clone(), config.cache_bytes),
         latency_queue,
         background_queue,
     }));

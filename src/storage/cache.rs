@@ -371,7 +371,7 @@ impl Drop for BatchCache {
 
 impl Default for BatchCache {
     fn default() -> Self {
-        Self::new(crate::constants::BATCH_CACHE_BYTES_DEFAULT)
+        Self::new(usize::try_from(crate::constants::BATCH_CACHE_BYTES_DEFAULT).unwrap_or(usize::MAX))
     }
 }
 
