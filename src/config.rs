@@ -29,12 +29,12 @@ use kafka::{parse_listener, render_listener, Settings};
 
 use crate::cli::units;
 
+use crate::constants::{BATCH_CACHE_BYTES_DEFAULT, BATCH_CACHE_BYTES_MIN};
 use crate::constants::{
     GROUP_MEMBER_METADATA_BYTES_MAX, GROUP_METADATA_RECORD_BYTES_MAX, KAFKA_PORT_DEFAULT,
     MAX_CONNECTIONS_DEFAULT, QUEUED_MAX_REQUEST_BYTES_DEFAULT, REQUEST_RECEIVE_TIMEOUT_MS_DEFAULT,
     SPIN_BEFORE_PARK_US_DEFAULT,
 };
-use crate::constants::{BATCH_CACHE_BYTES_DEFAULT, BATCH_CACHE_BYTES_MIN};
 use crate::controller::configs::BrokerDefaults;
 use crate::group::GroupConfig;
 use crate::types::NodeId;
@@ -344,7 +344,8 @@ impl ServeConfig {
         if shards == 0 {
             return Err(invalid("shards", "must be at least 1"));
         }
-        let cache_bytes = args.cache_bytes.or(file.cache_bytes).unwrap_or(BATCH_CACHE_BYTES_DEFAULT);
+        let cache_bytes =
+            args.cache_bytes.or(file.cache_bytes).unwrap_or(BATCH_CACHE_BYTES_DEFAULT);
         if cache_bytes < BATCH_CACHE_BYTES_MIN {
             return Err(invalid(
                 "cache_bytes",

@@ -387,7 +387,7 @@ async fn fetch(
     let hw = p.high_watermark();
     let lso = p.last_stable_offset();
     let upper = if read_committed { lso } else { hw };
-    let read = p.log.read(Offset(fetch_offset), max_bytes, upper).await;
+    let read = p.log.read_to_send(Offset(fetch_offset), max_bytes, upper).await;
     let (error, records) = match read {
         Ok(records) => (None, records),
         Err(err) => (Some(storage_error_code(&err)), Bytes::new()),

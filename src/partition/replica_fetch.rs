@@ -112,7 +112,7 @@ pub async fn serve_replica_fetch<F: FileSystem>(
     let records = if req.max_bytes == 0 {
         Bytes::new()
     } else {
-        log.read(req.fetch_offset, req.max_bytes, log_end).await?
+        log.read_to_send(req.fetch_offset, req.max_bytes, log_end).await?
     };
     replication.with(|r| {
         r.on_follower_fetch(

@@ -23,9 +23,9 @@ use super::ctx::{CtxParts, ShardCtx};
 use super::mesh::{receive_loop, Handler, MeshMsg};
 use crate::config::ServeConfig;
 use crate::constants::{
-    MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
-    NOFILE_MIN, NOFILE_WANTED, PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS,
-    SHUTDOWN_HARD_LIMIT_MS, SHUTDOWN_POLL_INTERVAL_MS, STARTUP_STALL_LIMIT_MS,
+    MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY, NOFILE_MIN, NOFILE_WANTED,
+    PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS, SHUTDOWN_HARD_LIMIT_MS,
+    SHUTDOWN_POLL_INTERVAL_MS, STARTUP_STALL_LIMIT_MS,
 };
 use crate::partition::table::{leftover_deletions, PartitionTable};
 use crate::types::ShardId;

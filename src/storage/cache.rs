@@ -27,7 +27,10 @@
 //!   it (`storage::read` does for a read answered by one cached batch): one kept slice would
 //!   hold a whole chunk alive, outside the bound (seen when chunks were first tried).
 //! - Callers insert compact batches (their own allocation, not a view of a request frame or
-//!   read buffer): the bound cannot see through a view.
+//!   read buffer): the bound cannot see through a view. The exception is a read-ahead's
+//!   buffer, adopted whole as a chunk of its own and charged whole (`insert_adopted`): a
+//!   catch-up reader's Fetch is then answered with one slice of it (`get_run`), with no copy
+//!   into the cache and none out of it; that slice is sent and dropped, never kept.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -85,6 +88,10 @@ struct CacheState {
     /// when their chunk goes.
     order: VecDeque<(u64, i64, u64)>,
     chunks: VecDeque<Chunk>,
+    /// Chunks that are a read-ahead's own buffer (`insert_adopted`), by sequence number:
+    /// their entries are contiguous slices of it, so a run of them can be served as one
+    /// slice (`get_run`).
+    adopted: HashMap<u64, Bytes>,
     /// The unused rest of the newest chunk's buffer.
     buffer: BytesMut,
     next_chunk: u64,
@@ -124,6 +131,7 @@ impl CacheState {
             self.remove(log, base, seq);
         }
         self.used_bytes -= chunk.buffer_bytes;
+        self.adopted.remove(&chunk.seq);
         if self.chunks.is_empty() {
             self.buffer = BytesMut::new();
         }
@@ -232,6 +240,67 @@ impl BatchCache {
         self.put(log, base, last, batch, || Bytes::copy_from_slice(batch));
     }
 
+    /// Caches the whole batches of a read-ahead's buffer without copying them: `buffer`
+    /// becomes a chunk of its own, charged whole and evicted whole like any chunk, and each
+    /// batch (`(base, last, start, end)` in `buffer`) not cached yet is an entry slicing it.
+    /// A buffer larger than an eighth of the cache is copied batch by batch instead
+    /// ([`Self::insert_copy`]), so one read-ahead cannot flush the tailing readers' data.
+    pub(crate) fn insert_adopted(
+        &self,
+        log: u64,
+        buffer: &Bytes,
+        batches: &[(i64, i64, usize, usize)],
+    ) {
+        let entries_cost = batches.len() * BATCH_CACHE_ENTRY_OVERHEAD_BYTES;
+        if buffer.len() + entries_cost > self.capacity_bytes / 8 {
+            for &(base, last, start, end) in batches {
+                self.insert_copy(log, base, last, &buffer[start..end]);
+            }
+            return;
+        }
+        let mut st = self.state.borrow_mut();
+        let before = st.used_bytes;
+        let st = &mut *st;
+        let seq = st.next_chunk;
+        st.next_chunk += 1;
+        // Full from the start: later inserts open a chunk of their own.
+        st.chunks.push_back(Chunk {
+            seq,
+            buffer_bytes: buffer.len(),
+            filled_bytes: buffer.len().max(self.chunk_bytes),
+        });
+        st.buffer = BytesMut::new();
+        st.used_bytes += buffer.len();
+        st.adopted.insert(seq, buffer.clone());
+        for &(base, last, start, end) in batches {
+            if last < base || end > buffer.len() || start >= end {
+                continue;
+            }
+            let es = st.logs.entry(log).or_default();
+            let at = es.partition_point(|e| e.base < base);
+            let clash_after = es.get(at).is_some_and(|e| e.base <= last);
+            let clash_before = at > 0 && es[at - 1].last >= base;
+            if clash_after || clash_before {
+                continue;
+            }
+            let entry =
+                Entry { base, last, chunk: seq, inline: true, batch: buffer.slice(start..end) };
+            st.used_bytes += entry.charge();
+            st.order.push_back((log, base, seq));
+            es.insert(at, entry);
+        }
+        if st.logs.get(&log).is_some_and(VecDeque::is_empty) {
+            st.logs.remove(&log);
+        }
+        let chunks_max = 2 * (self.capacity_bytes / self.chunk_bytes) + 2;
+        while st.used_bytes > self.capacity_bytes || st.chunks.len() > chunks_max {
+            if !st.evict_oldest() {
+                break;
+            }
+        }
+        report_change(before, st.used_bytes);
+    }
+
     /// Caches `batch`; `own` gives it as its own allocation when it is too large for a chunk.
     fn put(&self, log: u64, base: i64, last: i64, batch: &[u8], own: impl FnOnce() -> Bytes) {
         let len = batch.len();
@@ -297,6 +366,47 @@ impl BatchCache {
         let counter = if found.is_some() { &self.hits } else { &self.misses };
         counter.set(counter.get() + 1);
         found
+    }
+
+    /// The batches of `log` from the one containing `offset`, as one slice of a read-ahead's
+    /// adopted buffer (no copy): whole batches, consecutive in offsets and in the buffer,
+    /// each with a last offset below `limit`, at most `max_bytes` together unless the first
+    /// alone is larger. `None` unless the first batch is in an adopted buffer. Returns the
+    /// last offset and the bytes; the slice keeps that buffer alive, so callers send it and
+    /// drop it (the Fetch path), never keep it.
+    pub(crate) fn get_run(
+        &self,
+        log: u64,
+        offset: i64,
+        max_bytes: usize,
+        limit: i64,
+    ) -> Option<(i64, Bytes)> {
+        let st = self.state.borrow();
+        let es = st.logs.get(&log)?;
+        let i = CacheState::find(es, offset)?;
+        let first = &es[i];
+        let view = st.adopted.get(&first.chunk)?;
+        if first.last >= limit {
+            return None;
+        }
+        let start = (first.batch.as_ptr() as usize).checked_sub(view.as_ptr() as usize)?;
+        let (mut end, mut last) = (start + first.batch.len(), first.last);
+        for e in es.range(i + 1..) {
+            let at = (e.batch.as_ptr() as usize).wrapping_sub(view.as_ptr() as usize);
+            let fits = end - start + e.batch.len() <= max_bytes;
+            if e.chunk != first.chunk || e.base != last + 1 || at != end || e.last >= limit || !fits
+            {
+                break;
+            }
+            end += e.batch.len();
+            last = e.last;
+        }
+        if end > view.len() {
+            return None;
+        }
+        crate::metrics::cache(true);
+        self.hits.set(self.hits.get() + 1);
+        Some((last, view.slice(start..end)))
     }
 
     /// How far the batches of `log` cached contiguously from `offset` reach: the first
@@ -371,7 +481,9 @@ impl Drop for BatchCache {
 
 impl Default for BatchCache {
     fn default() -> Self {
-        Self::new(usize::try_from(crate::constants::BATCH_CACHE_BYTES_DEFAULT).unwrap_or(usize::MAX))
+        Self::new(
+            usize::try_from(crate::constants::BATCH_CACHE_BYTES_DEFAULT).unwrap_or(usize::MAX),
+        )
     }
 }
 
@@ -506,5 +618,71 @@ mod tests {
         let off = BatchCache::new(0);
         off.insert(1, 0, 0, Bytes::from_static(b"x"));
         assert_eq!(off.used_bytes(), 0);
+    }
+
+    /// A read-ahead buffer of `n` batches of `len` bytes with offsets `first..`, each batch
+    /// covering `per` offsets, plus a partial batch's 10 bytes at the end.
+    fn readahead(
+        first: i64,
+        n: usize,
+        len: usize,
+        per: i64,
+    ) -> (Bytes, Vec<(i64, i64, usize, usize)>) {
+        let mut buf = Vec::new();
+        let mut batches = Vec::new();
+        for i in 0..n {
+            let base = first + i as i64 * per;
+            batches.push((base, base + per - 1, buf.len(), buf.len() + len));
+            buf.extend(std::iter::repeat_n(i as u8, len));
+        }
+        buf.extend([0xee; 10]);
+        (Bytes::from(buf), batches)
+    }
+
+    #[test]
+    fn an_adopted_read_ahead_is_charged_whole_and_served_as_one_slice() {
+        let c = BatchCache::new(64 << 20);
+        // A batch the tailing path cached first stays; the read-ahead's copy of it is skipped.
+        c.insert(7, 0, 9, batch(1000, 0));
+        let before = c.used_bytes();
+        let (buf, batches) = readahead(0, 8, 1000, 10);
+        c.insert_adopted(7, &buf, &batches);
+        assert_eq!(c.used_bytes() - before, buf.len() + 7 * BATCH_CACHE_ENTRY_OVERHEAD_BYTES);
+        // The first batch is not in the adopted buffer: no run from it.
+        assert!(c.get_run(7, 5, 1 << 20, 1000).is_none());
+        // From offset 15: batches 1..=7 (offsets 10..79) as one slice of the buffer, no copy.
+        let (last, run) = c.get_run(7, 15, 1 << 20, 1000).expect("run");
+        assert_eq!((last, run.len()), (79, 7000));
+        assert_eq!(run.as_ptr(), buf[1000..].as_ptr(), "a slice of the read buffer");
+        // Bounded by max_bytes (whole batches, at least one) and by the limit offset.
+        assert_eq!(c.get_run(7, 10, 2500, 1000).map(|r| (r.0, r.1.len())), Some((29, 2000)));
+        assert_eq!(c.get_run(7, 10, 10, 1000).map(|r| (r.0, r.1.len())), Some((19, 1000)));
+        assert_eq!(c.get_run(7, 10, 1 << 20, 50).map(|r| (r.0, r.1.len())), Some((49, 4000)));
+        assert!(c.get_run(7, 45, 1 << 20, 45).is_none(), "its first batch reaches the limit");
+        // Single-batch lookups see the adopted entries too.
+        assert_eq!(c.get(7, 42).map(|e| (e.0, e.2.len())), Some((40, 1000)));
+        // Truncation drops entries; the buffer stays charged until its chunk is evicted.
+        c.invalidate_from(7, 50);
+        assert_eq!(c.get_run(7, 10, 1 << 20, 1000).map(|r| r.0), Some(49));
+    }
+
+    #[test]
+    fn adopted_buffers_are_evicted_whole_and_a_large_one_is_copied_instead() {
+        // 2 MiB bound: a buffer may take at most an eighth (256 KiB).
+        let c = BatchCache::new(2 << 20);
+        let (big, batches) = readahead(0, 400, 1000, 1);
+        c.insert_adopted(1, &big, &batches);
+        assert!(c.get_run(1, 0, 1 << 20, 1 << 40).is_none(), "copied, not adopted");
+        assert_eq!(c.get(1, 399).map(|e| e.0), Some(399));
+        for round in 0..100i64 {
+            let (buf, batches) = readahead(1000 + round * 100, 100, 2000, 1);
+            c.insert_adopted(2, &buf, &batches);
+            assert!(c.used_bytes() <= 2 << 20);
+        }
+        // The newest buffers are there, the oldest went whole with their entries.
+        assert!(c.get_run(2, 1000 + 99 * 100, 1 << 20, 1 << 40).is_some());
+        assert!(c.get(2, 1000).is_none() && c.get_run(2, 1000, 1 << 20, 1 << 40).is_none());
+        let st = c.state.borrow();
+        assert!(st.adopted.len() <= st.chunks.len());
     }
 }

@@ -510,7 +510,19 @@ impl<F: FileSystem> PartitionLog<F> {
         max_bytes: usize,
         max_offset: Offset,
     ) -> Result<Bytes, StorageError> {
-        self.inner.read(offset, max_bytes, max_offset).await
+        self.inner.read(offset, max_bytes, max_offset, false).await
+    }
+
+    /// As [`Self::read`], for bytes that are sent and dropped (a Fetch response): a run of
+    /// batches a read-ahead cached comes back as one slice of its buffer, without a copy.
+    /// Keeping the result would keep that buffer (up to 4 MiB) alive outside the cache's bound.
+    pub async fn read_to_send(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        max_offset: Offset,
+    ) -> Result<Bytes, StorageError> {
+        self.inner.read(offset, max_bytes, max_offset, true).await
     }
 
     /// First committed offset whose record timestamp is >= `timestamp_ms`, with that

@@ -15,8 +15,8 @@ use super::log::LogInner;
 use super::readahead::DiskTail;
 use super::records::first_record_at_or_after;
 use crate::constants::{
-    CACHE_INLINE_MAX_BYTES, LOG_READ_CHUNK_BYTES_MIN, READAHEAD_BYTES_MAX,
-    READAHEAD_MIN_READ_BYTES, READAHEAD_REQUESTS,
+    CACHE_INLINE_MAX_BYTES, FETCH_RECORDS_COPY_MAX_BYTES, LOG_READ_CHUNK_BYTES_MIN,
+    READAHEAD_BYTES_MAX, READAHEAD_MIN_READ_BYTES, READAHEAD_REQUESTS,
 };
 use crate::io::{DataFile, FileSystem};
 use crate::types::Offset;
@@ -178,11 +178,16 @@ impl<F: FileSystem> LogInner<F> {
         }
     }
 
+    /// Whole batches from the one containing `offset` (see `PartitionLog::read`). With
+    /// `to_send`, a run of batches a read-ahead cached is answered as one slice of its buffer
+    /// (no copy; the caller sends it and drops it); otherwise whatever comes from a shared
+    /// buffer is copied, so a caller may keep the result.
     pub async fn read(
         self: &std::rc::Rc<Self>,
         offset: Offset,
         max_bytes: usize,
         max_offset: Offset,
+        to_send: bool,
     ) -> Result<Bytes, StorageError> {
         let (start, end) = {
             let st = self.st.borrow();
@@ -200,8 +205,24 @@ impl<F: FileSystem> LogInner<F> {
         let mut total = 0usize;
         let mut cur = offset.0;
         while cur < limit {
+            if to_send && parts.is_empty() {
+                if let Some((last, run)) = self.cache.get_run(self.log_id, cur, max_bytes, limit) {
+                    total = run.len();
+                    parts.push(run);
+                    cur = last + 1;
+                    // A run large enough to be sent from its buffer is the whole answer:
+                    // adding the next batch would copy them all into one buffer.
+                    if total >= FETCH_RECORDS_COPY_MAX_BYTES || total >= max_bytes {
+                        break;
+                    }
+                    continue;
+                }
+            }
             let mut cached = self.memory_lookup(cur);
             if cached.is_none() && self.readahead.wait_if_reading(cur).await {
+                if to_send && parts.is_empty() {
+                    continue; // the read-ahead's buffer may now answer as one run
+                }
                 cached = self.memory_lookup(cur);
             }
             let (last, bytes) = match cached {
@@ -268,7 +289,7 @@ impl<F: FileSystem> LogInner<F> {
             from.max(st.log_start.0)
         };
         while cur < committed.0 {
-            let data = self.read(Offset(cur), 1 << 20, committed).await?;
+            let data = self.read(Offset(cur), 1 << 20, committed, false).await?;
             if data.is_empty() {
                 return Ok(None);
             }

@@ -85,16 +85,15 @@ impl Readahead {
             if let Some(data) = data {
                 if me.epoch.get() == epoch {
                     let mut at = 0usize;
+                    let mut batches = Vec::new();
                     while let ScanStep::Batch(h) = scan_batch(&data[at..]) {
                         let size = h.total_size();
-                        cache.insert_copy(
-                            log_id,
-                            h.base_offset,
-                            h.last_offset(),
-                            &data[at..at + size],
-                        );
+                        batches.push((h.base_offset, h.last_offset(), at, at + size));
                         at += size;
                     }
+                    // The read buffer itself is cached (no copy), and a catch-up reader's
+                    // Fetch is answered with slices of it (`BatchCache::get_run`).
+                    cache.insert_adopted(log_id, &data, &batches);
                 }
             }
             me.inflight_next.set(None);
