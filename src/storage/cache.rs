@@ -244,7 +244,8 @@ impl BatchCache {
     /// becomes a chunk of its own, charged whole and evicted whole like any chunk, and each
     /// batch (`(base, last, start, end)` in `buffer`) not cached yet is an entry slicing it.
     /// A buffer larger than an eighth of the cache is copied batch by batch instead
-    /// ([`Self::insert_copy`]), so one read-ahead cannot flush the tailing readers' data.
+    /// ([`Self::insert_copy`]), so one read-ahead cannot flush the tailing readers' data; so
+    /// is one whose batches are mostly cached already.
     pub(crate) fn insert_adopted(
         &self,
         log: u64,
@@ -252,7 +253,18 @@ impl BatchCache {
         batches: &[(i64, i64, usize, usize)],
     ) {
         let entries_cost = batches.len() * BATCH_CACHE_ENTRY_OVERHEAD_BYTES;
-        if buffer.len() + entries_cost > self.capacity_bytes / 8 {
+        // Mostly cached already (a read-ahead overlapping what the tail or an earlier
+        // read-ahead holds): charging the whole buffer for the rest would waste the bound.
+        let new_bytes: usize = {
+            let st = self.state.borrow();
+            let es = st.logs.get(&log);
+            batches
+                .iter()
+                .filter(|(base, ..)| es.is_none_or(|es| CacheState::find(es, *base).is_none()))
+                .map(|(_, _, start, end)| end.saturating_sub(*start))
+                .sum()
+        };
+        if buffer.len() + entries_cost > self.capacity_bytes / 8 || new_bytes * 2 < buffer.len() {
             for &(base, last, start, end) in batches {
                 self.insert_copy(log, base, last, &buffer[start..end]);
             }
@@ -684,5 +696,18 @@ mod tests {
         assert!(c.get(2, 1000).is_none() && c.get_run(2, 1000, 1 << 20, 1 << 40).is_none());
         let st = c.state.borrow();
         assert!(st.adopted.len() <= st.chunks.len());
+    }
+
+    #[test]
+    fn a_read_ahead_of_mostly_cached_batches_is_copied_not_adopted() {
+        let c = BatchCache::new(64 << 20);
+        for i in 0..6 {
+            c.insert(3, i * 10, i * 10 + 9, batch(1000, 9));
+        }
+        let (buf, batches) = readahead(0, 8, 1000, 10);
+        c.insert_adopted(3, &buf, &batches);
+        assert!(c.state.borrow().adopted.is_empty(), "2 new batches of 8 do not pay for 8 KiB");
+        assert_eq!(c.get(3, 75).map(|e| (e.0, e.2[0])), Some((70, 7)), "the new ones are cached");
+        assert_eq!(c.get(3, 5).map(|e| e.2[0]), Some(9), "the cached ones stay");
     }
 }

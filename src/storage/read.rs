@@ -259,11 +259,15 @@ impl<F: FileSystem> LogInner<F> {
         }
         Ok(match parts.len() {
             0 => Bytes::new(),
-            // A small batch from the cache is a slice of one of its chunks: a caller that
-            // kept it (a loading coordinator, say) would hold the whole chunk alive outside
-            // the cache's bound, so it leaves as a copy. Several parts are copied below.
+            // A small batch from the cache is a slice of one of its chunks, and any batch
+            // may be a slice of an adopted read-ahead buffer: a caller that kept it (a
+            // loading coordinator, say) would hold the whole chunk alive outside the cache's
+            // bound, so it leaves as a copy unless it is sent and dropped (`to_send`).
+            // Several parts are copied below.
             1 => match parts.pop() {
-                Some(p) if p.len() <= CACHE_INLINE_MAX_BYTES => Bytes::copy_from_slice(&p),
+                Some(p) if !to_send || p.len() <= CACHE_INLINE_MAX_BYTES => {
+                    Bytes::copy_from_slice(&p)
+                }
                 p => p.unwrap_or_default(),
             },
             _ => {
