@@ -308,18 +308,21 @@ fn every_setting_is_a_flag() {
     assert_eq!(cfg.listen.port(), 0);
 }
 
-#[test]
-fn unit_flags_take_plain_numbers_and_units() {
+/// `serve`'s flags parsed as the command line would.
+fn parse_serve(argv: &[&str]) -> Result<ServeArgs, clap::Error> {
     use clap::Parser as _;
     #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
         serve: ServeArgs,
     }
-    let parse = |argv: &[&str]| {
-        let argv = std::iter::once("serve").chain(argv.iter().copied());
-        Cli::try_parse_from(argv).map(|c| c.serve)
-    };
+    let argv = std::iter::once("serve").chain(argv.iter().copied());
+    Cli::try_parse_from(argv).map(|c| c.serve)
+}
+
+#[test]
+fn unit_flags_take_plain_numbers_and_units() {
+    let parse = parse_serve;
     let args = parse(&["--log-cleaner-backoff-ms", "15000", "--spin-before-park-us", "50"])
         .expect("plain numbers");
     assert_eq!(args.kafka.values["log.cleaner.backoff.ms"], "15000");
@@ -410,16 +413,7 @@ fn connection_limits_resolve() {
 
 #[test]
 fn cache_bytes_takes_units_and_refuses_a_cache_too_small_for_a_read_ahead() {
-    use clap::Parser as _;
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        serve: ServeArgs,
-    }
-    let parse = |argv: &[&str]| {
-        let argv = std::iter::once("serve").chain(argv.iter().copied());
-        Cli::try_parse_from(argv).map(|c| c.serve).expect("parse")
-    };
+    let parse = |argv: &[&str]| parse_serve(argv).expect("parse");
     let cfg = ServeConfig::resolve(&ServeArgs::default(), 1).expect("defaults");
     assert_eq!(cfg.cache_bytes, 64 << 20);
     let cfg = ServeConfig::resolve(&parse(&["--cache-bytes", "3GiB"]), 1).expect("resolve");

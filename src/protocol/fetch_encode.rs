@@ -49,10 +49,15 @@ fn put_records_len(out: &mut BytesMut, len: usize, version: i16) {
     }
 }
 
+/// How many bytes `put_records_len` writes for `len`.
 fn records_len_size(len: usize, version: i16) -> usize {
-    let mut tmp = BytesMut::with_capacity(10);
-    put_records_len(&mut tmp, len, version);
-    tmp.len()
+    if version >= FLEXIBLE_VERSION {
+        // 7 bits per varint byte.
+        let bits = 64 - (len as u64 + 1).leading_zeros() as usize;
+        bits.div_ceil(7).max(1)
+    } else {
+        4
+    }
 }
 
 /// Encodes a Fetch response as a frame whose large record buffers are referenced, not
@@ -167,6 +172,17 @@ mod tests {
             ResponseHeader::decode(&mut body, hv).unwrap();
             let back = FetchResponse::decode(&mut body, version).unwrap();
             assert_eq!(back.responses[0].partitions[3].records.as_ref().unwrap().len(), 200_000);
+        }
+    }
+
+    #[test]
+    fn the_length_prefix_size_matches_what_is_written() {
+        for len in [0, 1, 126, 127, 128, 16_383, 16_384, 1 << 20, (1 << 28) - 1, 1 << 28] {
+            for version in [11, 12] {
+                let mut out = BytesMut::new();
+                put_records_len(&mut out, len, version);
+                assert_eq!(records_len_size(len, version), out.len(), "{len} at v{version}");
+            }
         }
     }
 

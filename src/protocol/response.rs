@@ -63,7 +63,8 @@ impl ResponseFrame {
         }
     }
 
-    /// The frame in one buffer (copies a frame in pieces; tests and rare paths only).
+    /// The frame in one buffer (copies a frame in pieces).
+    #[cfg(test)]
     #[must_use]
     pub fn to_bytes(&self) -> Bytes {
         match self {

@@ -105,6 +105,28 @@ impl CacheState {
         (entries[i].last >= offset).then_some(i)
     }
 
+    /// Where a batch of `log` covering `base..=last` goes in its log's entries; `None` if it
+    /// overlaps a cached one (the cached one stays, see `BatchCache::insert`).
+    fn slot(&self, log: u64, base: i64, last: i64) -> Option<usize> {
+        let Some(es) = self.logs.get(&log) else { return Some(0) };
+        let i = es.partition_point(|e| e.base < base);
+        let clash_after = es.get(i).is_some_and(|e| e.base <= last);
+        let clash_before = i > 0 && es[i - 1].last >= base;
+        (!clash_after && !clash_before).then_some(i)
+    }
+
+    /// Evicts the oldest chunks until the bound holds. Chunks without a buffer cost nothing
+    /// but their entries; the second bound keeps their bookkeeping bounded when those
+    /// entries are truncated away.
+    fn hold_bound(&mut self, capacity_bytes: usize, chunk_bytes: usize) {
+        let chunks_max = 2 * (capacity_bytes / chunk_bytes) + 2;
+        while self.used_bytes > capacity_bytes || self.chunks.len() > chunks_max {
+            if !self.evict_oldest() {
+                break;
+            }
+        }
+    }
+
     /// Opens a new chunk unless the newest one has room for `len` more bytes.
     fn chunk_for(&mut self, len: usize, inline: bool, chunk_bytes: usize) {
         let room = self.buffer.capacity() - self.buffer.len();
@@ -257,10 +279,9 @@ impl BatchCache {
         // read-ahead holds): charging the whole buffer for the rest would waste the bound.
         let new_bytes: usize = {
             let st = self.state.borrow();
-            let es = st.logs.get(&log);
             batches
                 .iter()
-                .filter(|(base, ..)| es.is_none_or(|es| CacheState::find(es, *base).is_none()))
+                .filter(|(base, last, ..)| st.slot(log, *base, *last).is_some())
                 .map(|(_, _, start, end)| end.saturating_sub(*start))
                 .sum()
         };
@@ -288,28 +309,14 @@ impl BatchCache {
             if last < base || end > buffer.len() || start >= end {
                 continue;
             }
-            let es = st.logs.entry(log).or_default();
-            let at = es.partition_point(|e| e.base < base);
-            let clash_after = es.get(at).is_some_and(|e| e.base <= last);
-            let clash_before = at > 0 && es[at - 1].last >= base;
-            if clash_after || clash_before {
-                continue;
-            }
+            let Some(at) = st.slot(log, base, last) else { continue };
             let entry =
                 Entry { base, last, chunk: seq, inline: true, batch: buffer.slice(start..end) };
             st.used_bytes += entry.charge();
             st.order.push_back((log, base, seq));
-            es.insert(at, entry);
+            st.logs.entry(log).or_default().insert(at, entry);
         }
-        if st.logs.get(&log).is_some_and(VecDeque::is_empty) {
-            st.logs.remove(&log);
-        }
-        let chunks_max = 2 * (self.capacity_bytes / self.chunk_bytes) + 2;
-        while st.used_bytes > self.capacity_bytes || st.chunks.len() > chunks_max {
-            if !st.evict_oldest() {
-                break;
-            }
-        }
+        st.hold_bound(self.capacity_bytes, self.chunk_bytes);
         report_change(before, st.used_bytes);
     }
 
@@ -324,18 +331,7 @@ impl BatchCache {
         }
         let mut st = self.state.borrow_mut();
         let before = st.used_bytes;
-        let at = match st.logs.get(&log) {
-            Some(es) => {
-                let i = es.partition_point(|e| e.base < base);
-                let clash_after = es.get(i).is_some_and(|e| e.base <= last);
-                let clash_before = i > 0 && es[i - 1].last >= base;
-                if clash_after || clash_before {
-                    return;
-                }
-                i
-            }
-            None => 0,
-        };
+        let Some(at) = st.slot(log, base, last) else { return };
         st.chunk_for(len, inline, self.chunk_bytes);
         let st = &mut *st;
         let Some(chunk) = st.chunks.back_mut() else { return };
@@ -355,14 +351,7 @@ impl BatchCache {
         st.used_bytes += entry.charge();
         st.order.push_back((log, base, entry.chunk));
         st.logs.entry(log).or_default().insert(at, entry);
-        // Chunks without a buffer cost nothing but their entries; the second bound keeps
-        // their bookkeeping bounded when those entries are truncated away.
-        let chunks_max = 2 * (self.capacity_bytes / self.chunk_bytes) + 2;
-        while st.used_bytes > self.capacity_bytes || st.chunks.len() > chunks_max {
-            if !st.evict_oldest() {
-                break;
-            }
-        }
+        st.hold_bound(self.capacity_bytes, self.chunk_bytes);
         report_change(before, st.used_bytes);
     }
 
@@ -374,10 +363,14 @@ impl BatchCache {
             let e = &es[CacheState::find(es, offset)?];
             Some((e.base, e.last, e.batch.clone()))
         });
-        crate::metrics::cache(found.is_some());
-        let counter = if found.is_some() { &self.hits } else { &self.misses };
-        counter.set(counter.get() + 1);
+        self.count_lookup(found.is_some());
         found
+    }
+
+    fn count_lookup(&self, hit: bool) {
+        crate::metrics::cache(hit);
+        let counter = if hit { &self.hits } else { &self.misses };
+        counter.set(counter.get() + 1);
     }
 
     /// The batches of `log` from the one containing `offset`, as one slice of a read-ahead's
@@ -416,8 +409,7 @@ impl BatchCache {
         if end > view.len() {
             return None;
         }
-        crate::metrics::cache(true);
-        self.hits.set(self.hits.get() + 1);
+        self.count_lookup(true);
         Some((last, view.slice(start..end)))
     }
 
