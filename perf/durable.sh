@@ -143,6 +143,13 @@ def spread(xs, unit="", scale=1.0):
     m = statistics.median(xs)
     f = (lambda v: f"{v:,.0f}") if m >= 100 else (lambda v: f"{v:.1f}")
     return (f"{f(m)}{unit} [{f(min(xs))}–{f(max(xs))}]" if len(xs) > 1 else f"{f(m)}{unit}"), m
+def pair(b, key):
+    # Client-side stages of each request (bench 2026-12-03 on): median p50 / p99 of rounds.
+    xs = [x.get(key) for x in b if x.get(key)]
+    if not xs:
+        return "n/a"
+    return (f"{statistics.median(x['p50'] for x in xs):,.0f} / "
+            f"{statistics.median(x['p99'] for x in xs):,.0f}")
 lines = []
 fio = {}
 lines.append("## The device: fio 4 KiB write + fdatasync, qd1 (µs; median [min–max] of rounds)\n")
@@ -173,9 +180,10 @@ stage_names = ["total", "queue", "storage", "write_wait", "write", "fdatasync", 
 summary = {}
 for rate in rates:
     lines.append(f"## {rate:,} records/s (1 KiB, 8 partitions, linger 0, acks=1, --shards 1)\n")
-    lines.append("End to end, bench produce (CO-corrected, µs; median [min–max] of rounds):\n")
-    lines.append("| arm | achieved rec/s | p50 | p99 | p99.9 | max | client CPU % | load avg (1 min) |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+    lines.append("End to end, bench produce (CO-corrected, µs; median [min–max] of rounds). Send lag: "
+                 "a request's first record, intended time to send; round trip: send to response read:\n")
+    lines.append("| arm | achieved rec/s | p50 | p99 | p99.9 | max | send lag p50 / p99 | round trip p50 / p99 | client CPU % | load avg (1 min) |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for arm in arms:
         b = [load(f"{res}/bench-{arm}-{rate}-{r}.json") for r in range(1, int(rounds) + 1)]
         b = [x for x in b if x]
@@ -191,6 +199,7 @@ for rate in rates:
         summary[(rate, arm)] = {"p50": p50[1], "p99": p99[1]}
         lines.append(f"| {arm} | {spread(g('records_per_s'))[0]} | {p50[0]} | {p99[0]} | "
                      f"{spread(g('latency_us', 'p999'))[0]} | {spread(g('latency_us', 'max'))[0]} | "
+                     f"{pair(b, 'send_lag_us')} | {pair(b, 'round_trip_us')} | "
                      f"{spread(g('cpu_pct_of_core'))[0]} | {spread(la)[0]} |")
     lines.append("")
     lines.append("Broker stage histograms, Produce (µs, p50 / p99; median of rounds). storage = append "

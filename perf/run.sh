@@ -10,7 +10,9 @@
 #    `taskset -c 1`), own temp dirs, stopped by the script; the load generator runs on cpu 0;
 # 3. runs workloads W1-W6 (perf/README.md) with `shardlog bench`, and W1, W2 and W5 also
 #    with Kafka's Java client (ProducerPerformance, ConsumerPerformance) and librdkafka
-#    (perf/clients/rdkafka_perf.py, confluent-kafka), each workload N times (default 3) per broker,
+#    (perf/clients/rdkafka_perf.py, confluent-kafka; W5 also librdkafka's C client
+#    rdkafka_performance, built by perf/clients/rdkafka_performance.sh), each workload N times
+#    (default 3) per broker,
 #    interleaved Kafka, Shardlog, Kafka, Shardlog, ... (one broker loaded at a time, a fresh
 #    topic per run), so a ratio is never one noisy sample;
 # 4. writes perf/results/<date>-<commit>.md: per metric the median and [min–max] of the
@@ -222,6 +224,37 @@ rdkafka() { # mode out port topic records [rate]
     || log "librdkafka $mode on $topic failed: $(tail -1 "${out%.json}.txt")"
 }
 
+# librdkafka's own C load client (perf/clients/rdkafka_performance.sh builds it once):
+# the 8 partitions from the start, N records; its "consumed in" line becomes bench-style
+# JSON with the client's CPU from /usr/bin/time. Skipped, with a log line, if it cannot
+# be built.
+RDK_PERF=""
+rdkperf_consume() { # out port topic records
+  local out="$1" port="$2" topic="$3" records="$4"
+  if [[ -z "$RDK_PERF" ]]; then
+    RDK_PERF="$("$ROOT/perf/clients/rdkafka_performance.sh")" || { RDK_PERF="none"; log "rdkafka_performance unavailable: W5 C client not measured"; }
+  fi
+  [[ "$RDK_PERF" != none ]] || return 0
+  /usr/bin/time -f "%U %S %e" -o "${out%.json}.txt.cpu" taskset -c "$CLIENT_CPU" timeout 120 "$RDK_PERF" -C -t "$topic" \
+    -p 0 -p 1 -p 2 -p 3 -p 4 -p 5 -p 6 -p 7 -b "127.0.0.1:$port" -o beginning -c "$records" -q \
+    >"${out%.json}.txt" 2>&1 || log "rdkafka_performance consume on $topic failed: $(tail -1 "${out%.json}.txt")"
+  python3 - "${out%.json}.txt" "$out" <<'PY' || true
+import json, re, sys
+txt = open(sys.argv[1]).read()
+m = re.search(r"(\d+) messages \((\d+) bytes\) consumed in (\d+)ms", txt)
+if m:
+    n, b, ms = int(m[1]), int(m[2]), max(int(m[3]), 1)
+    try:
+        u, s, wall = (float(x) for x in open(sys.argv[1] + ".cpu").read().split()[-3:])
+        cpu = 100.0 * (u + s) / wall if wall > 0 else None
+    except Exception:
+        cpu = None
+    json.dump({"client": "rdkafka_performance (librdkafka C)", "records": n,
+               "records_per_s": n / ms * 1000, "mib_per_s": b / ms * 1000 / 2**20,
+               "cpu_pct_of_core": cpu, "errors": {}}, open(sys.argv[2], "w"))
+PY
+}
+
 # The same 8-partition topic on either broker before a client that does not create it.
 topic_create() {
   "$SHARDLOG" topics --bootstrap "127.0.0.1:$1" create "$2" --partitions 8 >/dev/null 2>&1 || true
@@ -309,6 +342,7 @@ run_workload() {
       --label "$b W5 warm" --json "$r/w5warm-$rep.json" >"$r/w5warm-$rep.txt" 2>&1 || log "$b W5 warm failed"
     consumer_perf "$r/w5-java-$rep.txt" "$port" "$t" "$n"
     rdkafka consume "$r/w5rdk-$rep.json" "$port" "$t" "$n"
+    rdkperf_consume "$r/w5rdkc-$rep.json" "$port" "$t" "$n"
     ;;
   W6)
     log "$b W6 #$rep: end-to-end latency at $W6_RATE rec/s"

@@ -24,6 +24,11 @@ use crate::constants::{BENCH_LATENCY_US_MAX, BENCH_STALL_TIMEOUT_MS};
 /// Counters and histogram of the measured part of a run.
 pub struct Recorder {
     pub latency_us: Histogram<u64>,
+    /// Per produce request: how late its first record left after its intended time
+    /// (open loop only): the client's own scheduling, outside any broker.
+    pub send_lag_us: Histogram<u64>,
+    /// Per produce request: send to response read (loopback, broker, client wake-up).
+    pub round_trip_us: Histogram<u64>,
     pub records: u64,
     pub bytes: u64,
     pub requests: u64,
@@ -43,8 +48,9 @@ pub struct Recorder {
 impl Recorder {
     fn new() -> Recorder {
         Recorder {
-            latency_us: Histogram::new_with_bounds(1, BENCH_LATENCY_US_MAX, 3)
-                .expect("static histogram bounds are valid"),
+            latency_us: histogram(),
+            send_lag_us: histogram(),
+            round_trip_us: histogram(),
             records: 0,
             bytes: 0,
             requests: 0,
@@ -55,6 +61,11 @@ impl Recorder {
             stop_ns: 0,
         }
     }
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, BENCH_LATENCY_US_MAX, 3)
+        .expect("static histogram bounds are valid")
 }
 
 /// State shared by the executors and the progress thread.
@@ -128,6 +139,19 @@ impl Shared {
         if self.records_target.is_some_and(|t| rec.records >= t) {
             self.stop.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Records the client-side stages of one acknowledged produce request: the send lag
+    /// behind its schedule (open loop) and its round trip.
+    pub fn record_stages(&self, measured: bool, send_lag_us: Option<u64>, round_trip_us: u64) {
+        if !measured {
+            return;
+        }
+        let mut rec = self.rec.lock();
+        if let Some(lag) = send_lag_us {
+            rec.send_lag_us.saturating_record(lag.max(1));
+        }
+        rec.round_trip_us.saturating_record(round_trip_us.max(1));
     }
 
     pub fn record_error(&self, measured: bool, code: i16, records: u64) {
@@ -270,6 +294,21 @@ pub struct Percentiles {
     pub mean: f64,
 }
 
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        let q = |x: f64| if h.is_empty() { 0 } else { h.value_at_quantile(x) };
+        Percentiles {
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p999: q(0.999),
+            p9999: q(0.9999),
+            max: h.max(),
+            mean: h.mean(),
+        }
+    }
+}
+
 /// The machine-readable result of one run (`--json`).
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Summary {
@@ -294,6 +333,12 @@ pub struct Summary {
     pub cpu_sys_s: f64,
     /// Client CPU time as a percentage of one core over the measured duration.
     pub cpu_pct_of_core: f64,
+    /// Produce only: per request, the send's lag behind the schedule (open loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag_us: Option<Percentiles>,
+    /// Produce only: per request, send to response read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip_us: Option<Percentiles>,
 }
 
 /// Builds the summary from the recorder at the end of a run.
@@ -322,7 +367,6 @@ pub fn summarize(rec: &Recorder, input: &SummaryInput<'_>) -> Summary {
     // CPU is counted until now (drain included), so divide by the same wall time.
     let cpu_wall_s = (input.end_ns.saturating_sub(cpu_from_ns) as f64 / 1e9).max(duration_s);
     let h = &rec.latency_us;
-    let q = |x: f64| if h.is_empty() { 0 } else { h.value_at_quantile(x) };
     let distribution = if h.is_empty() {
         Vec::new()
     } else {
@@ -342,19 +386,13 @@ pub fn summarize(rec: &Recorder, input: &SummaryInput<'_>) -> Summary {
         records_per_s: rec.records as f64 / duration_s,
         mib_per_s: rec.bytes as f64 / duration_s / 1048576.0,
         errors: rec.errors.iter().map(|(c, n)| (error_name(*c), *n)).collect(),
-        latency_us: Percentiles {
-            p50: q(0.5),
-            p90: q(0.9),
-            p99: q(0.99),
-            p999: q(0.999),
-            p9999: q(0.9999),
-            max: h.max(),
-            mean: h.mean(),
-        },
+        latency_us: Percentiles::of(h),
         distribution,
         cpu_user_s,
         cpu_sys_s,
         cpu_pct_of_core: (cpu_user_s + cpu_sys_s) / cpu_wall_s * 100.0,
+        send_lag_us: (!rec.send_lag_us.is_empty()).then(|| Percentiles::of(&rec.send_lag_us)),
+        round_trip_us: (!rec.round_trip_us.is_empty()).then(|| Percentiles::of(&rec.round_trip_us)),
     }
 }
 
@@ -397,6 +435,15 @@ impl Summary {
             "latency us  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  max {}  (mean {:.0})",
             l.p50, l.p90, l.p99, l.p999, l.p9999, l.max, l.mean
         )?;
+        let stage = |name: &str, p: &Option<Percentiles>| match p {
+            Some(p) => format!("  {name} p50 {} p99 {} p99.9 {}", p.p50, p.p99, p.p999),
+            None => String::new(),
+        };
+        let stages =
+            stage("send lag", &self.send_lag_us) + &stage("round trip", &self.round_trip_us);
+        if !stages.is_empty() {
+            writeln!(out, "per request us{stages}")?;
+        }
         writeln!(
             out,
             "client cpu  user {:.2} s  sys {:.2} s  = {:.1}% of one core",

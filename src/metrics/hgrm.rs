@@ -104,6 +104,8 @@ pub fn bench_summary(label: &str, text: &str) -> Result<crate::bench::stats::Sum
         cpu_user_s: 0.0,
         cpu_sys_s: 0.0,
         cpu_pct_of_core: 0.0,
+        send_lag_us: None,
+        round_trip_us: None,
     })
 }
 

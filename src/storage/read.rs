@@ -9,7 +9,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::batch::{scan_batch, BatchHeader, ScanStep};
+use super::batch::{scan_batch_framing, BatchHeader, ScanStep};
 use super::error::StorageError;
 use super::log::LogInner;
 use super::readahead::DiskTail;
@@ -89,7 +89,7 @@ impl<F: FileSystem> LogInner<F> {
             let mut last_offset = -1;
             let mut skip = 0usize;
             loop {
-                match scan_batch(&data[at..]) {
+                match scan_batch_framing(&data[at..]) {
                     ScanStep::Batch(h) => {
                         let size = h.total_size();
                         if h.last_offset() >= offset {
@@ -117,7 +117,7 @@ impl<F: FileSystem> LogInner<F> {
                                         .read_at(pos + at as u64, h.total_size())
                                         .await
                                         .map_err(StorageError::io("read", &path, pos))?;
-                                    if let ScanStep::Batch(_) = scan_batch(&whole) {
+                                    if let ScanStep::Batch(_) = scan_batch_framing(&whole) {
                                         return Ok(Some((h.last_offset(), whole)));
                                     }
                                     return Err(self.corrupt(

@@ -15,7 +15,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use super::batch::{scan_batch, ScanStep};
+use super::batch::{scan_batch_framing, ScanStep};
 use super::cache::BatchCache;
 use crate::io::{DataFile, FileSystem};
 use crate::sync::Notify;
@@ -86,7 +86,7 @@ impl Readahead {
                 if me.epoch.get() == epoch {
                     let mut at = 0usize;
                     let mut batches = Vec::new();
-                    while let ScanStep::Batch(h) = scan_batch(&data[at..]) {
+                    while let ScanStep::Batch(h) = scan_batch_framing(&data[at..]) {
                         let size = h.total_size();
                         batches.push((h.base_offset, h.last_offset(), at, at + size));
                         at += size;
