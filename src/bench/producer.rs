@@ -409,6 +409,8 @@ async fn read_responses(mut reader: ConnReader, ctx: &ReaderCtx) -> anyhow::Resu
         } else {
             p.count
         };
+        let send_lag_us = ctx.schedule.map(|s| latency_us(s.intended_ns(p.seq_start), p.send_ns));
+        ctx.shared.record_stages(p.measured, send_lag_us, latency_us(p.send_ns, ack_ns));
         lat.clear();
         match ctx.schedule {
             Some(s) => lat.extend(
