@@ -535,6 +535,9 @@ mod tests {
         shared.record(false, 5, 5, [(1, 5)]);
         shared.record(true, 1, 1024, [(5000, 1)]);
         shared.record_error(true, 7, 1);
+        shared.record_stages(true, Some(40), 900);
+        shared.record_stages(true, None, 1100);
+        shared.record_stages(false, Some(9_000), 9_000);
         assert!(shared.stopped(), "record target reached");
         let s = summarize(
             &shared.rec.lock(),
@@ -551,12 +554,17 @@ mod tests {
         assert_eq!(s.records, 3);
         assert_eq!(s.errors.get("RequestTimedOut(7)"), Some(&1));
         assert!(s.latency_us.max >= 4990);
+        let lag = s.send_lag_us.as_ref().expect("open-loop requests have a send lag");
+        assert_eq!((lag.p50, lag.max), (40, 40), "warm-up stages are dropped");
+        let rtt = s.round_trip_us.as_ref().expect("round trips recorded");
+        assert!(rtt.p50 >= 899 && rtt.max >= 1099 && rtt.max < 1200, "{rtt:?}");
         let back: Summary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back.latency_us.p50, s.latency_us.p50);
         let mut text = Vec::new();
         s.print(&mut text).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("SUMMARY mode=produce records=3 "), "{text}");
+        assert!(text.contains("per request us  send lag p50 40"), "{text}");
         let dir = tempfile::tempdir().unwrap();
         write_hgrm(&shared.rec.lock().latency_us, &dir.path().join("h.hgrm")).unwrap();
         let hgrm = std::fs::read_to_string(dir.path().join("h.hgrm")).unwrap();
