@@ -298,7 +298,11 @@ impl<F: FileSystem> LogInner<F> {
                 if (opts.abort)() {
                     return Ok(aborted(out));
                 }
-                continue;
+                // The walk missed that group's batches (or some of them), so the tracker may
+                // call a later marker's transaction empty while its data are still in the
+                // log: end the pass here, uncheckpointed; the next pass walks it all again.
+                tracing::info!(dir = %self.dir.display(), "cleaner pass ended early: a segment changed under it");
+                return Ok(CleanOutcome { cleaned: false, ..out });
             };
             latest_horizon = latest_horizon.max(cleaned.latest_horizon_ms);
             let new_size: u64 = cleaned.batches.iter().map(|b| b.len() as u64).sum();
