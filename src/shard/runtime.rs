@@ -352,6 +352,7 @@ async fn shard_main(
     ctx.spawn_background(crate::partition::maintenance::hw_checkpoint_loop(ctx.clone()));
     ctx.spawn_background(crate::partition::maintenance::replication_metrics_loop(ctx.clone()));
     ctx.spawn_background(crate::server::txn::lso_metrics::lso_metrics_loop(ctx.clone()));
+    crate::server::txn::driver::start(&ctx);
     ctx.spawn_background(crate::server::throttle::share_loop(ctx.clone()));
     accept_loop(&ctx, listener, app).await;
     drain(&ctx, &shared).await;

@@ -39,4 +39,5 @@ mod storage_crash;
 mod transactions_cluster;
 mod transactions_coordinator_kill;
 mod transactions_markers;
+mod transactions_prepared_restart;
 mod transactions_txnindex;

@@ -72,6 +72,16 @@ fn state(ctx: &Rc<ShardCtx>) -> Rc<TxnShard> {
     s
 }
 
+/// Starts this shard's transaction coordinator at shard start-up: its timer loads every
+/// `__transaction_state` partition the broker leads and completes the transactions a crash
+/// left between PrepareCommit/PrepareAbort and their markers, as Kafka's coordinator does on
+/// election. Started lazily by the first transactional call instead, a restart with only
+/// read_committed consumers left such a transaction open, and its partitions' last stable
+/// offset (so every read_committed consumer) stuck until some producer came.
+pub fn start(ctx: &Rc<ShardCtx>) {
+    let _ = state(ctx);
+}
+
 /// Runs a transaction call on this shard (the receiving side of the mesh).
 pub async fn execute(ctx: &Rc<ShardCtx>, call: TxnCall) -> TxnAnswer {
     let s = state(ctx);
