@@ -3,7 +3,8 @@
 //! effect, writes the markers of completing transactions to every partition's owner shard,
 //! aborts timed-out transactions, removes idle ids, and moves with leadership: a
 //! `__transaction_state` partition this broker leads is replayed (up to the high watermark,
-//! once it covers the whole log) when first used or at the next timer tick, completing the
+//! once it covers the whole log) by the timer started with the shard (every tick) or by a
+//! call that needs it first, completing the
 //! PrepareCommit/PrepareAbort it finds, and unloaded when leadership moves away. The
 //! coordinator epoch stamped on markers is the partition's leader epoch (as Kafka's), so a
 //! partition refuses markers from a deposed coordinator.
