@@ -124,20 +124,33 @@ fn produce_until(mut wire: Wire, end: Instant) -> u64 {
     bytes
 }
 
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_clients_quota_is_met_whichever_shards_its_connections_use() {
     let dir = tempfile::tempdir().expect("tempdir");
     let addr = format!("127.0.0.1:{KAFKA_PORT}");
     let admin = format!("127.0.0.1:{ADMIN_PORT}");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
-        .args(["serve", "--shards", "2", "--listen", &addr, "--admin-listen", &admin])
-        .args(["--quota-window-num", "2", "--quota-window-size-seconds", "1", "--data-dir"])
-        .arg(dir.path())
-        .args(["--log-level", "warn"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn shardlog");
+    // Killed when dropped, a panic included: a broker left running on these fixed ports
+    // answered the next run's CreateTopics with "already exists".
+    let mut child = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+            .args(["serve", "--shards", "2", "--listen", &addr, "--admin-listen", &admin])
+            .args(["--quota-window-num", "2", "--quota-window-size-seconds", "1", "--data-dir"])
+            .arg(dir.path())
+            .args(["--log-level", "warn"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn shardlog"),
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     while Wire::try_connect(&addr).is_none() || shardlog::top::http_get(&admin, "/metrics").is_err()
     {
@@ -163,8 +176,8 @@ fn a_clients_quota_is_met_whichever_shards_its_connections_use() {
     let one_bytes = a.join().unwrap() + b.join().unwrap();
     let both_bytes = c.join().unwrap() + d.join().unwrap();
     let secs = start.elapsed().as_secs_f64();
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = child.0.kill();
+    let _ = child.0.wait();
     #[allow(clippy::cast_precision_loss)]
     let rates = [("share-one", one_bytes as f64 / secs), ("share-both", both_bytes as f64 / secs)];
     for (client, rate) in rates {
