@@ -86,19 +86,45 @@ fn py(python: &Path, addr: &str, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(last).expect("JSON line")
 }
 
+/// The partition directory's file names, sorted.
+fn listing(part: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(part)
+        .expect("partition dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The contents of the partition's `.log` files, read while no cleaner swap was under way:
+/// the directory listing is the same before and after the reads, no `.swap` file is in it,
+/// and every file could be read. Skipping a file renamed mid-swap lost its batches and made
+/// markers look removed (or T3's look gone) when they were not.
+fn segment_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let part = dir.join(format!("{TOPIC}-0"));
+    for _ in 0..500 {
+        let before = listing(&part);
+        if !before.iter().any(|n| n.ends_with(".swap")) {
+            let read: Option<Vec<(PathBuf, Vec<u8>)>> = before
+                .iter()
+                .filter(|n| n.ends_with(".log"))
+                .map(|n| std::fs::read(part.join(n)).ok().map(|d| (part.join(n), d)))
+                .collect();
+            if let Some(files) = read {
+                if listing(&part) == before {
+                    return files;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("no stable view of {} (a cleaner swap never finished?)", part.display());
+}
+
 /// Every batch in the partition's segment files: (base offset, control, records).
 fn stored_batches(dir: &Path) -> Vec<(i64, bool, i32)> {
-    let part = dir.join(format!("{TOPIC}-0"));
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(&part)
-        .expect("partition dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    logs.sort();
     let mut out = Vec::new();
-    for path in logs {
-        // A file swapped or deleted by the cleaner meanwhile: the next look sees the new one.
-        let Ok(data) = std::fs::read(&path) else { continue };
+    for (_, data) in segment_files(dir) {
         let mut at = 0;
         while let ScanStep::Batch(h) = scan_batch(&data[at..]) {
             at += h.total_size();
@@ -143,23 +169,15 @@ fn kafka_dump_markers(dir: &Path) -> Option<Vec<i64>> {
         return None;
     }
     let copy = tempfile::tempdir().expect("tempdir");
-    let part = dir.join(format!("{TOPIC}-0"));
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(&part)
-        .expect("partition dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    logs.sort();
+    let mut logs = segment_files(dir);
     // The active segment is preallocated (zeros past its end), which Kafka's reader refuses;
     // the cleaned ones are all sealed.
     logs.pop();
     let mut files = Vec::new();
-    for p in logs {
+    for (p, data) in logs {
         let to = copy.path().join(p.file_name().expect("name"));
-        // A segment the cleaner swapped meanwhile: skip it (the Rust reader checks all).
-        if std::fs::copy(&p, &to).is_ok() {
-            files.push(to.display().to_string());
-        }
+        std::fs::write(&to, data).expect("copy a segment");
+        files.push(to.display().to_string());
     }
     let out = Command::new("java")
         .args(["-cp", &cp, "kafka.tools.DumpLogSegments", "--deep-iteration", "--files"])
