@@ -30,8 +30,6 @@ const RUN_SECS: u64 = 20;
 /// 1.13-1.15 of the quota on a loaded host.
 const WARMUP_SECS: u64 = 4;
 const TOPIC: &str = "share-t";
-const KAFKA_PORT: u16 = 27310;
-const ADMIN_PORT: u16 = 27311;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -132,39 +130,15 @@ fn produce_until(mut wire: Wire, from: Instant, end: Instant) -> u64 {
     bytes
 }
 
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_clients_quota_is_met_whichever_shards_its_connections_use() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let addr = format!("127.0.0.1:{KAFKA_PORT}");
-    let admin = format!("127.0.0.1:{ADMIN_PORT}");
-    // Killed when dropped, a panic included: a broker left running on these fixed ports
-    // answered the next run's CreateTopics with "already exists".
-    let mut child = KillOnDrop(
-        std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
-            .args(["serve", "--shards", "2", "--listen", &addr, "--admin-listen", &admin])
-            .args(["--quota-window-num", "2", "--quota-window-size-seconds", "1", "--data-dir"])
-            .arg(dir.path())
-            .args(["--log-level", "warn"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn shardlog"),
+    // The harness's broker: ephemeral ports, killed when dropped (a panic included).
+    let broker = common::Broker::start_with(
+        dir.path(),
+        &["--shards", "2", "--quota-window-num", "2", "--quota-window-size-seconds", "1"],
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Wire::try_connect(&addr).is_none() || shardlog::top::http_get(&admin, "/metrics").is_err()
-    {
-        assert!(Instant::now() < deadline, "broker did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (addr, admin) = (broker.addr.clone(), broker.admin_addr());
     // No fsync per produce: the clients must outrun the quota whatever the host's load (on
     // a loaded 2-core host fsynced 10 kB produces reached only 0.61 of it), and the quota,
     // not the disk, is what this test measures.
@@ -185,8 +159,7 @@ fn a_clients_quota_is_met_whichever_shards_its_connections_use() {
     let one_bytes = a.join().unwrap() + b.join().unwrap();
     let both_bytes = c.join().unwrap() + d.join().unwrap();
     let secs = from.elapsed().as_secs_f64();
-    let _ = child.0.kill();
-    let _ = child.0.wait();
+    drop(broker);
     #[allow(clippy::cast_precision_loss)]
     let rates = [("share-one", one_bytes as f64 / secs), ("share-both", both_bytes as f64 / secs)];
     for (client, rate) in rates {
