@@ -139,7 +139,7 @@ pub async fn fetch_round(
         if !plan.e2e {
             lat.push((latency_us(sent_ns, ack_ns), 1));
         }
-        shared.record(shared.is_measuring(), records, bytes, lat.drain(..));
+        shared.record(shared.is_measuring(), records, bytes, lat.drain(..), None);
     }
     Ok(())
 }

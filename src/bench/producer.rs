@@ -24,7 +24,7 @@ use super::batch::{encode_batch, RecordSpec};
 use super::cli::ProducerArgs;
 use super::rate::{latency_us, now_ns, Schedule};
 use super::runtime::Lane;
-use super::stats::{Shared, CLIENT_ERROR_TIMEOUT};
+use super::stats::{RequestStages, Shared, CLIENT_ERROR_TIMEOUT};
 use super::wire::{decode_response, encode_request, Conn, ConnReader, ConnWriter};
 use crate::storage::producer_state::increment_sequence;
 
@@ -351,7 +351,7 @@ async fn write_requests(
         writer.send(&frame).await?;
         if acks == 0 {
             let bytes = count * st.plan.record_bytes();
-            shared.record(measured, count, bytes, [(latency_us(send_ns, now_ns()), count)]);
+            shared.record(measured, count, bytes, [(latency_us(send_ns, now_ns()), count)], None);
         }
         next_seq += count;
         corr = corr.wrapping_add(1);
@@ -409,8 +409,6 @@ async fn read_responses(mut reader: ConnReader, ctx: &ReaderCtx) -> anyhow::Resu
         } else {
             p.count
         };
-        let send_lag_us = ctx.schedule.map(|s| latency_us(s.intended_ns(p.seq_start), p.send_ns));
-        ctx.shared.record_stages(p.measured, send_lag_us, latency_us(p.send_ns, ack_ns));
         lat.clear();
         match ctx.schedule {
             Some(s) => lat.extend(
@@ -421,7 +419,13 @@ async fn read_responses(mut reader: ConnReader, ctx: &ReaderCtx) -> anyhow::Resu
         }
         if ok > 0 {
             let bytes = ok * ctx.plan.record_bytes();
-            ctx.shared.record(p.measured, ok, bytes, lat.drain(..));
+            let stages = RequestStages {
+                send_lag_us: ctx
+                    .schedule
+                    .map(|s| latency_us(s.intended_ns(p.seq_start), p.send_ns)),
+                round_trip_us: latency_us(p.send_ns, ack_ns),
+            };
+            ctx.shared.record(p.measured, ok, bytes, lat.drain(..), Some(stages));
         }
     }
 }

@@ -68,6 +68,15 @@ fn histogram() -> Histogram<u64> {
         .expect("static histogram bounds are valid")
 }
 
+/// Client-side stages of one produce request, in µs.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestStages {
+    /// Its first record's intended send time to the send (open loop only).
+    pub send_lag_us: Option<u64>,
+    /// The send to the response read.
+    pub round_trip_us: u64,
+}
+
 /// State shared by the executors and the progress thread.
 pub struct Shared {
     pub rec: Mutex<Recorder>,
@@ -116,13 +125,15 @@ impl Shared {
     }
 
     /// Records one acknowledged unit of `records` records with their latencies as
-    /// (latency µs, count) pairs. Units sent during warm-up (`measured` false) are dropped.
+    /// (latency µs, count) pairs, and a produce request's client-side `stages`, under one
+    /// lock. Units sent during warm-up (`measured` false) are dropped.
     pub fn record(
         &self,
         measured: bool,
         records: u64,
         bytes: u64,
         latencies: impl IntoIterator<Item = (u64, u64)>,
+        stages: Option<RequestStages>,
     ) {
         if !measured {
             return;
@@ -136,22 +147,15 @@ impl Shared {
         for (us, n) in latencies {
             rec.latency_us.saturating_record_n(us.max(1), n);
         }
+        if let Some(st) = stages {
+            if let Some(lag) = st.send_lag_us {
+                rec.send_lag_us.saturating_record(lag.max(1));
+            }
+            rec.round_trip_us.saturating_record(st.round_trip_us.max(1));
+        }
         if self.records_target.is_some_and(|t| rec.records >= t) {
             self.stop.store(true, Ordering::Relaxed);
         }
-    }
-
-    /// Records the client-side stages of one acknowledged produce request: the send lag
-    /// behind its schedule (open loop) and its round trip.
-    pub fn record_stages(&self, measured: bool, send_lag_us: Option<u64>, round_trip_us: u64) {
-        if !measured {
-            return;
-        }
-        let mut rec = self.rec.lock();
-        if let Some(lag) = send_lag_us {
-            rec.send_lag_us.saturating_record(lag.max(1));
-        }
-        rec.round_trip_us.saturating_record(round_trip_us.max(1));
     }
 
     pub fn record_error(&self, measured: bool, code: i16, records: u64) {
@@ -531,13 +535,11 @@ mod tests {
         assert_eq!(shared.claim(2), 2);
         assert_eq!(shared.claim(2), 1, "budget of 3 records");
         assert_eq!(shared.claim(2), 0);
-        shared.record(true, 2, 2048, [(100, 1), (200, 1)]);
-        shared.record(false, 5, 5, [(1, 5)]);
-        shared.record(true, 1, 1024, [(5000, 1)]);
+        let stages = |lag, rtt| Some(RequestStages { send_lag_us: lag, round_trip_us: rtt });
+        shared.record(true, 2, 2048, [(100, 1), (200, 1)], stages(Some(40), 900));
+        shared.record(false, 5, 5, [(1, 5)], stages(Some(9_000), 9_000));
+        shared.record(true, 1, 1024, [(5000, 1)], stages(None, 1100));
         shared.record_error(true, 7, 1);
-        shared.record_stages(true, Some(40), 900);
-        shared.record_stages(true, None, 1100);
-        shared.record_stages(false, Some(9_000), 9_000);
         assert!(shared.stopped(), "record target reached");
         let s = summarize(
             &shared.rec.lock(),
