@@ -13,7 +13,10 @@
 #     acks=1, open loop at the rate; then the broker's Produce stage histograms
 #     (GET /v1/shards: queue, storage, write_wait, write, fdatasync, notify, send).
 # Arms: growth   = fsync every batch, no preallocation (SHARDLOG_PREALLOCATE_BYTES=0);
-#       prealloc = fsync every batch, zero-filled preallocation (the default);
+#       prealloc = fsync every batch, zero-filled preallocation (the default), a log's
+#                  sync of its preallocated region sharing one device flush with the
+#                  shard's other logs (io::device_flush);
+#       prealloc-own = prealloc with one fdatasync per log sync (SHARDLOG_SHARED_FLUSH=0);
 #       flush1000= topic config flush.ms=1000 (acknowledged after the O_DIRECT write);
 #       prealloc-spin = prealloc with the reactor spinning 200 µs before it parks
 #       (not in the default set: it measures what parking costs).
@@ -73,10 +76,11 @@ fio4k() { # round, layout
 }
 
 run_arm() { # round, rate, arm
-  local r="$1" rate="$2" arm="$3" prealloc="" cfg=() spin=0
+  local r="$1" rate="$2" arm="$3" prealloc="" cfg=() spin=0 shared=""
   case "$arm" in
     growth) prealloc=0 ;;
     prealloc) prealloc="" ;;
+    prealloc-own) shared=0 ;;
     prealloc-spin) spin=200 ;;
     flush1000) cfg=(--topic-config flush.ms=1000) ;;
     *) echo "unknown arm $arm" >&2; return 1 ;;
@@ -84,7 +88,7 @@ run_arm() { # round, rate, arm
   local dir="$TMP/broker"; rm -rf "$dir"; mkdir -p "$dir"
   local tag="$arm-$rate-$r"
   echo "$(cut -d' ' -f1-3 /proc/loadavg)" >"$RES/load-$tag.txt"
-  env ${prealloc:+SHARDLOG_PREALLOCATE_BYTES=$prealloc} taskset -c "$BROKER_CPU" "$SHARDLOG" serve \
+  env ${prealloc:+SHARDLOG_PREALLOCATE_BYTES=$prealloc} ${shared:+SHARDLOG_SHARED_FLUSH=$shared} taskset -c "$BROKER_CPU" "$SHARDLOG" serve \
     --shards 1 --spin-before-park-us "$spin" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN" \
     --data-dir "$dir/data" >"$dir/server.log" 2>&1 &
   PID=$!

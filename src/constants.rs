@@ -33,7 +33,16 @@ pub const LOG_WRITES_IN_FLIGHT_MAX: usize = 2;
 /// their fdatasync flushes data only, without an ext4 journal commit for the size change
 /// (fio: 0.24–2.4 ms against 20–70 µs, perf/results/2026-12-01-durable-latency.md).
 /// 0 turns preallocation off. Overridden by `SHARDLOG_PREALLOCATE_BYTES` (tuning.md).
-pub const LOG_PREALLOCATE_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
+/// Each step's zeros compete with the appends at the device, so a large step makes a
+/// stall as large: at 66,000 records/s over 8 partitions p99 was 6.1 ms with 2 MiB, 9.9 ms
+/// with 8 MiB and 38 ms with 32 MiB; at 5,000 and 10,000 records/s 2 MiB and 8 MiB did
+/// the same (perf/results/2026-12-03-device-flush.md).
+pub const LOG_PREALLOCATE_BYTES_DEFAULT: u64 = 2 * 1024 * 1024;
+/// Shared device flushes (`io::device_flush`) in flight per device and shard: one lets
+/// every caller that arrives during it share the next; more let the device work on
+/// several (this virtio disk did 6,600 serial flushes a second and 8,400 with two at once,
+/// fio) at the cost of less sharing.
+pub const DEVICE_FLUSHES_IN_FLIGHT_MAX: usize = 2;
 /// First (smallest) preallocation step of a segment; each later step is as large as the
 /// segment already is, up to the configured step, so idle partitions cost little disk.
 pub const LOG_PREALLOCATE_BYTES_MIN: u64 = 256 * 1024;

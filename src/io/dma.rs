@@ -57,6 +57,9 @@ pub struct DmaDataFile {
     /// Buffers of completed writes, reused by later writes of the same padded size: a fresh
     /// multi-MiB buffer costs a page fault per 4 KiB, more than the copy into it.
     spare: RefCell<Vec<DmaBuffer>>,
+    /// The device whose flushes `sync_overwrites` shares (`device_flush`); `None` on a file
+    /// system whose fdatasync need not flush the device.
+    device: Option<u64>,
 }
 
 thread_local! {
@@ -164,8 +167,20 @@ impl DataFile for DmaDataFile {
         self.handle()?.fdatasync().await.map_err(glommio_io)
     }
 
+    async fn sync_overwrites(&self) -> io::Result<()> {
+        match self.device {
+            Some(device) => super::device_flush::flush(device, self.handle()?).await,
+            None => self.sync().await,
+        }
+    }
+
     async fn truncate(&self, size_bytes: u64) -> io::Result<()> {
         self.handle()?.truncate(size_bytes).await.map_err(glommio_io)
+    }
+
+    async fn allocate(&self, size_bytes: u64) -> io::Result<()> {
+        // fallocate mode 0: blocks in [0, size) that exist are left alone.
+        self.handle()?.pre_allocate(size_bytes, false).await.map_err(glommio_io)
     }
 
     async fn size(&self) -> io::Result<u64> {
@@ -192,9 +207,11 @@ impl FileSystem for DmaFileSystem {
             .dma_open(path)
             .await
             .map_err(glommio_io)?;
+        let device = super::device_flush::group_of(std::os::fd::AsRawFd::as_raw_fd(&file));
         Ok(DmaDataFile {
             file: RefCell::new(Some(std::rc::Rc::new(file))),
             spare: RefCell::new(Vec::new()),
+            device,
         })
     }
 

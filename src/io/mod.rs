@@ -14,6 +14,7 @@
 //!   a power loss, and only [`FileSystem::sync_dir`] makes a created, renamed or removed name
 //!   survive one.
 
+mod device_flush;
 pub mod dma;
 pub mod mem;
 
@@ -53,8 +54,25 @@ pub trait DataFile: 'static {
     }
     /// Makes every completed write and size change durable (fdatasync).
     async fn sync(&self) -> io::Result<()>;
+    /// [`DataFile::sync`] for a file whose completed writes since its last sync all
+    /// overwrote blocks that were written and made durable before, inside its durable size
+    /// (a preallocated, fsynced region): there is no metadata to commit, only the device's
+    /// write cache to flush, so one device flush may cover the calls of several files at
+    /// once ([`dma`] does so on ext4 and XFS). The caller guarantees the precondition; the
+    /// default is a plain `sync`.
+    async fn sync_overwrites(&self) -> io::Result<()> {
+        self.sync().await
+    }
     /// Sets the file size (sparse when growing).
     async fn truncate(&self, size_bytes: u64) -> io::Result<()>;
+    /// Grows the file to at least `size_bytes` with blocks allocated but not written
+    /// (`fallocate`; they read as zeros); never shrinks it. The default grows it sparse.
+    async fn allocate(&self, size_bytes: u64) -> io::Result<()> {
+        if self.size().await? < size_bytes {
+            self.truncate(size_bytes).await?;
+        }
+        Ok(())
+    }
     /// Current file size in bytes.
     async fn size(&self) -> io::Result<u64>;
     /// Releases the handle; later calls fail.

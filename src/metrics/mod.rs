@@ -164,10 +164,15 @@ pub enum Count {
     OwnedBytesIn = 20,
     /// Record bytes fetched from partitions this shard owns (owner shard).
     OwnedBytesOut = 21,
+    /// Shared device flushes (`io::device_flush`): one fdatasync covering the durable
+    /// overwrites of several logs.
+    DeviceFlushes = 22,
+    /// Log syncs those device flushes covered.
+    DeviceFlushSyncs = 23,
 }
 
 impl Count {
-    pub const COUNT: usize = 22;
+    pub const COUNT: usize = 24;
     pub const ALL: [Count; Count::COUNT] = [
         Count::Requests,
         Count::RequestBytes,
@@ -191,6 +196,8 @@ impl Count {
         Count::ShardMovesAuto,
         Count::OwnedBytesIn,
         Count::OwnedBytesOut,
+        Count::DeviceFlushes,
+        Count::DeviceFlushSyncs,
     ];
 }
 
@@ -299,6 +306,15 @@ pub fn topic_out(topic: &str, bytes: u64, records: u64) {
 #[inline]
 pub fn flush(elapsed: Duration, appends: u64) {
     with(|r| r.flush(elapsed, appends));
+}
+
+/// One shared device flush that covered `syncs` log syncs (`io::device_flush`).
+#[inline]
+pub fn device_flush(syncs: u64) {
+    with(|r| {
+        r.count(Count::DeviceFlushes, 1);
+        r.count(Count::DeviceFlushSyncs, syncs);
+    });
 }
 
 /// One log-writer stage sample ([`Stage::WRITER`]), recorded under Produce.

@@ -201,6 +201,16 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "Record bytes fetched from partitions, counted on their owner shard",
             c(Count::OwnedBytesOut),
         ),
+        (
+            "shardlog_device_flushes",
+            "Shared device flushes: one fdatasync covering several logs' durable overwrites",
+            c(Count::DeviceFlushes),
+        ),
+        (
+            "shardlog_device_flush_syncs",
+            "Log syncs covered by shared device flushes",
+            c(Count::DeviceFlushSyncs),
+        ),
     ];
     for (name, help, value) in counters {
         enc.encode_descriptor(name, help, None, MetricType::Counter)?

@@ -50,6 +50,9 @@ struct WriteJob<F: FileSystem> {
     /// End of the last batch this write completes (None: it only carries part of a batch).
     end_offset: Option<Offset>,
     sync: bool,
+    /// The write lies inside the segment's durable preallocation: its sync commits no
+    /// metadata and may share a device flush with other logs' (`DataFile::sync_overwrites`).
+    overwrite: bool,
 }
 
 impl<F: FileSystem> Clone for WriteJob<F> {
@@ -62,6 +65,7 @@ impl<F: FileSystem> Clone for WriteJob<F> {
             end_bytes: self.end_bytes,
             end_offset: self.end_offset,
             sync: self.sync,
+            overwrite: self.overwrite,
         }
     }
 }
@@ -197,7 +201,12 @@ impl<F: FileSystem> LogInner<F> {
                 let written = fs.monotonic();
                 crate::metrics::writer_stage(Stage::Write, written.saturating_sub(started));
                 if w.sync {
-                    w.file.sync().await.map_err(StorageError::io("fsync", &path, w.pos))?;
+                    let synced = if w.overwrite {
+                        w.file.sync_overwrites().await
+                    } else {
+                        w.file.sync().await
+                    };
+                    synced.map_err(StorageError::io("fsync", &path, w.pos))?;
                     let synced = fs.monotonic().saturating_sub(written);
                     crate::metrics::writer_stage(Stage::Fdatasync, synced);
                 }
@@ -389,6 +398,9 @@ impl<F: FileSystem> LogInner<F> {
         let more_staged = !seg.staged.is_empty();
         let file = seg.writer_file().expect("an unfinalized segment keeps its file");
         let seg_base = seg.base.0;
+        // `prealloc_end` moves only once a fill's zeros and the size covering them are
+        // durable (`storage::prealloc`), so a write below it changes no metadata.
+        let overwrite = align_up(end_bytes) <= seg.prealloc_end;
         let new_fill = if fill.is_none() && !seg.sealed && !seg.prealloc_off {
             next_fill(end_bytes, seg.prealloc_end, step_max, segment_bytes)
         } else {
@@ -406,7 +418,16 @@ impl<F: FileSystem> LogInner<F> {
             st.fill = Some((seg_base, from));
             Fill { seg_base, file: file.clone(), from, to }
         });
-        let job = Job::Write(WriteJob { seg_base, file, pos, parts, end_bytes, end_offset, sync });
+        let job = Job::Write(WriteJob {
+            seg_base,
+            file,
+            pos,
+            parts,
+            end_bytes,
+            end_offset,
+            sync,
+            overwrite,
+        });
         Some((job, new_fill))
     }
 
