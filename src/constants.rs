@@ -38,14 +38,6 @@ pub const LOG_WRITES_IN_FLIGHT_MAX: usize = 2;
 /// with 8 MiB and 38 ms with 32 MiB; at 5,000 and 10,000 records/s 2 MiB and 8 MiB did
 /// the same (perf/results/2026-12-03-device-flush.md).
 pub const LOG_PREALLOCATE_BYTES_DEFAULT: u64 = 2 * 1024 * 1024;
-/// Data-file reads of at least this many bytes (catch-up reads, read-ahead) go into a buffer
-/// of their own with a blocking O_DIRECT pread instead of glommio's DMA buffer plus a copy
-/// (`io::dma`); smaller ones stay on the ring, where the copy is cheap.
-pub const DIRECT_READ_OWN_BUFFER_MIN_BYTES: usize = 256 * 1024;
-/// Blocking threads per shard (glommio's blocking pool): large data reads, directory
-/// fsyncs and unlinks run there, so this is how many large reads a shard has at the device
-/// at once.
-pub const SHARD_BLOCKING_THREADS: usize = 4;
 /// Shared device flushes (`io::device_flush`) in flight per device and shard: one lets
 /// every caller that arrives during it share the next; more let the device work on
 /// several (this virtio disk did 6,600 serial flushes a second and 8,400 with two at once,

@@ -1,7 +1,7 @@
-//! Large reads of glommio DMA files (`io::dma`), which go into a buffer of their own with a
-//! blocking O_DIRECT pread: unaligned start, a file whose size is not a multiple of the
-//! alignment, reads that run past the end (short), and reads at the end (empty) return
-//! exactly the file's bytes, as the small reads through glommio's ring do.
+//! Large and small reads of glommio DMA files (`io::dma`): an unaligned start, a file whose
+//! size is not a multiple of the alignment, reads that run past the end (short) and reads
+//! at the end (empty) return exactly the file's bytes (catch-up reads and read-ahead ask
+//! for megabytes at arbitrary batch positions).
 
 use std::path::PathBuf;
 
@@ -32,7 +32,7 @@ fn large_reads_return_exactly_the_files_bytes() {
             (size - 300_000, 1024 * 1024), // runs past the end: short
             (size - 10, 256 * 1024),
             (size, 256 * 1024), // at the end: empty
-            (100, 4000),        // small: glommio's ring
+            (100, 4000),        // small
         ] {
             let got = f.read_at(pos, len).await.expect("read");
             let want_end = size.min(pos + len as u64);

@@ -14,8 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
-use super::{align_down, align_up, DataFile, FileSystem, LocalTask, DIRECT_IO_ALIGNMENT_BYTES};
-use crate::constants::DIRECT_READ_OWN_BUFFER_MIN_BYTES;
+use super::{align_up, DataFile, FileSystem, LocalTask, DIRECT_IO_ALIGNMENT_BYTES};
 
 /// Name prefix of the probe files `probe` writes in each data directory (one per executor).
 pub const PROBE_FILE_NAME: &str = ".shardlog-iopoll-probe";
@@ -87,9 +86,6 @@ impl DataFile for DmaDataFile {
             return Ok(Bytes::new());
         }
         let file = self.handle()?;
-        if len >= DIRECT_READ_OWN_BUFFER_MIN_BYTES {
-            return read_into_own_buffer(file, pos, len).await;
-        }
         let res = file.read_at(pos, len).await.map_err(glommio_io)?;
         Ok(Bytes::copy_from_slice(&res))
     }
@@ -259,93 +255,6 @@ impl FileSystem for DmaFileSystem {
     async fn yield_if_needed(&self) {
         glommio::executor().yield_if_needed().await;
     }
-}
-
-/// An aligned heap buffer that an O_DIRECT `pread` fills and `Bytes` then owns, so a large
-/// read reaches the cache and the socket without a copy: glommio 0.9 reads only into its own
-/// DMA buffers, which cannot leave the shard's thread, and copying them out was a fifth of
-/// the broker's CPU on catch-up reads. `len` counts the bytes read (never uninitialised
-/// memory).
-struct OwnBuffer {
-    ptr: std::ptr::NonNull<u8>,
-    layout: std::alloc::Layout,
-    len: usize,
-}
-
-// SAFETY: the buffer is plain heap memory owned by this value alone.
-unsafe impl Send for OwnBuffer {}
-
-impl AsRef<[u8]> for OwnBuffer {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: the first `len` bytes were written by the read.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for OwnBuffer {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `read_into_own_buffer` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
-    }
-}
-
-/// Reads `[pos, pos + len)` of `file` with a blocking O_DIRECT `pread` on the shard's
-/// blocking thread, into a buffer of its own; shorter only at the end of the file.
-async fn read_into_own_buffer(
-    file: std::rc::Rc<DmaFile>,
-    pos: u64,
-    len: usize,
-) -> io::Result<Bytes> {
-    use std::os::fd::AsRawFd;
-    let start = align_down(pos);
-    let span = usize::try_from(align_up(pos + len as u64) - start).map_err(io::Error::other)?;
-    let align = usize::try_from(DIRECT_IO_ALIGNMENT_BYTES).map_err(io::Error::other)?;
-    let layout = std::alloc::Layout::from_size_align(span, align).map_err(io::Error::other)?;
-    // SAFETY: `span` is at least one alignment unit (len > 0), so the layout is not empty.
-    let ptr = std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) })
-        .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
-    let mut buf = OwnBuffer { ptr, layout, len: 0 };
-    // `file` (and so the descriptor) lives until the read is back.
-    let fd = file.as_raw_fd();
-    let (buf, res) = glommio::executor()
-        .spawn_blocking(move || {
-            let res = loop {
-                if buf.len == span {
-                    break Ok(());
-                }
-                let at = i64::try_from(start + buf.len as u64).unwrap_or(i64::MAX);
-                // SAFETY: writes at most `span - len` bytes into the buffer past `len`.
-                let n = unsafe {
-                    libc::pread(fd, buf.ptr.as_ptr().add(buf.len).cast(), span - buf.len, at)
-                };
-                match usize::try_from(n) {
-                    Ok(0) => break Ok(()),
-                    Ok(n) => {
-                        buf.len += n;
-                        // O_DIRECT reads whole blocks; a partial one is the end of the file.
-                        if buf.len % align != 0 {
-                            break Ok(());
-                        }
-                    }
-                    Err(_) => {
-                        let e = io::Error::last_os_error();
-                        if e.kind() != io::ErrorKind::Interrupted {
-                            break Err(e);
-                        }
-                    }
-                }
-            };
-            (buf, res)
-        })
-        .await;
-    drop(file);
-    res?;
-    let skip = usize::try_from(pos - start).map_err(io::Error::other)?;
-    if buf.len <= skip {
-        return Ok(Bytes::new());
-    }
-    let stop = buf.len.min(skip + len);
-    Ok(Bytes::from_owner(buf).slice(skip..stop))
 }
 
 /// See [`super::probe_data_dir`].

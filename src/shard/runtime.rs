@@ -24,8 +24,8 @@ use super::mesh::{receive_loop, Handler, MeshMsg};
 use crate::config::ServeConfig;
 use crate::constants::{
     MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY, NOFILE_MIN, NOFILE_WANTED,
-    PORT_FREE_WAIT_MS_MAX, SHARD_BLOCKING_THREADS, SHUTDOWN_DRAIN_TIMEOUT_MS,
-    SHUTDOWN_HARD_LIMIT_MS, SHUTDOWN_POLL_INTERVAL_MS, STARTUP_STALL_LIMIT_MS,
+    PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS, SHUTDOWN_HARD_LIMIT_MS,
+    SHUTDOWN_POLL_INTERVAL_MS, STARTUP_STALL_LIMIT_MS,
 };
 use crate::partition::table::{leftover_deletions, PartitionTable};
 use crate::types::ShardId;
@@ -136,10 +136,6 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
     let handles = LocalExecutorPoolBuilder::new(placement(shard_count, config.cpus.as_deref())?)
         .name("shard")
         .spin_before_park(spin)
-        // Several blocking threads per shard: large O_DIRECT reads run there (`io::dma`), and
-        // with glommio's default of one they queued behind each other (and behind directory
-        // fsyncs) at queue depth 1. Unbound: they inherit the process's CPU mask.
-        .blocking_thread_pool_placement(PoolPlacement::Unbound(SHARD_BLOCKING_THREADS))
         .on_all_shards(move || async move { shard_main(config, mesh, shared, app).await })
         .map_err(|err| anyhow!("cannot start shard executors: {err}"))?;
     let mut failure = None;
