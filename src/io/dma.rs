@@ -1,8 +1,9 @@
 //! [`FileSystem`] on glommio DMA files (O_DIRECT through io_uring).
 //!
 //! Lives on the shard whose executor created the handles. Writes copy the caller's parts into
-//! one aligned DMA buffer, zero-padded to [`DIRECT_IO_ALIGNMENT_BYTES`]; reads use glommio's
-//! unaligned `read_at`, which widens the request to the alignment itself. Directory
+//! one aligned DMA buffer, zero-padded to [`DIRECT_IO_ALIGNMENT_BYTES`]; reads widen the
+//! request to the alignment, read aligned and cut the answer to the bytes asked for that the
+//! file holds (never past its end). Directory
 //! operations (create, list, rename, remove, directory fsync) are plain blocking syscalls:
 //! they are rare (segment roll, checkpoints, open) and tiny.
 
@@ -14,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
-use super::{align_up, DataFile, FileSystem, LocalTask, DIRECT_IO_ALIGNMENT_BYTES};
+use super::{align_down, align_up, DataFile, FileSystem, LocalTask, DIRECT_IO_ALIGNMENT_BYTES};
 
 /// Name prefix of the probe files `probe` writes in each data directory (one per executor).
 pub const PROBE_FILE_NAME: &str = ".shardlog-iopoll-probe";
@@ -86,8 +87,18 @@ impl DataFile for DmaDataFile {
             return Ok(Bytes::new());
         }
         let file = self.handle()?;
-        let res = file.read_at(pos, len).await.map_err(glommio_io)?;
-        Ok(Bytes::copy_from_slice(&res))
+        // The aligned read is sliced here, not by glommio's unaligned `read_at`: for a read
+        // that runs past the end of the file from an unaligned position, glommio 0.9 keeps
+        // `min(bytes read, len)` from the position, which counts the bytes before it too,
+        // so up to an alignment unit of stale buffer came back past the end.
+        let start = align_down(pos);
+        let skip = usize::try_from(pos - start).map_err(io::Error::other)?;
+        let span = usize::try_from(align_up(pos + len as u64) - start).map_err(io::Error::other)?;
+        let res = file.read_at_aligned(start, span).await.map_err(glommio_io)?;
+        if res.len() <= skip {
+            return Ok(Bytes::new());
+        }
+        Ok(Bytes::copy_from_slice(&res[skip..res.len().min(skip + len)]))
     }
 
     async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()> {
