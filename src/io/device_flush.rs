@@ -21,8 +21,9 @@
 //!   `Rc`), so its own metadata, if any, is committed too;
 //! - a failed flush fails every caller it covered (each log then refuses writes), keeping
 //!   the raw OS error so ENOSPC stays recognisable;
-//! - on any other file system (tmpfs, btrfs, ...) `sync_overwrites` is a plain fdatasync of
-//!   the file (`DmaDataFile` decides at open).
+//! - on any other file system (tmpfs, btrfs, ...), and for a file whose writes do not go
+//!   straight to the device (statx reports no direct-I/O alignment: ext4 data=journal),
+//!   `sync_overwrites` is a plain fdatasync of the file (`DmaDataFile` decides at open).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -66,7 +67,7 @@ pub(super) fn group_of(fd: std::os::fd::RawFd) -> Option<u64> {
     if !enabled() {
         return None;
     }
-    // SAFETY: plain fstat/fstatfs on an open descriptor into zeroed out-parameters.
+    // SAFETY: plain fstatfs/statx on an open descriptor into zeroed out-parameters.
     unsafe {
         let mut fs: libc::statfs = std::mem::zeroed();
         if libc::fstatfs(fd, &mut fs) != 0 {
@@ -77,11 +78,19 @@ pub(super) fn group_of(fd: std::os::fd::RawFd) -> Option<u64> {
         if magic != EXT4_SUPER_MAGIC && magic != XFS_SUPER_MAGIC {
             return None;
         }
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 {
+        // Only a file that really does direct I/O: with ext4's data=journal (or `chattr +j`)
+        // writes fall back to the page cache, where another file's fdatasync writes
+        // nothing of them. The kernel reports a direct-I/O alignment of 0 then (or no
+        // alignment at all before Linux 6.1: no sharing either).
+        let mut sx: libc::statx = std::mem::zeroed();
+        let none = c"";
+        if libc::statx(fd, none.as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut sx) != 0
+            || sx.stx_mask & libc::STATX_DIOALIGN == 0
+            || sx.stx_dio_offset_align == 0
+        {
             return None;
         }
-        Some(st.st_dev)
+        Some(libc::makedev(sx.stx_dev_major, sx.stx_dev_minor))
     }
 }
 
