@@ -68,17 +68,14 @@ fn durable_logs_of_one_shard_acknowledge_every_append_with_shared_flushes() {
             preallocate_bytes: 256 * 1024,
             ..LogConfig::default()
         };
+        let open = |p: usize| {
+            let (fs, dir, config, cache) =
+                (fs.clone(), dir.join(format!("t-{p}")), config.clone(), cache.clone());
+            async move { PartitionLog::open(fs, &dir, config, cache).await.expect("open") }
+        };
         let mut logs = Vec::new();
         for p in 0..4 {
-            let log = PartitionLog::open(
-                fs.clone(),
-                &dir.join(format!("t-{p}")),
-                config.clone(),
-                cache.clone(),
-            )
-            .await
-            .expect("open");
-            logs.push(log);
+            logs.push(open(p).await);
         }
         // 600 KiB per log: past the first preallocation steps, so later syncs are shared.
         let appends = logs.iter().map(|log| async move {
@@ -96,14 +93,7 @@ fn durable_logs_of_one_shard_acknowledge_every_append_with_shared_flushes() {
         }
         // Reopened from disk: every acknowledged batch is there.
         for p in 0..4 {
-            let log = PartitionLog::open(
-                fs.clone(),
-                &dir.join(format!("t-{p}")),
-                config.clone(),
-                cache.clone(),
-            )
-            .await
-            .expect("reopen");
+            let log = open(p).await;
             assert_eq!(log.log_end_offset(), Offset(600));
             log.close().await.expect("close");
         }

@@ -120,13 +120,7 @@ impl<F: FileSystem> LogInner<F> {
                 }
                 // Any other failed write or sync on the segment file: the file refuses
                 // further writes, as after an append's own failure (`writer`).
-                Err(e) => {
-                    if st.failed.is_none() && !st.closed {
-                        tracing::error!(dir = %me.dir.display(), error = %e, "log write failed; partition offline (appends refused) until reopened");
-                        crate::metrics::log_offline();
-                        st.failed = Some(e.to_string());
-                    }
-                }
+                Err(e) => me.go_offline(&mut st, &e),
             }
             drop(st);
             me.progress.notify_all();

@@ -171,11 +171,7 @@ impl<F: FileSystem> LogInner<F> {
         drop(in_flight);
         let mut st = self.st.borrow_mut();
         if let Some(e) = failure {
-            if st.failed.is_none() && !st.closed {
-                tracing::error!(dir = %self.dir.display(), error = %e, "log write failed; partition offline (appends refused) until reopened");
-                crate::metrics::log_offline();
-            }
-            st.failed = Some(e.to_string());
+            self.go_offline(&mut st, &e);
         }
         st.writer_running = false;
         drop(st);
@@ -222,6 +218,16 @@ impl<F: FileSystem> LogInner<F> {
             .await;
             (w, result)
         }
+    }
+
+    /// Takes the log offline after a failed write or sync on one of its files (not ENOSPC):
+    /// appends are refused until it is reopened. Logged and counted once.
+    pub(super) fn go_offline(&self, st: &mut super::log::LogState<F>, e: &StorageError) {
+        if st.failed.is_none() && !st.closed {
+            tracing::error!(dir = %self.dir.display(), error = %e, "log write failed; partition offline (appends refused) until reopened");
+            crate::metrics::log_offline();
+        }
+        st.failed = Some(e.to_string());
     }
 
     /// Marks the log out of space (once) and wakes the waiters so they answer at once.
