@@ -145,6 +145,9 @@ pub const CLIENT_QUOTA_STATES_MAX: usize = 100_000;
 /// (`quota::share`): the floor that lets a shard where the client newly connects serve it
 /// at once, and the most of the quota idle shards can leave unused.
 pub const QUOTA_SHARE_FLOOR_PERCENT: u32 = 5;
+/// How far past its last window's use a shard that did not throttle a client is offered
+/// (`quota::share`): room to grow before it is throttled and has to ask for more.
+pub const QUOTA_SHARE_HEADROOM_PERCENT: u32 = 25;
 /// `quota.window.num`: samples a client's byte rate is measured over (Kafka's default).
 pub const QUOTA_WINDOW_NUM_DEFAULT: u32 = 11;
 /// `quota.window.size.seconds`: the span of one sample (Kafka's default).

@@ -20,6 +20,8 @@ pub mod cli;
 pub mod mutation;
 pub mod rate;
 pub mod share;
+#[cfg(test)]
+mod share_sim;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -286,13 +288,37 @@ struct KindState {
     /// Bytes recorded since the last share exchange, and whether any was throttled.
     used: f64,
     throttled: bool,
+    /// Until when the last throttle mutes the budget's connection on this shard: a muted
+    /// connection records nothing, yet still wants its share.
+    muted_until_ms: u64,
+    /// The quota (bytes/s) the last record was measured against.
+    quota_per_s: f64,
     /// This shard's fraction of the quota (see [`share`]).
     fraction: f64,
 }
 
 impl KindState {
     fn new(fraction: f64) -> Self {
-        Self { rate: SampledRate::default(), used: 0.0, throttled: false, fraction }
+        Self {
+            rate: SampledRate::default(),
+            used: 0.0,
+            throttled: false,
+            muted_until_ms: 0,
+            quota_per_s: 0.0,
+            fraction,
+        }
+    }
+
+    /// The report for the `period_ms` since the previous exchange at `since_ms`: the rate
+    /// served as a fraction of the quota, and whether the budget was saturated here (throttled,
+    /// or its connection muted into the period: a muted connection records nothing, yet it
+    /// wants its share).
+    fn report(&self, since_ms: u64, period_ms: f64) -> (f64, bool) {
+        let saturated = self.throttled || self.muted_until_ms > since_ms;
+        if self.quota_per_s <= 0.0 {
+            return (0.0, saturated);
+        }
+        (self.used.max(0.0) * 1000.0 / period_ms / self.quota_per_s, saturated)
     }
 }
 
@@ -350,23 +376,20 @@ impl ShardQuotas {
     /// Publishes this shard's demand per budget since the last exchange and takes its new
     /// fractions (once per quota window, from the shard's share task; see [`share`]).
     pub fn exchange_shares(&mut self, now_ms: u64) {
+        let since_ms = self.last_exchange_ms;
         #[allow(clippy::cast_precision_loss)]
-        let period_ms = now_ms.saturating_sub(self.last_exchange_ms).max(1) as f64;
+        let period_ms = now_ms.saturating_sub(since_ms).max(1) as f64;
         self.last_exchange_ms = now_ms;
         let mut demands = Vec::with_capacity(self.clients.len() * 2);
         for (budget, state) in &self.clients {
             for (kind, k) in
                 [(QuotaKind::Produce, &state.produce), (QuotaKind::Fetch, &state.fetch)]
             {
-                let boost = if k.throttled { 2.0 } else { 1.0 };
-                demands.push(Demand {
-                    budget: budget.clone(),
-                    kind,
-                    demand_per_ms: k.used.max(0.0) * boost / period_ms,
-                });
+                let (used, saturated) = k.report(since_ms, period_ms);
+                demands.push(Demand { budget: budget.clone(), kind, used, saturated });
             }
         }
-        let stale_ms = 2 * self.window.window_ms;
+        let stale_ms = self.stale_ms();
         let fractions = self.board.exchange(self.shard, &demands, now_ms, stale_ms);
         for (d, f) in demands.iter().zip(fractions) {
             if let Some(state) = self.clients.get_mut(&d.budget) {
@@ -378,6 +401,33 @@ impl ShardQuotas {
         }
     }
 
+    /// How old a share report may be before the board counts it as none.
+    fn stale_ms(&self) -> u64 {
+        2 * self.window.window_ms
+    }
+
+    /// The most of any quota this shard may enforce at `now_ms`: all of its fraction while
+    /// its last exchange is fresh, only the floor once that exchange is older than the other
+    /// shards still count its report ([`share`]): they have handed the rest out again.
+    fn fraction_ceiling(&self, now_ms: u64) -> f64 {
+        if now_ms > self.last_exchange_ms + self.stale_ms() {
+            return self.board.floor();
+        }
+        1.0
+    }
+
+    /// The longest a throttle may mute a budget while its quota is shared: the span the rate
+    /// remembers. Past it every sample has expired, and a longer throttle would come from a
+    /// share that was small when the bytes arrived (a shard whose connection was idle or
+    /// muted), not from the client exceeding its quota; the client's next window is held
+    /// to the share again. A broker of one shard keeps Kafka's uncapped throttle.
+    fn throttle_cap_ms(&self) -> u64 {
+        if self.board.shards() == 1 {
+            return u64::MAX;
+        }
+        u64::from(self.window.samples) * self.window.window_ms
+    }
+
     /// This shard's current fraction of `budget`'s `kind` quota.
     fn fraction(&self, budget: &BudgetKey, kind: QuotaKind) -> f64 {
         self.clients.get(budget).map_or_else(
@@ -387,6 +437,22 @@ impl ShardQuotas {
                 QuotaKind::Fetch => s.fetch.fraction,
             },
         )
+    }
+
+    /// `budget`'s state, created on first use with the fractions the other shards leave
+    /// ([`ShareBoard::initial`]), and marked used at `now_ms`.
+    fn state(&mut self, budget: BudgetKey, now_ms: u64) -> &mut ClientState {
+        let (board, shard, stale_ms) = (&self.board, self.shard, self.stale_ms());
+        let state = self.clients.entry(budget).or_insert_with_key(|budget| {
+            let mut state = ClientState::new(board.even());
+            for kind in [QuotaKind::Produce, QuotaKind::Fetch] {
+                let key = (budget.clone(), kind);
+                state.kind(kind).fraction = board.initial(shard, &key, now_ms, stale_ms);
+            }
+            state
+        });
+        state.last_ms = now_ms;
+        state
     }
 
     /// Records `bytes` of `kind` for a request by `user` with `client_id` at `now_ms` and
@@ -406,15 +472,17 @@ impl ShardQuotas {
         if !self.clients.contains_key(&budget) && !self.make_room(now_ms) {
             return 0;
         }
-        let even = self.board.even();
-        let state = self.clients.entry(budget).or_insert_with(|| ClientState::new(even));
-        state.last_ms = now_ms;
+        let (cap_ms, ceiling) = (self.throttle_cap_ms(), self.fraction_ceiling(now_ms));
+        let state = self.state(budget, now_ms);
         let k = state.kind(kind);
         #[allow(clippy::cast_precision_loss)]
         let bytes = bytes as f64;
-        let ms = record_and_throttle_ms(&mut k.rate, window, quota * k.fraction, bytes, now_ms);
+        k.quota_per_s = quota;
+        let bound = quota * k.fraction.min(ceiling);
+        let ms = record_and_throttle_ms(&mut k.rate, window, bound, bytes, now_ms).min(cap_ms);
         k.used += bytes;
         k.throttled |= ms > 0;
+        k.muted_until_ms = k.muted_until_ms.max(now_ms.saturating_add(ms));
         ms
     }
 
@@ -435,9 +503,7 @@ impl ShardQuotas {
         if !self.clients.contains_key(&budget) && !self.make_room(now_ms) {
             return 0;
         }
-        let even = self.board.even();
-        let state = self.clients.entry(budget).or_insert_with(|| ClientState::new(even));
-        state.last_ms = now_ms;
+        let state = self.state(budget, now_ms);
         // Percent-seconds: 10 ms of the core is 1 % for one second.
         #[allow(clippy::cast_precision_loss)]
         let value = busy_ns as f64 * 100.0 / 1e9;

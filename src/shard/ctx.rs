@@ -48,6 +48,12 @@ pub struct ShardCtx {
     background_queue: TaskQueueHandle,
 }
 
+/// The process-wide zero of the quota clock.
+fn quota_clock_zero() -> std::time::Instant {
+    static ZERO: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *ZERO.get_or_init(std::time::Instant::now)
+}
+
 pub(crate) struct CtxParts {
     pub senders: Senders<MeshMsg>,
     pub handler: Handler,
@@ -82,13 +88,14 @@ impl ShardCtx {
             connections: Cell::new(0),
             connections_changed: Notify::new(),
             quotas: RefCell::new(quotas),
-            clock_zero: std::time::Instant::now(),
+            clock_zero: quota_clock_zero(),
             latency_queue: parts.latency_queue,
             background_queue: parts.background_queue,
         }
     }
 
-    /// Monotonic milliseconds since this shard started: the clock quota math runs on.
+    /// Monotonic milliseconds since the process's first shard started: the clock quota math
+    /// runs on, one for all shards because they compare each other's share reports by it.
     #[must_use]
     pub fn quota_clock_ms(&self) -> u64 {
         u64::try_from(self.clock_zero.elapsed().as_millis()).unwrap_or(u64::MAX)
