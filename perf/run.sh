@@ -153,9 +153,9 @@ stop_kafka() {
   rm -rf "$KAFKA_DIR/data"
 }
 
-start_shardlog() {
+start_shardlog() { # [keep]: start on the data directory left by restart_shardlog
   local dir="$TMP/shardlog"
-  rm -rf "$dir"; mkdir -p "$dir"
+  [[ "${1:-}" == keep ]] || { rm -rf "$dir"; mkdir -p "$dir"; }
   taskset -c "$BROKER_CPU" "$SHARDLOG" serve --shards 1 --listen "127.0.0.1:$SHARDLOG_PORT" \
     --data-dir "$dir/data" --spin-before-park-us 0 ${PERF_SHARDLOG_ARGS:-} >"$dir/server.log" 2>&1 &
   SHARDLOG_PID=$!
@@ -175,6 +175,17 @@ stop_shardlog() {
   wait "$SHARDLOG_PID" 2>/dev/null || true
   SHARDLOG_PID=""
   rm -rf "$TMP/shardlog/data"
+}
+
+# Shardlog stopped cleanly and started again on the same data: its batch cache empty, the
+# equivalent of dropping Kafka's page cache (its cache holds up to an eighth of memory, so
+# a written W5 would otherwise still be in it).
+restart_shardlog() {
+  kill "$SHARDLOG_PID" 2>/dev/null || true
+  for _ in $(seq 1 300); do kill -0 "$SHARDLOG_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$SHARDLOG_PID" 2>/dev/null && die "shardlog did not stop within 30 s"
+  wait "$SHARDLOG_PID" 2>/dev/null || true
+  start_shardlog keep
 }
 
 # Broker process resources: RSS MiB and open file descriptors.
@@ -334,9 +345,10 @@ run_workload() {
     log "$b W5 #$rep: write $((W5_BYTES >> 20)) MiB, then consume it from the start"
     bench produce "${common[@]}" --topic "$t" --partitions 8 --acks 1 --records "$n" \
       --label "$b W5 write" --json "$r/w5-write-$rep.json" >"$r/w5-write-$rep.txt" 2>&1 || log "$b W5 write failed"
-    # Cold: Kafka's page cache emptied (Shardlog reads O_DIRECT; its own cache holds only
-    # the newest batches of the 2 GiB). Then warm: the same bytes again, with each client.
+    # Cold: Kafka's page cache emptied; Shardlog (O_DIRECT) restarted, so its own cache is
+    # empty. Then warm: the same bytes again, with each client.
     drop_caches
+    if [[ "$b" != kafka ]]; then restart_shardlog; fi
     bench consume --bootstrap "$bs" --quiet --topic "$t" --from earliest --to-end \
       --label "$b W5" --json "$r/w5-$rep.json" >"$r/w5-$rep.txt" 2>&1 || log "$b W5 failed: $(tail -1 "$r/w5-$rep.txt")"
     bench consume --bootstrap "$bs" --quiet --topic "$t" --from earliest --to-end \

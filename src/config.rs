@@ -29,7 +29,9 @@ use kafka::{parse_listener, render_listener, Settings};
 
 use crate::cli::units;
 
-use crate::constants::{BATCH_CACHE_BYTES_DEFAULT, BATCH_CACHE_BYTES_MIN};
+use crate::constants::{
+    BATCH_CACHE_BYTES_DEFAULT, BATCH_CACHE_BYTES_MIN, BATCH_CACHE_MEMORY_DIVISOR,
+};
 use crate::constants::{
     GROUP_MEMBER_METADATA_BYTES_MAX, GROUP_METADATA_RECORD_BYTES_MAX, KAFKA_PORT_DEFAULT,
     MAX_CONNECTIONS_DEFAULT, QUEUED_MAX_REQUEST_BYTES_DEFAULT, REQUEST_RECEIVE_TIMEOUT_MS_DEFAULT,
@@ -288,8 +290,19 @@ impl ServeConfig {
     }
 
     /// Merges defaults, the TOML file named by `--config` (if any) and the flags.
-    /// `allowed_cores` is the default shard count.
+    /// `allowed_cores` is the default shard count; the default cache is the least one.
     pub fn resolve(args: &ServeArgs, allowed_cores: u32) -> Result<Self, ConfigError> {
+        Self::resolve_on(args, allowed_cores, None)
+    }
+
+    /// [`ServeConfig::resolve`] on a host whose process may use `memory_bytes`: without
+    /// `--cache-bytes` the shards' caches share `1 / BATCH_CACHE_MEMORY_DIVISOR` of it (each
+    /// at least `BATCH_CACHE_BYTES_DEFAULT`).
+    pub fn resolve_on(
+        args: &ServeArgs,
+        allowed_cores: u32,
+        memory_bytes: Option<u64>,
+    ) -> Result<Self, ConfigError> {
         let (file, file_settings) = match &args.config {
             Some(path) => read_file(path)?,
             None => (FileConfig::default(), BTreeMap::new()),
@@ -344,8 +357,11 @@ impl ServeConfig {
         if shards == 0 {
             return Err(invalid("shards", "must be at least 1"));
         }
-        let cache_bytes =
-            args.cache_bytes.or(file.cache_bytes).unwrap_or(BATCH_CACHE_BYTES_DEFAULT);
+        let cache_bytes = args.cache_bytes.or(file.cache_bytes).unwrap_or_else(|| {
+            let share =
+                memory_bytes.map_or(0, |m| m / BATCH_CACHE_MEMORY_DIVISOR / u64::from(shards));
+            share.max(BATCH_CACHE_BYTES_DEFAULT)
+        });
         if cache_bytes < BATCH_CACHE_BYTES_MIN {
             return Err(invalid(
                 "cache_bytes",

@@ -53,8 +53,14 @@ pub const LOG_PREALLOCATE_BYTES_MIN: u64 = 256 * 1024;
 /// reading many old segments; smaller: fewer file descriptors. Overridden by
 /// `SHARDLOG_SEGMENT_OPEN_FILES_MAX` (tuning.md).
 pub const LOG_SEGMENT_OPEN_FILES_MAX_DEFAULT: usize = 1024;
-/// Default per-shard cache of recent batches (`serve --cache-bytes`).
+/// The least default per-shard cache of recent batches (`serve --cache-bytes`), and the
+/// default where the host's memory cannot be read.
 pub const BATCH_CACHE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+/// Without `--cache-bytes`, the shards' caches together may hold this fraction (1/N) of the
+/// memory the process may use (`doctor::memory_bytes`): O_DIRECT leaves no page cache,
+/// so this cache is what serves a consumer catching up on data it read before (Kafka has the
+/// whole page cache there; tuning.md, "read cache").
+pub const BATCH_CACHE_MEMORY_DIVISOR: u64 = 8;
 /// Smallest `--cache-bytes`: below it a cache cannot hold a read-ahead.
 pub const BATCH_CACHE_BYTES_MIN: u64 = 1024 * 1024;
 /// What one batch in the batch cache costs beyond its own bytes, charged against the cache's

@@ -168,7 +168,8 @@ fn fail(line: &str, status: i32) -> ! {
 fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let cores = shardlog::shard::runtime::allowed_cores().len();
     // A bad setting (flag or --config file) is a usage error (exit 2), like a bad flag.
-    let config = ServeConfig::resolve(args, u32::try_from(cores).unwrap_or(1))
+    let memory = shardlog::doctor::memory_bytes();
+    let config = ServeConfig::resolve_on(args, u32::try_from(cores).unwrap_or(1), memory)
         .map_err(|e| shardlog::cli::UsageError(e.to_string()))?;
     init_logging(config.log_level.as_deref());
     shardlog::doctor::serve_preflight(&config.data_dir, config.shards)?;

@@ -421,3 +421,15 @@ fn cache_bytes_takes_units_and_refuses_a_cache_too_small_for_a_read_ahead() {
     let err = ServeConfig::resolve(&parse(&["--cache-bytes", "4096"]), 1).expect_err("too small");
     assert!(err.to_string().contains("cache_bytes"), "{err}");
 }
+
+#[test]
+fn the_default_cache_is_an_eighth_of_memory_over_the_shards_and_at_least_64_mib() {
+    let on = |argv: &[&str], cores, mem| {
+        ServeConfig::resolve_on(&parse_serve(argv).expect("parse"), cores, mem).expect("resolve")
+    };
+    assert_eq!(on(&[], 2, Some(24 << 30)).cache_bytes, 3 << 29, "24 GiB / 8 / 2 shards");
+    assert_eq!(on(&["--shards", "4"], 2, Some(32 << 30)).cache_bytes, 1 << 30);
+    assert_eq!(on(&[], 4, Some(1 << 30)).cache_bytes, 64 << 20, "the floor");
+    assert_eq!(on(&[], 1, None).cache_bytes, 64 << 20, "memory unknown");
+    assert_eq!(on(&["--cache-bytes", "8MiB"], 1, Some(24 << 30)).cache_bytes, 8 << 20);
+}

@@ -14,6 +14,8 @@
 mod checks;
 pub(crate) mod sys;
 
+pub use sys::memory_bytes;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 

@@ -144,3 +144,20 @@ pub fn cpus_online() -> usize {
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     usize::try_from(n).unwrap_or(1).max(1)
 }
+
+/// The memory this process may use: the host's `MemTotal`, or its cgroup's `memory.max`
+/// (v2) or `memory.limit_in_bytes` (v1) when that is lower. `None` when neither can be read.
+#[must_use]
+pub fn memory_bytes() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
+        let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    })?;
+    let limit = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter_map(|v| v.trim().parse::<u64>().ok())
+        .min();
+    Some(limit.map_or(total, |l| l.min(total)))
+}

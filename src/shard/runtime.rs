@@ -344,7 +344,7 @@ async fn shard_main(
     let listener = take_listener(&shared, config.listen)?;
     shared.reached(me, STAGE_LISTENING);
     if shared.ready.fetch_add(1, Ordering::SeqCst) + 1 == config.shards as usize {
-        tracing::info!(listen = %config.listen, shards = config.shards, "shardlog listening on {}", config.listen);
+        tracing::info!(listen = %config.listen, shards = config.shards, cache_mib_per_shard = config.cache_bytes >> 20, "shardlog listening on {}", config.listen);
     }
     drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
     ctx.spawn_background(crate::partition::maintenance::retention_loop(ctx.clone()));
