@@ -357,11 +357,10 @@ impl ServeConfig {
         if shards == 0 {
             return Err(invalid("shards", "must be at least 1"));
         }
-        let cache_bytes = args.cache_bytes.or(file.cache_bytes).unwrap_or_else(|| {
-            let share =
-                memory_bytes.map_or(0, |m| m / BATCH_CACHE_MEMORY_DIVISOR / u64::from(shards));
-            share.max(BATCH_CACHE_BYTES_DEFAULT)
-        });
+        let cache_bytes = args
+            .cache_bytes
+            .or(file.cache_bytes)
+            .unwrap_or_else(|| default_cache_bytes(memory_bytes, shards));
         if cache_bytes < BATCH_CACHE_BYTES_MIN {
             return Err(invalid(
                 "cache_bytes",
@@ -642,6 +641,16 @@ fn read_file(path: &Path) -> Result<(FileConfig, BTreeMap<String, String>), Conf
     kafka::flatten("", kafka_keys, &mut settings)?;
     kafka::flatten("", aliased, &mut settings)?;
     Ok((file, settings))
+}
+
+/// Each shard's batch cache without `--cache-bytes`: `1 / BATCH_CACHE_MEMORY_DIVISOR` of
+/// `memory_bytes` over `shards`, at least `BATCH_CACHE_BYTES_DEFAULT` (which is also the
+/// answer when the memory is unknown).
+#[must_use]
+pub fn default_cache_bytes(memory_bytes: Option<u64>, shards: u32) -> u64 {
+    let share =
+        memory_bytes.map_or(0, |m| m / BATCH_CACHE_MEMORY_DIVISOR / u64::from(shards.max(1)));
+    share.max(BATCH_CACHE_BYTES_DEFAULT)
 }
 
 #[cfg(test)]

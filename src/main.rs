@@ -172,7 +172,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let config = ServeConfig::resolve_on(args, u32::try_from(cores).unwrap_or(1), memory)
         .map_err(|e| shardlog::cli::UsageError(e.to_string()))?;
     init_logging(config.log_level.as_deref());
-    shardlog::doctor::serve_preflight(&config.data_dir, config.shards)?;
+    shardlog::doctor::serve_preflight(&config.data_dir, config.shards, config.cache_bytes as u64)?;
     shardlog::server::serve(config)
 }
 

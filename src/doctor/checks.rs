@@ -355,6 +355,38 @@ pub fn cores(shards: Option<u32>) -> Finding {
     }
 }
 
+/// The memory the process may use against what the shards' batch caches may hold (they are
+/// heap, not page cache: never given back under pressure). A warning past half of it.
+#[must_use]
+pub fn memory(shards: Option<u32>, cache_bytes: Option<u64>) -> Finding {
+    let shards = shards.unwrap_or_else(|| {
+        u32::try_from(crate::shard::runtime::allowed_cores().len()).unwrap_or(1)
+    });
+    let Some(memory) = sys::memory_bytes() else {
+        return Finding::ok("memory", "could not read /proc/meminfo; caches not checked");
+    };
+    let per_shard =
+        cache_bytes.unwrap_or_else(|| crate::config::default_cache_bytes(Some(memory), shards));
+    let total = per_shard.saturating_mul(u64::from(shards.max(1)));
+    let msg = format!(
+        "{} usable; batch caches up to {} ({shards} × {})",
+        human_bytes(memory),
+        human_bytes(total),
+        human_bytes(per_shard)
+    );
+    if total > memory / 2 {
+        return Finding::warn(
+            "memory",
+            format!("{msg}, more than half of it"),
+            format!(
+                "lower --cache-bytes to at most {}",
+                human_bytes(memory / 2 / u64::from(shards.max(1)))
+            ),
+        );
+    }
+    Finding::ok("memory", msg)
+}
+
 fn human_bytes(v: u64) -> String {
     if v == u64::MAX {
         return "unlimited".into();
@@ -392,6 +424,14 @@ mod tests {
         assert_eq!(parse_release("5.4.0-150-generic"), Some((5, 4)));
         assert_eq!(parse_release("x"), None);
         assert!(parse_release("5.4.0").expect("parse") < KERNEL_MIN);
+    }
+
+    #[test]
+    fn caches_past_half_of_memory_are_a_warning() {
+        assert_eq!(memory(Some(2), Some(64 << 20)).severity, Severity::Ok);
+        let f = memory(Some(1), Some(u64::MAX / 2));
+        assert_eq!(f.severity, Severity::Warning, "{f}");
+        assert!(f.fix.as_deref().is_some_and(|x| x.contains("--cache-bytes")), "{f}");
     }
 
     #[test]

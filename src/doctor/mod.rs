@@ -99,10 +99,22 @@ pub fn preflight(data_dir: &Path) -> Vec<Finding> {
 /// [`preflight`] also checking that `shards` fit the allowed cores.
 #[must_use]
 pub fn preflight_with_shards(data_dir: &Path, shards: Option<u32>) -> Vec<Finding> {
+    preflight_full(data_dir, shards, None)
+}
+
+/// Every check, with the shard count and per-shard cache the broker will run with (each
+/// defaulted as `serve` defaults it when `None`).
+#[must_use]
+pub fn preflight_full(
+    data_dir: &Path,
+    shards: Option<u32>,
+    cache_bytes: Option<u64>,
+) -> Vec<Finding> {
     let mut findings = vec![kernel(), io_uring()];
     findings.extend(limits());
     findings.extend(checks::data_dir(data_dir));
     findings.push(cores(shards));
+    findings.push(checks::memory(shards, cache_bytes));
     findings
 }
 
@@ -124,10 +136,10 @@ pub fn fatal_message(findings: &[Finding]) -> Option<String> {
 /// What `serve` runs before anything else: creates the data directory (serve would
 /// anyway, and O_DIRECT can only be probed inside it), runs every check, logs warnings,
 /// and refuses with one clear message when a finding is fatal.
-pub fn serve_preflight(data_dir: &Path, shards: u32) -> anyhow::Result<()> {
+pub fn serve_preflight(data_dir: &Path, shards: u32, cache_bytes: u64) -> anyhow::Result<()> {
     std::fs::create_dir_all(data_dir)
         .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data_dir.display()))?;
-    let findings = preflight_with_shards(data_dir, Some(shards));
+    let findings = preflight_full(data_dir, Some(shards), Some(cache_bytes));
     for f in findings.iter().filter(|f| f.severity == Severity::Warning) {
         tracing::warn!("{}: {} (fix: {})", f.check, f.message, f.fix.as_deref().unwrap_or("-"));
     }
