@@ -170,7 +170,8 @@ for w, title in [("w1", "W1 via ProducerPerformance"), ("w2", "W2 via ProducerPe
 for w, title in [("w1rdk", "W1 via librdkafka"), ("w2rdk", "W2 via librdkafka"),
                  ("w5warm", "W5 warm (bundled client)"),
                  ("w5rdkc", "W5 warm via librdkafka (rdkafka_performance, C)"),
-                 ("w5rdk", "W5 warm via librdkafka (confluent-kafka, Python app)")]:
+                 ("w5rdk", "W5 warm via librdkafka (confluent-kafka, Python app)"),
+                 ("w5rdkq", "W5 warm via confluent-kafka, fetch.queue.backoff.ms=10")]:
     k, s = runs(K, w), runs(S, w)
     if not k and not s:
         continue
@@ -230,6 +231,8 @@ target("W5 warm via librdkafka (rdkafka_performance) records/s ≥ Kafka", m("w5
 # fills librdkafka's 64 MiB queue, and librdkafka then waits fetch.queue.backoff.ms (1 s).
 target("W5 warm via confluent-kafka (Python app) records/s ≥ Kafka", m("w5rdk", S, "rps"),
        m("w5rdk", K, "rps"), True)
+target("W5 warm via confluent-kafka, fetch.queue.backoff.ms=10, records/s ≥ Kafka",
+       m("w5rdkq", S, "rps"), m("w5rdkq", K, "rps"), True)
 
 
 def loads():

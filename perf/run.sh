@@ -226,13 +226,14 @@ if [[ -z "$RDK_PY" ]]; then
     if "$c" -c "import confluent_kafka" 2>/dev/null; then RDK_PY="$c"; break; fi
   done
 fi
-rdkafka() { # mode out port topic records [rate]
+rdkafka() { # mode out port topic records [rate [-X key=value...]]
   local mode="$1" out="$2" port="$3" topic="$4" records="$5" rate="${6:-0}"
+  shift $(($# < 6 ? $# : 6))
   [[ -n "$RDK_PY" ]] || return 0
   [[ "$mode" == produce ]] && topic_create "$port" "$topic"
   taskset -c "$CLIENT_CPU" "$RDK_PY" "$ROOT/perf/clients/rdkafka_perf.py" "$mode" \
     --bootstrap "127.0.0.1:$port" --topic "$topic" --records "$records" --rate "$rate" \
-    --record-size "$RECORD" --json "$out" >"${out%.json}.txt" 2>&1 \
+    --record-size "$RECORD" --json "$out" "$@" >"${out%.json}.txt" 2>&1 \
     || log "librdkafka $mode on $topic failed: $(tail -1 "${out%.json}.txt")"
 }
 
@@ -355,6 +356,9 @@ run_workload() {
       --label "$b W5 warm" --json "$r/w5warm-$rep.json" >"$r/w5warm-$rep.txt" 2>&1 || log "$b W5 warm failed"
     consumer_perf "$r/w5-java-$rep.txt" "$port" "$t" "$n"
     rdkafka consume "$r/w5rdk-$rep.json" "$port" "$t" "$n"
+    # The same app with librdkafka's fetch-queue back-off at 10 ms instead of 1 s: the
+    # default parks every partition for a second whenever the broker outruns the app.
+    rdkafka consume "$r/w5rdkq-$rep.json" "$port" "$t" "$n" 0 -X fetch.queue.backoff.ms=10
     rdkperf_consume "$r/w5rdkc-$rep.json" "$port" "$t" "$n"
     ;;
   W6)

@@ -5,7 +5,7 @@ independent client.
 
   rdkafka_perf.py produce --bootstrap H:P --topic T --records N [--rate R] [--acks 1]
                           [--record-size 1024] --json OUT
-  rdkafka_perf.py consume --bootstrap H:P --topic T --records N --json OUT
+  rdkafka_perf.py consume --bootstrap H:P --topic T --records N --json OUT [-X KEY=VALUE]...
 
 produce: N records of --record-size bytes, keyless (librdkafka's sticky partitioner spreads
 them), linger.ms=0 and idempotence off as run.sh's other producers; closed loop (as fast as
@@ -109,6 +109,17 @@ def produce(a):
     }
 
 
+def extra_config(a):
+    """The -X KEY=VALUE properties as a dict."""
+    out = {}
+    for kv in a.extra:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            sys.exit(f"-X {kv}: expected KEY=VALUE")
+        out[k] = v
+    return out
+
+
 def consume(a):
     c = Consumer({
         "bootstrap.servers": a.bootstrap,
@@ -116,6 +127,7 @@ def consume(a):
         "enable.auto.commit": False,
         "fetch.max.bytes": 52428800,
         "max.partition.fetch.bytes": 1048576,
+        **extra_config(a),
     })
     md = c.list_topics(a.topic, timeout=30).topics[a.topic]
     if md.error is not None:
@@ -159,6 +171,8 @@ def main():
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--timeout-s", type=float, default=300)
     ap.add_argument("--json", required=True)
+    ap.add_argument("-X", dest="extra", action="append", default=[], metavar="KEY=VALUE",
+                    help="one more librdkafka property for the client (repeatable)")
     a = ap.parse_args()
     out = produce(a) if a.mode == "produce" else consume(a)
     json.dump(out, open(a.json, "w"), indent=1)
