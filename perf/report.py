@@ -299,8 +299,9 @@ Load generator: `{bench}` (closed loop unless a rate is given; open-loop latency
 the intended send time, coordinated omission corrected). Other clients: Kafka's Java client
 (`ProducerPerformance`, latency not CO-corrected; `ConsumerPerformance`) and librdkafka
 (`perf/clients/rdkafka_perf.py`, confluent-kafka; its fixed-rate latency is CO-corrected).
-W5 reads cold first (Kafka's page cache dropped; Shardlog's own cache holds only the newest
-batches), then warm with each client.
+W5 reads cold first (Kafka's page cache dropped; Shardlog restarted, so its own cache is
+empty), then warm with each client (confluent-kafka twice: with librdkafka's defaults, and
+with `fetch.queue.backoff.ms=10`).
 
 **Noise**: every workload ran {reps} times per broker, interleaved (Kafka, Shardlog, Kafka,
 Shardlog, ...; a fresh topic per run). Each cell is the median of the runs and [min–max];
