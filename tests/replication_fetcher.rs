@@ -76,7 +76,7 @@ impl LeaderLink for InProcessLeader {
                     high_watermark: a.high_watermark.0,
                     log_start_offset: a.log_start_offset.0,
                     diverging_epoch: a.diverging_epoch,
-                    records: a.records,
+                    records: a.records.to_bytes(),
                 },
                 Err(ReplicaFetchError::Replica(e)) => fail(e.kafka_code()),
                 Err(ReplicaFetchError::Storage(e)) => fail(e.kafka_code()),

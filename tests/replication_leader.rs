@@ -75,7 +75,7 @@ async fn follow(leader: &Log, repl: &Replication, id: i32, follower: &Log) -> Of
     let r = req(id, follower.log_end_offset().0, epoch);
     let answer = serve_replica_fetch(leader, repl, &r, T0).await.unwrap();
     assert_eq!(answer.diverging_epoch, None);
-    let info = follower.append_replicated(answer.records, T0).await.unwrap();
+    let info = follower.append_replicated(answer.records.to_bytes(), T0).await.unwrap();
     if let Some(last) = info.last_offset {
         follower.wait_committed(last).await.unwrap();
     }

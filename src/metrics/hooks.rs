@@ -21,14 +21,17 @@ pub fn produced(topic: &str, bytes: usize, info: &AppendInfo, started: Instant) 
     });
 }
 
-/// A fetch read `batches` (stored record batches, whole) from `topic`.
-pub fn fetched(topic: &str, batches: &[u8]) {
-    if batches.is_empty() {
+/// A fetch read `pieces` (stored record batches, whole, in one or more buffers) from
+/// `topic`: one registry update for them all.
+pub fn fetched(topic: &str, pieces: &[bytes::Bytes]) {
+    let bytes: usize = pieces.iter().map(bytes::Bytes::len).sum();
+    if bytes == 0 {
         return;
     }
+    let records = pieces.iter().map(|p| batch_records(p)).sum();
     with(|r| {
-        r.topic_out(topic, batches.len() as u64, batch_records(batches));
-        r.count(super::Count::OwnedBytesOut, batches.len() as u64);
+        r.topic_out(topic, bytes as u64, records);
+        r.count(super::Count::OwnedBytesOut, bytes as u64);
     });
 }
 

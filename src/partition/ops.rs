@@ -16,7 +16,7 @@ use kafka_protocol::error::ResponseError;
 use crate::protocol::errors::storage_error_code;
 use crate::shard::{OwnedPartition, ShardCtx};
 use crate::storage::error::RecordError;
-use crate::storage::StorageError;
+use crate::storage::{SendRecords, StorageError};
 use crate::types::{Epoch, Offset};
 
 /// One partition's part of a request, sent to its owner shard.
@@ -148,7 +148,8 @@ pub struct FetchPart {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
-    pub records: Bytes,
+    /// Whole batches, possibly in pieces (sent, then dropped: they may pin cache buffers).
+    pub records: SendRecords,
     /// Fetch v12+ for a follower whose log may diverge: (epoch, end offset).
     pub diverging_epoch: Option<(i32, i64)>,
     /// read_committed: the aborted transactions in the returned range (producer id, first
@@ -373,7 +374,7 @@ async fn fetch(
         high_watermark: -1,
         last_stable_offset: -1,
         log_start_offset: -1,
-        records: Bytes::new(),
+        records: SendRecords::default(),
         diverging_epoch: None,
         aborted: None,
     };
@@ -390,12 +391,14 @@ async fn fetch(
     let read = p.log.read_to_send(Offset(fetch_offset), max_bytes, upper).await;
     let (error, records) = match read {
         Ok(records) => (None, records),
-        Err(err) => (Some(storage_error_code(&err)), Bytes::new()),
+        Err(err) => (Some(storage_error_code(&err)), SendRecords::default()),
     };
     p.bytes_out.set(p.bytes_out.get() + records.len() as u64);
-    crate::metrics::fetched(topic, &records);
+    crate::metrics::fetched(topic, records.pieces());
     let aborted = read_committed.then(|| {
-        let end = crate::txn::partition::records_end(&records).unwrap_or(upper);
+        // Every piece holds whole batches: the last one ends the range.
+        let last = records.pieces().last().cloned().unwrap_or_default();
+        let end = crate::txn::partition::records_end(&last).unwrap_or(upper);
         p.log.aborted_between(Offset(fetch_offset), end)
     });
     FetchPart {

@@ -14,7 +14,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
 use super::leader::Replication;
@@ -25,7 +24,7 @@ use crate::io::FileSystem;
 use crate::protocol::errors::storage_error_code;
 use crate::replication::truncation::diverging_epoch;
 use crate::shard::ShardCtx;
-use crate::storage::{PartitionLog, StorageError};
+use crate::storage::{PartitionLog, SendRecords, StorageError};
 use crate::sync::Notify;
 use crate::types::{Epoch, NodeId, Offset};
 
@@ -46,7 +45,8 @@ pub struct ReplicaFetchRequest {
 /// The leader's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaFetchAnswer {
-    pub records: Bytes,
+    /// Whole batches, possibly in pieces (see `SendRecords`).
+    pub records: SendRecords,
     pub high_watermark: Offset,
     pub log_start_offset: Offset,
     pub log_end_offset: Offset,
@@ -99,7 +99,7 @@ pub async fn serve_replica_fetch<F: FileSystem>(
             return Err(out_of_range().into());
         }
         return Ok(ReplicaFetchAnswer {
-            records: Bytes::new(),
+            records: SendRecords::default(),
             high_watermark: hw_before,
             log_start_offset: log.log_start_offset(),
             log_end_offset: log.log_end_offset(),
@@ -110,7 +110,7 @@ pub async fn serve_replica_fetch<F: FileSystem>(
     let log_end = log.log_end_offset();
     // max_bytes 0: a throttled fetch (`replication::throttle`), answered without records.
     let records = if req.max_bytes == 0 {
-        Bytes::new()
+        SendRecords::default()
     } else {
         log.read_to_send(req.fetch_offset, req.max_bytes, log_end).await?
     };
@@ -160,7 +160,7 @@ pub async fn run(ctx: &ShardCtx, op: ReplicaFetchOp) -> FetchPart {
         high_watermark: -1,
         last_stable_offset: -1,
         log_start_offset: -1,
-        records: Bytes::new(),
+        records: SendRecords::default(),
         diverging_epoch: None,
         aborted: None,
     };
@@ -185,7 +185,7 @@ pub async fn run(ctx: &ShardCtx, op: ReplicaFetchOp) -> FetchPart {
             if answer.high_watermark_moved {
                 p.hw_changed.notify_all();
             }
-            crate::metrics::fetched(&op.topic, &answer.records);
+            crate::metrics::fetched(&op.topic, answer.records.pieces());
             crate::metrics::replication::bytes_out(answer.records.len() as u64);
             FetchPart {
                 error: None,

@@ -20,6 +20,7 @@ use kafka_protocol::messages::{ApiKey, FetchResponse};
 use super::header::{encode_response, DecodeError};
 use super::response::ResponseFrame;
 use crate::constants::FETCH_RECORDS_COPY_MAX_BYTES;
+use crate::storage::SendRecords;
 
 /// First Fetch version with flexible (compact) encoding: records carry a varint length.
 const FLEXIBLE_VERSION: i16 = 12;
@@ -60,24 +61,41 @@ fn records_len_size(len: usize, version: i16) -> usize {
     }
 }
 
+/// Records of the partition at (topic index, partition index) of a response, kept out of
+/// it and written in place of its `records` field, in their pieces.
+pub type SplicedRecords = Vec<((usize, usize), SendRecords)>;
+
 /// Encodes a Fetch response as a frame whose large record buffers are referenced, not
-/// copied.
+/// copied: the `records` of each partition in `spliced` (whose own field is ignored) and
+/// any other `records` of at least [`FETCH_RECORDS_COPY_MAX_BYTES`].
 pub fn encode_fetch_response(
     version: i16,
     correlation_id: i32,
     mut response: FetchResponse,
+    spliced: SplicedRecords,
 ) -> Result<ResponseFrame, DecodeError> {
     let nonce: u64 = rand::random();
-    let mut taken: Vec<Bytes> = Vec::new();
+    let mut taken: Vec<SendRecords> = Vec::new();
     let mut at: Vec<(usize, usize)> = Vec::new();
+    let mut spliced = spliced;
+    spliced.sort_by_key(|(where_, _)| *where_);
+    let mut spliced = spliced.into_iter().peekable();
     for (t, topic) in response.responses.iter_mut().enumerate() {
         for (p, part) in topic.partitions.iter_mut().enumerate() {
-            if part.records.as_ref().is_some_and(|r| r.len() >= FETCH_RECORDS_COPY_MAX_BYTES) {
-                let real = part.records.take().unwrap_or_default();
-                part.records = Some(Bytes::copy_from_slice(&marker(nonce, taken.len())));
-                taken.push(real);
-                at.push((t, p));
-            }
+            let real = match spliced.next_if(|(where_, _)| *where_ == (t, p)) {
+                Some((_, records)) => records,
+                None if part
+                    .records
+                    .as_ref()
+                    .is_some_and(|r| r.len() >= FETCH_RECORDS_COPY_MAX_BYTES) =>
+                {
+                    SendRecords::one(part.records.take().unwrap_or_default())
+                }
+                None => continue,
+            };
+            part.records = Some(Bytes::copy_from_slice(&marker(nonce, taken.len())));
+            taken.push(real);
+            at.push((t, p));
         }
     }
     if taken.is_empty() {
@@ -90,14 +108,19 @@ pub fn encode_fetch_response(
     }
     // The markers were not where the codec puts records: encode the plain way.
     for ((t, p), real) in at.into_iter().zip(taken) {
-        response.responses[t].partitions[p].records = Some(real);
+        response.responses[t].partitions[p].records = Some(real.to_bytes());
     }
     encode_response(ApiKey::Fetch, version, correlation_id, &response).map(ResponseFrame::One)
 }
 
 /// Cuts `encoded` (a whole frame with markers for records) into pieces around `taken`;
 /// `None` if a marker is missing or not preceded by the records length prefix.
-fn splice(encoded: &Bytes, taken: &[Bytes], nonce: u64, version: i16) -> Option<ResponseFrame> {
+fn splice(
+    encoded: &Bytes,
+    taken: &[SendRecords],
+    nonce: u64,
+    version: i16,
+) -> Option<ResponseFrame> {
     let marker_prefix = records_len_size(MARKER_BYTES, version);
     let mut expected_prefix = BytesMut::with_capacity(8);
     put_records_len(&mut expected_prefix, MARKER_BYTES, version);
@@ -105,7 +128,8 @@ fn splice(encoded: &Bytes, taken: &[Bytes], nonce: u64, version: i16) -> Option<
         + taken.iter().map(|r| records_len_size(r.len(), version) + r.len()).sum::<usize>();
     let mut meta = BytesMut::with_capacity(encoded.len() + taken.len() * 5);
     meta.put_u32(u32::try_from(body_bytes).ok()?);
-    let mut pieces = Vec::with_capacity(taken.len() * 2 + 1);
+    let pieces_total: usize = taken.iter().map(|r| r.pieces().len()).sum();
+    let mut pieces = Vec::with_capacity(taken.len() + pieces_total + 1);
     let mut from = 4;
     for (i, real) in taken.iter().enumerate() {
         let m = marker(nonce, i);
@@ -117,7 +141,7 @@ fn splice(encoded: &Bytes, taken: &[Bytes], nonce: u64, version: i16) -> Option<
         meta.put_slice(&encoded[from..prefix_at]);
         put_records_len(&mut meta, real.len(), version);
         pieces.push(meta.split().freeze());
-        pieces.push(real.clone());
+        pieces.extend(real.pieces().iter().cloned());
         from = at + MARKER_BYTES;
     }
     meta.put_slice(&encoded[from..]);
@@ -163,7 +187,8 @@ mod tests {
         for version in 4..=18 {
             let plain =
                 encode_response(ApiKey::Fetch, version, 99, &response(&sizes, version)).unwrap();
-            let frame = encode_fetch_response(version, 99, response(&sizes, version)).unwrap();
+            let frame =
+                encode_fetch_response(version, 99, response(&sizes, version), Vec::new()).unwrap();
             assert!(matches!(frame, ResponseFrame::Pieces(ref p) if p.len() == 5), "v{version}");
             assert_eq!(frame.to_bytes(), plain, "v{version}");
             // And the codec reads it back.
@@ -188,7 +213,7 @@ mod tests {
 
     #[test]
     fn small_records_stay_in_one_buffer() {
-        let frame = encode_fetch_response(12, 1, response(&[100, 2000], 12)).unwrap();
+        let frame = encode_fetch_response(12, 1, response(&[100, 2000], 12), Vec::new()).unwrap();
         assert!(matches!(frame, ResponseFrame::One(_)));
     }
 
@@ -197,6 +222,35 @@ mod tests {
         let r = response(&[FETCH_RECORDS_COPY_MAX_BYTES], 12);
         let encoded = encode_response(ApiKey::Fetch, 12, 1, &r).unwrap();
         // No marker in the frame at all: the splice refuses.
-        assert!(splice(&encoded, &[Bytes::from_static(b"x")], 5, 12).is_none());
+        assert!(splice(&encoded, &[SendRecords::one(Bytes::from_static(b"x"))], 5, 12).is_none());
+    }
+
+    /// Records in pieces are written in place of their partition's field, the pieces
+    /// themselves in the frame, and the frame equals the plain encoding of the joined bytes.
+    #[test]
+    fn records_in_pieces_are_spliced_whole() {
+        for version in [4, 11, 12, 16] {
+            let sizes = [30_000, 10, 50_000];
+            let plain =
+                encode_response(ApiKey::Fetch, version, 7, &response(&sizes, version)).unwrap();
+            let whole = response(&sizes, version);
+            let cut = |i: usize, at: &[usize]| {
+                let b = whole.responses[0].partitions[i].records.clone().unwrap();
+                let mut pieces = Vec::new();
+                let mut from = 0;
+                for &to in at.iter().chain(std::iter::once(&b.len())) {
+                    pieces.push(b.slice(from..to));
+                    from = to;
+                }
+                SendRecords::from_pieces(pieces)
+            };
+            let spliced = vec![((0, 0), cut(0, &[1, 20_000])), ((0, 1), cut(1, &[3]))];
+            let mut r = response(&sizes, version);
+            r.responses[0].partitions[0].records = Some(Bytes::from_static(b"ignored"));
+            let frame = encode_fetch_response(version, 7, r, spliced).unwrap();
+            // Partition 0 in three pieces, 1 in two, 2 whole, around four metadata pieces.
+            assert!(matches!(frame, ResponseFrame::Pieces(ref p) if p.len() == 10), "v{version}");
+            assert_eq!(frame.to_bytes(), plain, "v{version}");
+        }
     }
 }

@@ -297,13 +297,43 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 }
 
 /// Writes a response frame's pieces back to back (a large Fetch response references its
-/// records instead of copying them into one buffer: `protocol::fetch_encode`).
+/// records instead of copying them into one buffer: `protocol::fetch_encode`), as few
+/// vectored writes as the socket takes (`io::vectored`: one `sendmsg` for them all).
 async fn write_frame<W: AsyncWrite + Unpin>(
     writer: &mut W,
     frame: &crate::protocol::ResponseFrame,
 ) -> std::io::Result<()> {
-    for piece in frame.pieces() {
-        writer.write_all(piece).await?;
+    let pieces = frame.pieces();
+    if let [one] = pieces {
+        return writer.write_all(one).await;
+    }
+    // The first unsent piece and how much of it is sent.
+    let (mut next, mut sent) = (0usize, 0usize);
+    while next < pieces.len() {
+        let slices: Vec<std::io::IoSlice<'_>> = std::iter::once(&pieces[next][sent..])
+            .chain(pieces[next + 1..].iter().map(|p| &p[..]))
+            .map(std::io::IoSlice::new)
+            .collect();
+        let mut n = writer.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 && next < pieces.len() {
+            let left = pieces[next].len() - sent;
+            if n < left {
+                sent += n;
+                n = 0;
+            } else {
+                n -= left;
+                next += 1;
+                sent = 0;
+            }
+        }
+        // Skip empty pieces so the next call starts on bytes.
+        while next < pieces.len() && pieces[next].len() == sent {
+            next += 1;
+            sent = 0;
+        }
     }
     Ok(())
 }

@@ -41,9 +41,10 @@ use crate::constants::FETCH_MAX_WAIT_MS_CAP;
 use crate::partition::ops::{FetchPart, PartitionOp, PartitionResult, WaitSpec};
 use crate::partition::replica_fetch::{ReplicaFetchOp, ReplicaFetchRequest};
 use crate::protocol::decode_request;
-use crate::protocol::fetch_encode::encode_fetch_response;
+use crate::protocol::fetch_encode::{encode_fetch_response, SplicedRecords};
 use crate::quota::QuotaKind;
 use crate::shard::ShardCtx;
+use crate::storage::SendRecords;
 use crate::types::{Epoch, NodeId, Offset, ShardId};
 
 /// 4 is the Kafka 4 floor (and what librdkafka needs to use v2 batches); 18 is Kafka
@@ -197,8 +198,9 @@ async fn run(ctx: &Rc<ShardCtx>, plan: Plan) -> Outcome {
     let client_id = plan.client_id.clone();
     let user = plan.user.clone();
     let from_replica = plan.replica.is_some();
-    let response = build_response(plan, parts, &leaders);
-    let outcome = match encode_fetch_response(version, correlation_id, response) {
+    let mut spliced = Vec::new();
+    let response = build_response(plan, parts, &leaders, &mut spliced);
+    let outcome = match encode_fetch_response(version, correlation_id, response, spliced) {
         Ok(frame) => Outcome::Respond(frame),
         Err(err) => Outcome::Close(err.to_string()),
     };
@@ -253,7 +255,7 @@ async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
                 high_watermark: -1,
                 last_stable_offset: -1,
                 log_start_offset: -1,
-                records: Bytes::new(),
+                records: SendRecords::default(),
                 diverging_epoch: None,
                 aborted: None,
             },
@@ -328,7 +330,7 @@ fn trim_to_max_bytes(parts: &mut [FetchPart], max_bytes: usize) {
             budget = budget.saturating_sub(part.records.len());
             first = false;
         } else {
-            part.records = Bytes::new();
+            part.records = SendRecords::default();
         }
     }
 }
@@ -385,7 +387,15 @@ impl Leaders {
     }
 }
 
-fn build_response(plan: Plan, parts: Vec<FetchPart>, leaders: &Leaders) -> FetchResponse {
+/// The response for `parts`; records in several pieces go to `spliced` (by topic and
+/// partition index, in response order) for the encoder to write in place, not into the
+/// response.
+fn build_response(
+    plan: Plan,
+    parts: Vec<FetchPart>,
+    leaders: &Leaders,
+    spliced: &mut SplicedRecords,
+) -> FetchResponse {
     let mut response = FetchResponse::default()
         .with_session_id(0)
         .with_error_code(plan.session_error.map_or(0, |e| e.code()));
@@ -413,8 +423,14 @@ fn build_response(plan: Plan, parts: Vec<FetchPart>, leaders: &Leaders) -> Fetch
             .with_last_stable_offset(part.last_stable_offset)
             .with_log_start_offset(if plan.version >= 5 { part.log_start_offset } else { -1 })
             .with_preferred_read_replica(BrokerId(-1))
-            .with_aborted_transactions(crate::txn::partition::aborted_field(part.aborted))
-            .with_records(Some(part.records));
+            .with_aborted_transactions(crate::txn::partition::aborted_field(part.aborted));
+        if part.records.pieces().len() > 1 {
+            data.records = Some(Bytes::new());
+            let index = response.responses[w.topic].partitions.len();
+            spliced.push(((w.topic, index), part.records));
+        } else {
+            data.records = Some(part.records.to_bytes());
+        }
         if let (Some((epoch, end)), true) =
             (part.diverging_epoch, plan.version >= DIVERGING_EPOCH_VERSION)
         {
@@ -525,8 +541,12 @@ mod tests {
         assert!(l.endpoint(2).is_none(), "fenced");
         assert!(l.endpoint(4).is_none(), "unknown");
         assert_eq!(l.endpoint(3).unwrap().host.as_str(), "h3", "itself");
-        let r =
-            build_response(plan(16, &[0]), vec![failed(ResponseError::NotLeaderOrFollower)], &l);
+        let r = build_response(
+            plan(16, &[0]),
+            vec![failed(ResponseError::NotLeaderOrFollower)],
+            &l,
+            &mut Vec::new(),
+        );
         let p = &r.responses[0].partitions[0];
         assert_eq!((p.current_leader.leader_id.0, p.current_leader.leader_epoch), (1, 7));
         assert_eq!(r.node_endpoints.len(), 1);
@@ -539,7 +559,7 @@ mod tests {
             high_watermark: 0,
             last_stable_offset: 0,
             log_start_offset: 0,
-            records: Bytes::from(vec![0u8; len]),
+            records: SendRecords::one(Bytes::from(vec![0u8; len])),
             diverging_epoch: None,
             aborted: None,
         }
@@ -597,7 +617,7 @@ mod tests {
                 failed(ResponseError::UnknownLeaderEpoch),
             ]
         };
-        let r = build_response(plan(16, &[0, 0, 0]), parts(), &leaders());
+        let r = build_response(plan(16, &[0, 0, 0]), parts(), &leaders(), &mut Vec::new());
         let current: Vec<(i32, i32)> = r.responses[0]
             .partitions
             .iter()
@@ -613,10 +633,11 @@ mod tests {
             plan(15, &[0]),
             vec![failed(ResponseError::FencedLeaderEpoch)],
             &leaders(),
+            &mut Vec::new(),
         );
         assert_eq!(r.responses[0].partitions[0].current_leader.leader_id.0, -1);
         assert!(r.node_endpoints.is_empty());
-        let r = build_response(plan(12, &[0]), vec![part(1)], &leaders());
+        let r = build_response(plan(12, &[0]), vec![part(1)], &leaders(), &mut Vec::new());
         assert_eq!(r.responses[0].topic.0.as_str(), "t", "v12 answers by name");
     }
 

@@ -42,7 +42,9 @@ use crate::shard::runtime::App;
 const APP: App = App {
     handle: call::handle,
     start_controller: |ctx| Box::pin(cluster::start(ctx)),
-    serve_connection: |ctx, stream, peer| connection::serve(ctx, stream, peer),
+    serve_connection: |ctx, stream, peer| {
+        connection::serve(ctx, crate::io::vectored::VectoredStream::new(stream), peer)
+    },
     accept_gate: |ctx| Box::pin(limits::accept_gate(ctx)),
     admin_post: |ctx, method, target| Box::pin(shard_move::admin_post(ctx, method, target)),
 };

@@ -510,18 +510,19 @@ impl<F: FileSystem> PartitionLog<F> {
         max_bytes: usize,
         max_offset: Offset,
     ) -> Result<Bytes, StorageError> {
-        self.inner.read(offset, max_bytes, max_offset, false).await
+        Ok(self.inner.read(offset, max_bytes, max_offset, false).await?.to_bytes())
     }
 
-    /// As [`Self::read`], for bytes that are sent and dropped (a Fetch response): a run of
-    /// batches a read-ahead cached comes back as one slice of its buffer, without a copy.
-    /// Keeping the result would keep that buffer (up to 4 MiB) alive outside the cache's bound.
+    /// As [`Self::read`], for bytes that are sent and dropped (a Fetch response): batches
+    /// come back as slices of the buffers holding them (a read-ahead's, the cache's chunks),
+    /// in pieces, without a copy. Keeping the result would keep those buffers (up to 4 MiB
+    /// each) alive outside the cache's bound.
     pub async fn read_to_send(
         &self,
         offset: Offset,
         max_bytes: usize,
         max_offset: Offset,
-    ) -> Result<Bytes, StorageError> {
+    ) -> Result<super::SendRecords, StorageError> {
         self.inner.read(offset, max_bytes, max_offset, true).await
     }
 

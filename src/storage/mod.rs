@@ -39,6 +39,7 @@ mod recovery;
 mod replicated;
 pub mod retention;
 pub mod segment;
+mod send_records;
 pub mod txn_index;
 pub mod validate;
 mod writer;
@@ -50,6 +51,7 @@ pub use log::PartitionLog;
 pub use open_files::{OpenFiles, OpenFilesStats};
 pub use replicated::ReplicaAppendInfo;
 pub use retention::RetentionOutcome;
+pub use send_records::SendRecords;
 
 use crate::constants;
 use crate::types::Offset;

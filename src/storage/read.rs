@@ -14,6 +14,7 @@ use super::error::StorageError;
 use super::log::LogInner;
 use super::readahead::DiskTail;
 use super::records::first_record_at_or_after;
+use super::send_records::SendRecords;
 use crate::constants::{
     CACHE_INLINE_MAX_BYTES, FETCH_RECORDS_COPY_MAX_BYTES, LOG_READ_CHUNK_BYTES_MIN,
     READAHEAD_BYTES_MAX, READAHEAD_MIN_READ_BYTES, READAHEAD_REQUESTS,
@@ -179,16 +180,17 @@ impl<F: FileSystem> LogInner<F> {
     }
 
     /// Whole batches from the one containing `offset` (see `PartitionLog::read`). With
-    /// `to_send`, a run of batches a read-ahead cached is answered as one slice of its buffer
-    /// (no copy; the caller sends it and drops it); otherwise whatever comes from a shared
-    /// buffer is copied, so a caller may keep the result.
+    /// `to_send`, batches are answered as slices of the buffers that hold them (a read-ahead
+    /// buffer, cache chunks, a disk read), in pieces when there are several (no copy; the
+    /// caller sends them and drops them); otherwise whatever comes from a shared buffer is
+    /// copied into one, so a caller may keep the result.
     pub async fn read(
         self: &std::rc::Rc<Self>,
         offset: Offset,
         max_bytes: usize,
         max_offset: Offset,
         to_send: bool,
-    ) -> Result<Bytes, StorageError> {
+    ) -> Result<SendRecords, StorageError> {
         let (start, end) = {
             let st = self.st.borrow();
             (st.log_start, st.log_end)
@@ -257,7 +259,12 @@ impl<F: FileSystem> LogInner<F> {
                 max_bytes.saturating_mul(READAHEAD_REQUESTS).min(READAHEAD_BYTES_MAX),
             );
         }
-        Ok(match parts.len() {
+        if to_send && parts.len() > 1 && total >= FETCH_RECORDS_COPY_MAX_BYTES {
+            // Sent back to back from where they are (`SendRecords`); a small answer is
+            // cheaper copied than sent in pieces.
+            return Ok(SendRecords::from_pieces(parts));
+        }
+        Ok(SendRecords::one(match parts.len() {
             0 => Bytes::new(),
             // A small batch from the cache is a slice of one of its chunks, and any batch
             // may be a slice of an adopted read-ahead buffer: a caller that kept it (a
@@ -277,7 +284,7 @@ impl<F: FileSystem> LogInner<F> {
                 }
                 out.freeze()
             }
-        })
+        }))
     }
 
     pub async fn offset_for_timestamp(
@@ -293,7 +300,7 @@ impl<F: FileSystem> LogInner<F> {
             from.max(st.log_start.0)
         };
         while cur < committed.0 {
-            let data = self.read(Offset(cur), 1 << 20, committed, false).await?;
+            let data = self.read(Offset(cur), 1 << 20, committed, false).await?.to_bytes();
             if data.is_empty() {
                 return Ok(None);
             }

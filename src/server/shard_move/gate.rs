@@ -308,7 +308,7 @@ fn unreachable_result(kind: Kind) -> PartitionResult {
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,
-            records: bytes::Bytes::new(),
+            records: crate::storage::SendRecords::default(),
             diverging_epoch: None,
             aborted: None,
         }),
