@@ -1,7 +1,8 @@
 //! The I/O seam of the storage engine: a small file-system trait ([`FileSystem`], [`DataFile`])
 //! with two implementations, glommio DMA files ([`dma`]) and a fault-injecting in-memory
 //! file system ([`mem`]), plus the start-up workarounds this machine needs
-//! ([`probe_data_dir`], [`raise_memlock_limit`]).
+//! ([`probe_data_dir`], [`raise_memlock_limit`]), and the socket wrapper whose vectored
+//! writes are one `sendmsg` ([`vectored`]).
 //!
 //! Lives on every shard: each shard's executor creates its own file handles; nothing here is
 //! shared across threads (`Rc`, not `Arc`). Only this module and the shard runtime import

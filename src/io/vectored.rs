@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 use futures::io::{AsyncRead, AsyncWrite};
 
 /// At most this many buffers per `sendmsg` (Linux's `IOV_MAX`).
-const IOVECS_MAX: usize = 1024;
+pub const IOVECS_MAX: usize = 1024;
 
 pub struct VectoredStream<S> {
     inner: S,

@@ -309,9 +309,18 @@ async fn write_frame<W: AsyncWrite + Unpin>(
     }
     // The first unsent piece and how much of it is sent.
     let (mut next, mut sent) = (0usize, 0usize);
-    while next < pieces.len() {
+    loop {
+        // Skip empty pieces so each call starts on bytes.
+        while next < pieces.len() && pieces[next].len() == sent {
+            next += 1;
+            sent = 0;
+        }
+        if next == pieces.len() {
+            return Ok(());
+        }
         let slices: Vec<std::io::IoSlice<'_>> = std::iter::once(&pieces[next][sent..])
             .chain(pieces[next + 1..].iter().map(|p| &p[..]))
+            .take(crate::io::vectored::IOVECS_MAX)
             .map(std::io::IoSlice::new)
             .collect();
         let mut n = writer.write_vectored(&slices).await?;
@@ -329,13 +338,7 @@ async fn write_frame<W: AsyncWrite + Unpin>(
                 sent = 0;
             }
         }
-        // Skip empty pieces so the next call starts on bytes.
-        while next < pieces.len() && pieces[next].len() == sent {
-            next += 1;
-            sent = 0;
-        }
     }
-    Ok(())
 }
 
 /// When the connection last read a request or finished one, and how many are in flight:
@@ -373,6 +376,70 @@ impl Activity {
             // are in flight the clock restarts when the last of them finishes.
             let wait = if self.in_flight.get() > 0 { limit } else { limit.saturating_sub(idle) };
             crate::shard::sleep(wait.max(Duration::from_millis(1))).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ResponseFrame;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// A writer that takes at most `step` bytes per call, vectored or not, and is pending
+    /// every other call: partial writes at every boundary.
+    struct Trickle {
+        out: Vec<u8>,
+        step: usize,
+        calls: usize,
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.calls += 1;
+            if self.calls % 2 == 0 {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let n = buf.len().min(self.step);
+            self.out.extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> Poll<std::io::Result<usize>> {
+            let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            self.as_mut().poll_write(cx, &joined)
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[test]
+    fn a_frame_in_pieces_is_written_whole_through_partial_writes() {
+        let pieces: Vec<Bytes> = ["", "abc", "", "defghij", "k", "", "lmnopqrstu", ""]
+            .iter()
+            .map(|s| Bytes::from_static(s.as_bytes()))
+            .collect();
+        for step in [1, 2, 3, 5, 8, 100] {
+            let mut w = Trickle { out: Vec::new(), step, calls: 0 };
+            let frame = ResponseFrame::Pieces(pieces.clone());
+            futures::executor::block_on(write_frame(&mut w, &frame)).expect("write");
+            assert_eq!(w.out, b"abcdefghijklmnopqrstu", "step {step}");
         }
     }
 }
