@@ -180,6 +180,11 @@ pub const FETCH_MAX_WAIT_MS_CAP: i32 = 60_000;
 /// buffers instead of being copied into the response frame (`protocol::fetch_encode`):
 /// above it a copy costs more than the extra send of a piece.
 pub const FETCH_RECORDS_COPY_MAX_BYTES: usize = 16 * 1024;
+/// A response piece at least this large is written by itself; smaller neighbours go in
+/// vectored writes (`server::connection::write_frame`).
+pub const FRAME_PIECE_ALONE_BYTES: usize = 128 * 1024;
+/// The most bytes of small pieces one vectored write carries.
+pub const FRAME_VECTORED_WRITE_BYTES_MAX: usize = 1024 * 1024;
 /// `replica.lag.time.max.ms` (Kafka's default): a follower that has not caught up with the
 /// leader's log end for this long leaves the ISR.
 pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: i64 = 30_000;

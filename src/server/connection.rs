@@ -297,20 +297,21 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 }
 
 /// Writes a response frame's pieces back to back (a large Fetch response references its
-/// records instead of copying them into one buffer: `protocol::fetch_encode`), as few
-/// vectored writes as the socket takes (`io::vectored`: one `sendmsg` for them all).
+/// records instead of copying them into one buffer: `protocol::fetch_encode`). A large piece
+/// is written by itself; a run of small ones (records gathered from cache chunks, the
+/// encoded fields between them) goes in vectored writes (`io::vectored`: one `sendmsg`).
+/// Measured: one `sendmsg` for whole multi-megabyte frames made reads from read-ahead
+/// buffers 10 % slower than a write per piece, while many 16 KiB pieces are faster gathered
+/// (perf/results/2026-12-03-fetch-pieces.md).
 async fn write_frame<W: AsyncWrite + Unpin>(
     writer: &mut W,
     frame: &crate::protocol::ResponseFrame,
 ) -> std::io::Result<()> {
+    use crate::constants::{FRAME_PIECE_ALONE_BYTES, FRAME_VECTORED_WRITE_BYTES_MAX};
     let pieces = frame.pieces();
-    if let [one] = pieces {
-        return writer.write_all(one).await;
-    }
     // The first unsent piece and how much of it is sent.
     let (mut next, mut sent) = (0usize, 0usize);
     loop {
-        // Skip empty pieces so each call starts on bytes.
         while next < pieces.len() && pieces[next].len() == sent {
             next += 1;
             sent = 0;
@@ -318,11 +319,24 @@ async fn write_frame<W: AsyncWrite + Unpin>(
         if next == pieces.len() {
             return Ok(());
         }
-        let slices: Vec<std::io::IoSlice<'_>> = std::iter::once(&pieces[next][sent..])
-            .chain(pieces[next + 1..].iter().map(|p| &p[..]))
-            .take(crate::io::vectored::IOVECS_MAX)
-            .map(std::io::IoSlice::new)
-            .collect();
+        let rest = &pieces[next][sent..];
+        if rest.len() >= FRAME_PIECE_ALONE_BYTES || next + 1 == pieces.len() {
+            writer.write_all(rest).await?;
+            (next, sent) = (next + 1, 0);
+            continue;
+        }
+        let mut slices = vec![std::io::IoSlice::new(rest)];
+        let mut total = rest.len();
+        for p in &pieces[next + 1..] {
+            if p.len() >= FRAME_PIECE_ALONE_BYTES
+                || slices.len() == crate::io::vectored::IOVECS_MAX
+                || total >= FRAME_VECTORED_WRITE_BYTES_MAX
+            {
+                break;
+            }
+            total += p.len();
+            slices.push(std::io::IoSlice::new(p));
+        }
         let mut n = writer.write_vectored(&slices).await?;
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
@@ -334,8 +348,7 @@ async fn write_frame<W: AsyncWrite + Unpin>(
                 n = 0;
             } else {
                 n -= left;
-                next += 1;
-                sent = 0;
+                (next, sent) = (next + 1, 0);
             }
         }
     }
@@ -431,15 +444,20 @@ mod tests {
 
     #[test]
     fn a_frame_in_pieces_is_written_whole_through_partial_writes() {
-        let pieces: Vec<Bytes> = ["", "abc", "", "defghij", "k", "", "lmnopqrstu", ""]
+        let large = Bytes::from(vec![b'L'; crate::constants::FRAME_PIECE_ALONE_BYTES]);
+        let mut pieces: Vec<Bytes> = ["", "abc", "", "defghij", "k", "", "lmnopqrstu", ""]
             .iter()
             .map(|s| Bytes::from_static(s.as_bytes()))
             .collect();
-        for step in [1, 2, 3, 5, 8, 100] {
+        pieces.insert(4, large.clone());
+        let mut want = b"abcdefghij".to_vec();
+        want.extend_from_slice(&large);
+        want.extend_from_slice(b"klmnopqrstu");
+        for step in [1, 2, 3, 5, 8, 100, 1 << 20] {
             let mut w = Trickle { out: Vec::new(), step, calls: 0 };
             let frame = ResponseFrame::Pieces(pieces.clone());
             futures::executor::block_on(write_frame(&mut w, &frame)).expect("write");
-            assert_eq!(w.out, b"abcdefghijklmnopqrstu", "step {step}");
+            assert!(w.out == want, "step {step}");
         }
     }
 }
