@@ -1,7 +1,7 @@
-//! A socket stream whose vectored writes are one `sendmsg` with every buffer: a Fetch
-//! response in pieces (`protocol::fetch_encode`, `storage::SendRecords`) leaves in one
-//! system call instead of one `send` per piece (glommio 0.9's streams write only the first
-//! buffer of a vectored write).
+//! A socket stream whose vectored writes are one `sendmsg` with every buffer: the small
+//! pieces of a Fetch response (`protocol::fetch_encode`, `storage::SendRecords`) leave in
+//! one system call instead of one `send` each (glommio 0.9's streams write only the first
+//! buffer of a vectored write). `server::connection::write_frame` decides what to gather.
 //!
 //! Lives on the connection's shard, wrapping the stream the runtime accepted. Invariants:
 //! reads, flush and close go to the inner stream unchanged; a vectored write that would
