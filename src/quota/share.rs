@@ -47,6 +47,22 @@ struct Report {
     taken: f64,
 }
 
+impl Report {
+    /// Whether the report still counts at `now_ms` (made, and at most `stale_ms` old).
+    fn fresh(&self, now_ms: u64, stale_ms: u64) -> bool {
+        self.at_ms > 0 && self.at_ms + stale_ms >= now_ms
+    }
+}
+
+/// What the fresh reports of shards other than `shard` took.
+fn others_taken(row: &[Report], shard: usize, now_ms: u64, stale_ms: u64) -> f64 {
+    row.iter()
+        .enumerate()
+        .filter(|(i, r)| *i != shard && r.fresh(now_ms, stale_ms))
+        .map(|(_, r)| r.taken)
+        .sum()
+}
+
 /// The reports every shard made, per budget and kind.
 #[derive(Debug)]
 pub struct ShareBoard {
@@ -120,7 +136,6 @@ impl ShareBoard {
         let Ok(mut reports) = self.reports.lock() else {
             return vec![self.even(); demands.len()];
         };
-        let fresh = |r: &Report| r.at_ms + stale_ms >= now_ms && r.at_ms > 0;
         let fractions = demands
             .iter()
             .map(|d| {
@@ -136,10 +151,13 @@ impl ShareBoard {
                 if let Some(slot) = row.get_mut(shard) {
                     *slot = mine;
                 }
-                let live: Vec<(usize, Report)> =
-                    row.iter().copied().enumerate().filter(|(_, r)| fresh(r)).collect();
-                let others_taken: f64 =
-                    live.iter().filter(|(i, _)| *i != shard).map(|(_, r)| r.taken).sum();
+                let others_taken = others_taken(row, shard, now_ms, stale_ms);
+                let live: Vec<(usize, Report)> = row
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .filter(|(_, r)| r.fresh(now_ms, stale_ms))
+                    .collect();
                 let wants: Vec<f64> = live.iter().map(|(_, r)| want(r, floor)).collect();
                 // The floors of shards that report nothing stay reserved for them.
                 #[allow(clippy::cast_precision_loss)]
@@ -159,7 +177,7 @@ impl ShareBoard {
             .collect();
         // Shard 0 sweeps budgets nobody reports any more, bounding the board.
         if shard == 0 {
-            reports.retain(|_, row| row.iter().any(|r| r.at_ms + stale_ms >= now_ms));
+            reports.retain(|_, row| row.iter().any(|r| r.fresh(now_ms, stale_ms)));
         }
         fractions
     }
@@ -179,13 +197,8 @@ impl ShareBoard {
             return 1.0;
         }
         let Ok(reports) = self.reports.lock() else { return self.floor() };
-        let others_taken: f64 = reports.get(key).map_or(0.0, |row| {
-            row.iter()
-                .enumerate()
-                .filter(|(i, r)| *i != shard && r.at_ms > 0 && r.at_ms + stale_ms >= now_ms)
-                .map(|(_, r)| r.taken)
-                .sum()
-        });
+        let others_taken =
+            reports.get(key).map_or(0.0, |row| others_taken(row, shard, now_ms, stale_ms));
         self.even().min(1.0 - others_taken).max(self.floor())
     }
 
