@@ -17,29 +17,26 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use futures::channel::oneshot;
-use kafka_protocol::records::{
-    Compression, Record as KafkaRecord, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
-use super::leader_write::{append_acks_all, WriteError};
+use super::leader_write::WriteError;
 use super::{GroupAnswer, GroupCall};
-use crate::constants::{
-    GROUP_LAG_PARTITIONS_MAX, GROUP_LAG_PUBLISH_INTERVAL_MS, GROUP_LOAD_WAIT_MS_MAX,
-};
-use crate::group::load::decode_stored_batch;
-use crate::group::placement::{partition_for, OFFSETS_TOPIC};
+use crate::constants::{GROUP_LAG_PARTITIONS_MAX, GROUP_LAG_PUBLISH_INTERVAL_MS};
 use crate::group::records::Record;
 use crate::group::types::{Effects, GroupError, JoinResponse, Reply, SyncResponse, Token};
 use crate::group::Coordinator;
-use crate::shard::{now_ms, OwnedPartition, ShardCtx};
-use crate::types::{Epoch, Offset};
+use crate::shard::{now_ms, ShardCtx};
+use crate::types::Epoch;
+
+mod append;
+mod load;
+
+use append::{persist, persist_txn};
+use load::{ensure_loaded, load_all_owned, reconcile};
+pub(crate) use load::{leading_partition, Leadership};
 
 /// Longest the timer loop sleeps, so a deadline added meanwhile is at most this late.
 const TIMER_TICK_MS_MAX: i64 = 100;
-/// Bytes read per step while replaying an offsets partition.
-const REPLAY_READ_BYTES: usize = 1024 * 1024;
 
 /// A parked request: the member id of a join (`None` for a sync) and its answer channel.
 type Parked = (Option<String>, oneshot::Sender<Reply>);
@@ -340,142 +337,6 @@ impl GroupShard {
     }
 }
 
-/// The offsets partition of `group_id`, if this broker leads it and this shard owns it:
-/// NOT_COORDINATOR from a broker that does not lead it (the client asks FindCoordinator
-/// again), COORDINATOR_LOAD_IN_PROGRESS while this shard is still opening or taking over the
-/// partition the image says it leads, COORDINATOR_NOT_AVAILABLE without a leader.
-fn offsets_partition(
-    ctx: &ShardCtx,
-    group_id: &str,
-) -> Result<(i32, Rc<OwnedPartition>), GroupError> {
-    let n = super::route::offsets_partitions(ctx).ok_or(GroupError::CoordinatorNotAvailable)?;
-    let p = partition_for(group_id, n);
-    leading_partition(ctx, OFFSETS_TOPIC, p).map(|owned| (p, owned)).map_err(|e| match e {
-        Leadership::NoLeader => GroupError::CoordinatorNotAvailable,
-        Leadership::Elsewhere => GroupError::NotCoordinator,
-        Leadership::Opening => GroupError::CoordinatorLoadInProgress,
-    })
-}
-
-/// Why this shard cannot act as the leader of an internal-topic partition now.
-pub(crate) enum Leadership {
-    NoLeader,
-    /// Another broker leads it (or another shard of this broker owns it).
-    Elsewhere,
-    /// The image names this broker leader, but the shard has not opened or promoted the
-    /// partition yet.
-    Opening,
-}
-
-/// The partition `topic`-`p` if this shard owns it and this broker leads it.
-pub(crate) fn leading_partition(
-    ctx: &ShardCtx,
-    topic: &str,
-    p: i32,
-) -> Result<Rc<OwnedPartition>, Leadership> {
-    let image = ctx.image();
-    let pi = image.partition(topic, p).ok_or(Leadership::NoLeader)?;
-    if pi.leader.0 < 0 {
-        return Err(Leadership::NoLeader);
-    }
-    if pi.leader != image.node_id || pi.owner_shard != ctx.id {
-        return Err(Leadership::Elsewhere);
-    }
-    match ctx.partitions.get(topic, p) {
-        Some(owned) if owned.is_leader.get() && owned.leader_epoch.get() == pi.leader_epoch => {
-            Ok(owned)
-        }
-        _ => Err(Leadership::Opening),
-    }
-}
-
-/// Takes the shard's load lock, waiting at most `GROUP_LOAD_WAIT_MS_MAX`: a request for a
-/// partition another request is replaying waits for it (most replays take milliseconds),
-/// and past the bound answers COORDINATOR_LOAD_IN_PROGRESS as Kafka does while loading.
-async fn load_lock(s: &GroupShard) -> Result<futures::lock::MutexGuard<'_, ()>, GroupError> {
-    crate::shard::with_timeout(Duration::from_millis(GROUP_LOAD_WAIT_MS_MAX), s.load_lock.lock())
-        .await
-        .ok_or(GroupError::CoordinatorLoadInProgress)
-}
-
-async fn ensure_loaded(
-    ctx: &Rc<ShardCtx>,
-    s: &Rc<GroupShard>,
-    group_id: &str,
-) -> Result<(), GroupError> {
-    let (p, owned) = offsets_partition(ctx, group_id)?;
-    load_partition(ctx, s, p, &owned).await
-}
-
-/// Loads partition `p`'s groups at the partition's current leader epoch (unloading what an
-/// older epoch loaded first). Bounded: the replay reads up to the high watermark, and starts
-/// only once the high watermark covers the whole log (a new leader's high watermark catches
-/// up as its followers fetch), so no record the ISR may still acknowledge is missed.
-async fn load_partition(
-    ctx: &Rc<ShardCtx>,
-    s: &Rc<GroupShard>,
-    p: i32,
-    owned: &Rc<OwnedPartition>,
-) -> Result<(), GroupError> {
-    let epoch = owned.leader_epoch.get();
-    if s.loaded.borrow().get(&p) == Some(&epoch) {
-        return Ok(());
-    }
-    let _guard = load_lock(s).await?;
-    if s.loaded.borrow().get(&p) == Some(&epoch) {
-        return Ok(());
-    }
-    if s.loaded.borrow().contains_key(&p) {
-        s.unload(ctx, p);
-    }
-    if owned.high_watermark() < owned.log.log_end_offset() {
-        return Err(GroupError::CoordinatorLoadInProgress);
-    }
-    replay(s, owned).await.map_err(|reason| {
-        tracing::error!(partition = p, "replay of {OFFSETS_TOPIC} failed: {reason}");
-        GroupError::CoordinatorNotAvailable
-    })?;
-    if !owned.is_leader.get() || owned.leader_epoch.get() != epoch {
-        // Leadership moved during the replay: drop what it loaded.
-        s.loaded.borrow_mut().insert(p, epoch);
-        s.unload(ctx, p);
-        return Err(GroupError::NotCoordinator);
-    }
-    s.loaded.borrow_mut().insert(p, epoch);
-    tracing::info!(partition = p, leader_epoch = epoch.0, "group coordinator loaded");
-    Ok(())
-}
-
-/// Loads every offsets partition this shard leads (before shard-wide calls like ListGroups).
-async fn load_all_owned(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>) -> Result<(), GroupError> {
-    let Some(n) = super::route::offsets_partitions(ctx) else { return Ok(()) };
-    let mut first_error = Ok(());
-    for p in 0..n {
-        let Ok(owned) = leading_partition(ctx, OFFSETS_TOPIC, p) else { continue };
-        if let Err(e) = load_partition(ctx, s, p, &owned).await {
-            first_error = first_error.and(Err(e));
-        }
-    }
-    first_error
-}
-
-/// Follows leadership (each timer tick): unloads partitions this broker no longer leads at
-/// the epoch they were loaded at, and loads those it now leads, so groups nobody asks about
-/// still expire and a new coordinator is ready when clients come.
-async fn reconcile(ctx: &Rc<ShardCtx>, s: &Rc<GroupShard>) {
-    let loaded: Vec<(i32, Epoch)> = s.loaded.borrow().iter().map(|(p, e)| (*p, *e)).collect();
-    for (p, epoch) in loaded {
-        let still = leading_partition(ctx, OFFSETS_TOPIC, p)
-            .is_ok_and(|owned| owned.leader_epoch.get() == epoch);
-        if !still {
-            s.unload(ctx, p);
-        }
-    }
-    if let Err(e) = load_all_owned(ctx, s).await {
-        tracing::debug!("group state not loaded yet: {e:?}");
-    }
-}
-
 /// A transaction marker closed `producer_id`'s transaction on offsets partition
 /// `partition` of this shard (durably): its pending offsets are applied (COMMIT) or
 /// dropped (ABORT). Called by `txn::partition::marker_written` on the owner shard.
@@ -483,213 +344,6 @@ pub fn complete_txn_offsets(ctx: &ShardCtx, partition: i32, producer_id: i64, co
     let _ = ctx;
     let Some(s) = SHARD_STATE.with(|s| s.borrow().clone()) else { return };
     s.complete_txn(partition, producer_id, commit, now_ms());
-}
-
-impl GroupShard {
-    /// Drops partition `p`'s groups and pending transactional offsets (leadership moved):
-    /// their parked joins and syncs are answered NOT_COORDINATOR.
-    fn unload(&self, ctx: &ShardCtx, p: i32) {
-        if self.loaded.borrow_mut().remove(&p).is_none() {
-            return;
-        }
-        let n = super::route::offsets_partitions(ctx).unwrap_or(1);
-        let tokens = self.coordinator.borrow_mut().unload(|g| partition_for(g, n) == p);
-        self.release_tokens(&tokens);
-        let mut pending = self.pending_txn.borrow_mut();
-        for list in pending.values_mut() {
-            list.retain(|(q, _)| *q != p);
-        }
-        pending.retain(|_, list| !list.is_empty());
-        tracing::info!(partition = p, "group coordinator unloaded: leadership moved");
-    }
-
-    /// Partitions of `group_id` with offsets pending in an open transaction.
-    fn pending_partitions(&self, group_id: &str) -> Vec<(String, i32)> {
-        self.pending_txn
-            .borrow()
-            .values()
-            .flatten()
-            .filter_map(|(_, r)| match r {
-                Record::Offset { group, topic, partition, .. } if group == group_id => {
-                    Some((topic.clone(), *partition))
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn complete_txn(&self, partition: i32, producer_id: i64, commit: bool, now: i64) {
-        let mut pending = self.pending_txn.borrow_mut();
-        let Some(list) = pending.get_mut(&producer_id) else { return };
-        let (mine, rest): (Vec<_>, Vec<_>) = list.drain(..).partition(|(p, _)| *p == partition);
-        *list = rest;
-        if list.is_empty() {
-            pending.remove(&producer_id);
-        }
-        drop(pending);
-        if commit {
-            let records = mine.into_iter().map(|(_, r)| r).collect();
-            self.coordinator.borrow_mut().apply_durable(records, now);
-        }
-    }
-}
-
-/// Appends transactional offset commits (one offsets partition: the group's) as a
-/// transactional batch of the producer and waits until it is durable. Returns the partition.
-async fn persist_txn(
-    ctx: &Rc<ShardCtx>,
-    records: &[Record],
-    producer_id: i64,
-    producer_epoch: i16,
-) -> Result<i32, WriteError> {
-    let Some(Record::Offset { group, .. } | Record::Group { group, .. }) = records.first() else {
-        return Err(WriteError::Failed("nothing to persist".into()));
-    };
-    let (p, owned) = offsets_partition(ctx, group).map_err(|_| WriteError::NotLeader)?;
-    let batch = encode_batch_as(records, now_ms(), Some((producer_id, producer_epoch)))
-        .map_err(WriteError::Failed)?;
-    append_acks_all(&owned, batch, true, now_ms()).await?;
-    Ok(p)
-}
-
-/// Rebuilds groups and offsets from one `__consumer_offsets` partition.
-async fn replay(s: &GroupShard, owned: &OwnedPartition) -> Result<(), String> {
-    let log = &owned.log;
-    let end = owned.high_watermark();
-    let mut offset = log.log_start_offset();
-    let now = now_ms();
-    let mut count = 0usize;
-    while offset < end {
-        let bytes = log.read(offset, REPLAY_READ_BYTES, end).await.map_err(|e| e.to_string())?;
-        if bytes.is_empty() {
-            break;
-        }
-        let next = replay_batches(s, bytes, now, &mut count, owned.tp.partition)?;
-        if next <= offset {
-            break;
-        }
-        offset = next;
-    }
-    tracing::info!(partition = %owned.tp, records = count, "replayed group records");
-    Ok(())
-}
-
-/// Applies every record of a run of batches; returns the offset after the last batch.
-fn replay_batches(
-    s: &GroupShard,
-    mut bytes: Bytes,
-    now: i64,
-    count: &mut usize,
-    partition: i32,
-) -> Result<Offset, String> {
-    let mut next = Offset(-1);
-    while bytes.len() >= 12 {
-        let base = i64::from_be_bytes(bytes[0..8].try_into().map_err(|_| "short batch")?);
-        let len = i32::from_be_bytes(bytes[8..12].try_into().map_err(|_| "short batch")?);
-        let size = 12 + usize::try_from(len).map_err(|_| "negative batch length")?;
-        if size > bytes.len() || size < 27 {
-            break;
-        }
-        let batch = bytes.split_to(size);
-        let last_delta = i32::from_be_bytes(batch[23..27].try_into().map_err(|_| "short batch")?);
-        next = Offset(base + i64::from(last_delta) + 1);
-        // Bounded decompression (a bomb is refused, not allocated): `group::load`.
-        let records = decode_stored_batch(&batch).map_err(|e| e.to_string())?;
-        for r in records {
-            let Some(key) = r.key else { continue };
-            if r.control {
-                // A transaction marker: COMMIT (type 1) applies the producer's pending
-                // offsets, ABORT drops them.
-                if key.len() >= 4 {
-                    let commit = i16::from_be_bytes([key[2], key[3]]) == 1;
-                    s.complete_txn(partition, r.producer_id, commit, now);
-                }
-                continue;
-            }
-            match Record::decode(&key, r.value.as_deref()) {
-                Ok(record) if r.transactional => {
-                    let mut pending = s.pending_txn.borrow_mut();
-                    pending.entry(r.producer_id).or_default().push((partition, record));
-                }
-                Ok(record) => {
-                    s.coordinator.borrow_mut().replay(record, now);
-                    *count += 1;
-                }
-                // Keys of other record types (e.g. KIP-848 groups) are skipped, as a
-                // classic-only coordinator cannot use them.
-                Err(err) => tracing::debug!("skipping offsets record: {err}"),
-            }
-        }
-    }
-    Ok(next)
-}
-
-/// Appends records (grouped per offsets partition) and waits until the ISR holds them.
-async fn persist(ctx: &Rc<ShardCtx>, records: Vec<Record>) -> Result<(), WriteError> {
-    let mut by_partition: Vec<(Rc<OwnedPartition>, Vec<Record>)> = Vec::new();
-    for record in records {
-        let group = match &record {
-            Record::Offset { group, .. } | Record::Group { group, .. } => group.clone(),
-        };
-        let (_, owned) = offsets_partition(ctx, &group).map_err(|_| WriteError::NotLeader)?;
-        match by_partition.iter_mut().find(|(q, _)| Rc::ptr_eq(q, &owned)) {
-            Some((_, list)) => list.push(record),
-            None => by_partition.push((owned, vec![record])),
-        }
-    }
-    // Every append is issued before the first wait (the coordinator's order per partition).
-    let mut writes = Vec::new();
-    for (owned, list) in by_partition {
-        let batch = encode_batch(&list, now_ms()).map_err(WriteError::Failed)?;
-        writes.push(async move { append_acks_all(&owned, batch, false, now_ms()).await });
-    }
-    for result in futures::future::join_all(writes).await {
-        result?;
-    }
-    Ok(())
-}
-
-fn encode_batch(records: &[Record], now: i64) -> Result<Bytes, String> {
-    encode_batch_as(records, now, None)
-}
-
-/// The batch of `records`, transactional for `producer` (id, epoch) when given (base
-/// sequence -1, as Kafka's coordinator writes transactional offset commits).
-fn encode_batch_as(
-    records: &[Record],
-    now: i64,
-    producer: Option<(i64, i16)>,
-) -> Result<Bytes, String> {
-    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
-    let kafka_records: Vec<KafkaRecord> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let (key, value) = r.encode();
-            KafkaRecord {
-                transactional: producer.is_some(),
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: 0,
-                producer_id,
-                producer_epoch,
-                timestamp_type: TimestampType::Creation,
-                offset: i64::try_from(i).unwrap_or(0),
-                // The encoder starts a new batch whenever offset - sequence changes; this
-                // keeps one batch with base sequence -1 (no producer id).
-                sequence: i32::try_from(i).unwrap_or(0) - 1,
-                timestamp: now,
-                key: Some(key),
-                value,
-                headers: Default::default(),
-            }
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
-    RecordBatchEncoder::encode(&mut buf, kafka_records.iter(), &options)
-        .map_err(|e| e.to_string())?;
-    Ok(buf.freeze())
 }
 
 /// Drives the coordinator's timers and offset expiry on this shard.
@@ -775,46 +429,5 @@ async fn publish_lag(ctx: Rc<ShardCtx>, s: Rc<GroupShard>) {
                 );
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::group::records::OffsetValue;
-    use crate::group::GroupConfig;
-
-    #[test]
-    fn encoded_batch_has_a_valid_crc_and_decodes_back() {
-        let records: Vec<Record> = (0..6)
-            .map(|p| Record::Offset {
-                group: "g1".into(),
-                topic: "t6".into(),
-                partition: p,
-                value: Some(OffsetValue {
-                    offset: 10,
-                    leader_epoch: 0,
-                    metadata: String::new(),
-                    commit_timestamp_ms: 1,
-                    expire_timestamp_ms: -1,
-                }),
-            })
-            .collect();
-        let batch = encode_batch(&records, 1000).expect("encode");
-        let crc = u32::from_be_bytes(batch[17..21].try_into().expect("crc"));
-        assert_eq!(crc32c::crc32c(&batch[21..]), crc, "one batch of {} bytes", batch.len());
-        assert_eq!(&batch[53..57], &(-1i32).to_be_bytes(), "base sequence");
-        let state = GroupShard {
-            coordinator: RefCell::new(Coordinator::new(GroupConfig::default())),
-            pending_txn: RefCell::new(HashMap::new()),
-            waiters: RefCell::new(HashMap::new()),
-            next_token: Cell::new(1),
-            loaded: RefCell::new(HashMap::new()),
-            load_lock: futures::lock::Mutex::new(()),
-        };
-        let mut count = 0;
-        let next = replay_batches(&state, batch, 2000, &mut count, 0).expect("replay");
-        assert_eq!((next, count), (Offset(6), 6));
-        assert_eq!(state.coordinator.borrow().fetch_all("g1").len(), 6);
     }
 }
