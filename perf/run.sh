@@ -11,7 +11,8 @@
 # 3. runs workloads W1-W6 (perf/README.md) with `shardlog bench`, and W1, W2 and W5 also
 #    with Kafka's Java client (ProducerPerformance, ConsumerPerformance) and librdkafka
 #    (perf/clients/rdkafka_perf.py, confluent-kafka; W5 also librdkafka's C client
-#    rdkafka_performance, built by perf/clients/rdkafka_performance.sh), each workload N times
+#    rdkafka_performance, built by perf/clients/rdkafka_performance.sh; W2 also the C client
+#    perf/clients/rdkafka_latency.c), each workload N times
 #    (default 3) per broker,
 #    interleaved Kafka, Shardlog, Kafka, Shardlog, ... (one broker loaded at a time, a fresh
 #    topic per run), so a ratio is never one noisy sample;
@@ -268,6 +269,23 @@ if m:
 PY
 }
 
+# W2 with librdkafka's C API (perf/clients/rdkafka_latency.c, built once by
+# perf/clients/rdkafka_latency.sh): open loop at the rate, waking at most every 1 ms and
+# sending what is due, latency from each record's intended time; the first $WARM s are not
+# measured. Skipped, with a log line, if it cannot be built.
+RDK_LAT=""
+rdklat_produce() { # out port topic rate
+  local out="$1" port="$2" topic="$3" rate="$4"
+  if [[ -z "$RDK_LAT" ]]; then
+    RDK_LAT="$("$ROOT/perf/clients/rdkafka_latency.sh")" || { RDK_LAT="none"; log "rdkafka_latency unavailable: W2 C client not measured"; }
+  fi
+  [[ "$RDK_LAT" != none ]] || return 0
+  topic_create "$port" "$topic"
+  taskset -c "$CLIENT_CPU" timeout $((DUR + WARM + 90)) "$RDK_LAT" -b "127.0.0.1:$port" -t "$topic" \
+    -r "$rate" -n $((rate * (DUR + WARM))) -w "$WARM" -s "$RECORD" -a 1 -i 1000 -o "$out" \
+    >"${out%.json}.txt" 2>&1 || log "rdkafka_latency on $topic failed: $(tail -1 "${out%.json}.txt")"
+}
+
 # The same 8-partition topic on either broker before a client that does not create it.
 topic_create() {
   "$SHARDLOG" topics --bootstrap "127.0.0.1:$1" create "$2" --partitions 8 >/dev/null 2>&1 || true
@@ -328,6 +346,7 @@ run_workload() {
       || log "$b W2 failed: $(tail -1 "$r/w2-$rep.txt")"
     producer_perf "$r/w2-pp-$rep.txt" "$port" "${t}pp" $((rate * DUR / 2)) "$rate" 1
     rdkafka produce "$r/w2rdk-$rep.json" "$port" "${t}rdk" $((rate * DUR / 2)) "$rate"
+    rdklat_produce "$r/w2rdkc-$rep.json" "$port" "${t}rdkc" "$rate"
     ;;
   W3)
     log "$b W3 #$rep: acks=all, flush per batch (flush.messages=1), $W3_RATE rec/s"
