@@ -206,7 +206,8 @@ for rate in rates:
                      f"{pair(b, 'send_lag_us')} | {pair(b, 'round_trip_us')} | "
                      f"{spread(g('cpu_pct_of_core'))[0]} | {spread(la)[0]} |")
     lines.append("")
-    lines.append("Broker stage histograms, Produce (µs, p50 / p99; median of rounds). storage = append "
+    lines.append("Broker stage histograms, Produce (µs, p50 / p99 / max; p50 and p99 the median of "
+                 "rounds, max the largest of them: a device stall shows there). storage = append "
                  "+ wait for the flush policy, per request partition; write_wait/write/fdatasync per "
                  "write job; notify per waiting append:\n")
     lines.append("| arm | " + " | ".join(stage_names) + " |")
@@ -214,7 +215,7 @@ for rate in rates:
     for arm in arms:
         cells = []
         for st in stage_names:
-            p50s, p99s = [], []
+            p50s, p99s, maxes = [], [], []
             for r in range(1, int(rounds) + 1):
                 v = load(f"{res}/stages-{arm}-{rate}-{r}.json")
                 # `total` (frame read → response written) is the API's own histogram.
@@ -222,8 +223,10 @@ for rate in rates:
                 for s in totals + (v or {}).get("produce_stages", []):
                     if s["stage"] == st:
                         p50s.append(s["p50_us"]); p99s.append(s["p99_us"])
+                        maxes.append(s.get("max_us", 0))
             if p50s:
-                cells.append(f"{statistics.median(p50s):.0f} / {statistics.median(p99s):.0f}")
+                cells.append(f"{statistics.median(p50s):.0f} / {statistics.median(p99s):.0f}"
+                             f" / {max(maxes):.0f}")
                 if st in ("write", "fdatasync"):
                     summary.setdefault((rate, arm, "ws"), 0)
                     summary[(rate, arm, "ws")] += statistics.median(p50s)
