@@ -242,13 +242,19 @@ rdkafka() { # mode out port topic records [rate [-X key=value...]]
 # the 8 partitions from the start, N records; its "consumed in" line becomes bench-style
 # JSON with the client's CPU from /usr/bin/time. Skipped, with a log line, if it cannot
 # be built.
+# A C client's binary in the variable named VAR, built by perf/clients/SCRIPT on first use;
+# after a failed build VAR holds "none", the failure is logged once, and this returns 1.
+c_client() { # var script what
+  local -n bin="$1"
+  if [[ -z "$bin" ]]; then
+    bin="$("$ROOT/perf/clients/$2")" || { bin="none"; log "${2%.sh} unavailable: $3 not measured"; }
+  fi
+  [[ "$bin" != none ]]
+}
 RDK_PERF=""
 rdkperf_consume() { # out port topic records
   local out="$1" port="$2" topic="$3" records="$4"
-  if [[ -z "$RDK_PERF" ]]; then
-    RDK_PERF="$("$ROOT/perf/clients/rdkafka_performance.sh")" || { RDK_PERF="none"; log "rdkafka_performance unavailable: W5 C client not measured"; }
-  fi
-  [[ "$RDK_PERF" != none ]] || return 0
+  c_client RDK_PERF rdkafka_performance.sh "W5 C client" || return 0
   /usr/bin/time -f "%U %S %e" -o "${out%.json}.txt.cpu" taskset -c "$CLIENT_CPU" timeout 120 "$RDK_PERF" -C -t "$topic" \
     -p 0 -p 1 -p 2 -p 3 -p 4 -p 5 -p 6 -p 7 -b "127.0.0.1:$port" -o beginning -c "$records" -q \
     >"${out%.json}.txt" 2>&1 || log "rdkafka_performance consume on $topic failed: $(tail -1 "${out%.json}.txt")"
@@ -276,10 +282,7 @@ PY
 RDK_LAT=""
 rdklat_produce() { # out port topic rate
   local out="$1" port="$2" topic="$3" rate="$4"
-  if [[ -z "$RDK_LAT" ]]; then
-    RDK_LAT="$("$ROOT/perf/clients/rdkafka_latency.sh")" || { RDK_LAT="none"; log "rdkafka_latency unavailable: W2 C client not measured"; }
-  fi
-  [[ "$RDK_LAT" != none ]] || return 0
+  c_client RDK_LAT rdkafka_latency.sh "W2 C client" || return 0
   topic_create "$port" "$topic"
   taskset -c "$CLIENT_CPU" timeout $((DUR + WARM + 90)) "$RDK_LAT" -b "127.0.0.1:$port" -t "$topic" \
     -r "$rate" -n $((rate * (DUR + WARM))) -w "$WARM" -s "$RECORD" -a 1 -i 1000 -o "$out" \
