@@ -20,7 +20,7 @@ use shardlog::partition::leader::Replication;
 use shardlog::partition::replica_fetch::{
     serve_replica_fetch, ReplicaFetchError, ReplicaFetchRequest,
 };
-use shardlog::partition::replicas::{LeaderReplicas, ReplicaSettings};
+use shardlog::partition::replicas::{IsrChange, LeaderReplicas, ReplicaSettings};
 use shardlog::replication::driver::{
     fetch_round, fetch_round_assigned, FollowerLog, LeaderLink, LinkError,
 };
@@ -416,5 +416,84 @@ fn answers_that_went_stale_in_flight_are_dropped() {
             fetch_round_assigned(&mut fetcher, &logs, &link, T0, check).await.unwrap();
         }
         assert_same(&leader.log, &follower_log).await;
+    });
+}
+
+/// Appends records `from..to` to `log` at `epoch`, in batches of at most 1,000 records, and
+/// returns the batches so another replica can hold the very same bytes.
+async fn fill(log: &Log, from: i64, to: i64, epoch: i32) -> Vec<Bytes> {
+    assert_eq!(log.log_end_offset(), Offset(from));
+    let mut batches = Vec::new();
+    let mut at = from;
+    while at < to {
+        let count = usize::try_from((to - at).min(1000)).unwrap();
+        let b = build_simple_batch(count, 10, 100);
+        log.append(b.clone(), Epoch(epoch), 0).await.unwrap();
+        batches.push(b);
+        at += i64::try_from(count).unwrap();
+    }
+    log.flush().await.unwrap();
+    batches
+}
+
+/// Issue 41, from its evidence (`shared/evidence/2026-12-07-follower-truncation-loop`): node
+/// 3 led epoch 3 for 0.2 s and appended the producer's retry as 15629-15631, a batch that the
+/// leader holds stamped epoch 2 (same CRC); the leader's epoch 4 starts at 15632. The
+/// follower's epoch cache is {0: 0, 2: 1737, 3: 15629}, the leader's {0: 0, 2: 1737,
+/// 4: 15632, 5: 39126}. Kafka's rule (KIP-279) cuts the follower at its own end of epoch 2,
+/// 15629, once; truncating to the leader's end of epoch 2 (15632) kept the epoch-3 batch and
+/// diverged again on every fetch (21,992 truncations in 110 s).
+#[test]
+fn follower_that_led_an_unseen_epoch_truncates_once_catches_up_and_joins_the_isr() {
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let (me, follower) = (NodeId(1), NodeId(3));
+        let settings = ReplicaSettings { lag_time_max_ms: 30_000, min_insync_replicas: 1 };
+        let ids = [me, follower];
+        let state =
+            LeaderReplicas::new(me, Epoch(5), Offset(39126), &ids, &[me], Offset(0), settings, T0);
+        let leader = InProcessLeader {
+            log: open(&fs, "/node-1/p-2").await,
+            replication: Replication::new(state),
+            epoch: Cell::new(Epoch(5)),
+            fail_next: Cell::new(None),
+        };
+        let follower_log = open(&fs, "/node-3/p-2").await;
+        for b in fill(&leader.log, 0, 1737, 0).await {
+            follower_log.append(b, Epoch(0), 0).await.unwrap();
+        }
+        for b in fill(&leader.log, 1737, 15629, 2).await {
+            follower_log.append(b, Epoch(2), 0).await.unwrap();
+        }
+        let retry = fill(&leader.log, 15629, 15632, 2).await;
+        follower_log.append(retry[0].clone(), Epoch(3), 0).await.unwrap();
+        follower_log.flush().await.unwrap();
+        fill(&leader.log, 15632, 39126, 4).await;
+        fill(&leader.log, 39126, 39200, 5).await;
+        let epochs = |l: &Log| l.epoch_entries().iter().map(|(e, o)| (e.0, o.0)).collect();
+        let leader_epochs: Vec<(i32, i64)> = epochs(&leader.log);
+        assert_eq!(leader_epochs, [(0, 0), (2, 1737), (4, 15632), (5, 39126)]);
+        let follower_epochs: Vec<(i32, i64)> = epochs(&follower_log);
+        assert_eq!(follower_epochs, [(0, 0), (2, 1737), (3, 15629)]);
+        let end = leader.log.log_end_offset();
+        assert_eq!(leader.replication.high_watermark(&leader.log, T0), end);
+
+        let logs: BTreeMap<_, _> = [(tp(), FollowerLog::new(follower_log.clone()))].into();
+        let mut fetcher = Fetcher::new(FetcherConfig::new(follower, 5), me);
+        fetcher.add_partition(tp(), Uuid::new_v4(), Epoch(5)).unwrap();
+        // First round: the leader reports the divergence (epoch 2 ends at 15632 on its log);
+        // the follower's own epoch 2 ends at 15629, so that is where it cuts.
+        let first = fetch_round(&mut fetcher, &logs, &leader, T0).await.unwrap().unwrap();
+        assert_eq!((first.truncations, first.appended_batches), (1, 0));
+        assert_eq!(follower_log.log_end_offset(), Offset(15629));
+        let follower_epochs: Vec<(i32, i64)> = epochs(&follower_log);
+        assert_eq!(follower_epochs, [(0, 0), (2, 1737)], "the epoch-3 entry goes with its batch");
+        let (_, truncations) = catch_up(&mut fetcher, &logs, &leader).await;
+        assert_eq!(truncations, 0, "one truncation was enough");
+        assert_same(&leader.log, &follower_log).await;
+        // Caught up to the high watermark and past the epoch's start: the leader adds it.
+        let change = leader.replication.with(|r| r.isr_change(end, T0, |_| true));
+        let expected = IsrChange::Expand { add: follower, new_isr: vec![me, follower] };
+        assert_eq!(change, Some(expected));
     });
 }

@@ -37,12 +37,21 @@ pub fn truncation_point(
         return Truncation { offset: leader_end.min(log_end), complete: true };
     }
     match local_end_for(leader_epoch) {
+        // The follower never saw the leader's epoch: cut to where the follower's largest
+        // epoch below it ends and ask again with that epoch (the next round is complete).
         Some((local_epoch, local_end)) if local_epoch != leader_epoch => {
-            // The follower never saw the leader's epoch: cut to where the follower's epoch
-            // below it ends (or the leader's end, if earlier) and ask again.
-            Truncation { offset: local_end.min(leader_end).min(log_end), complete: false }
+            Truncation { offset: local_end.min(log_end), complete: false }
         }
-        _ => Truncation { offset: leader_end.min(log_end), complete: true },
+        // Both know the epoch: it ends at the earlier of the two ends. The follower's own
+        // end matters when it led a later epoch the leader never saw (KIP-279): its data
+        // past that end was written at that epoch and must go, even though the leader's
+        // copy of the epoch runs further.
+        Some((_, local_end)) => {
+            Truncation { offset: local_end.min(leader_end).min(log_end), complete: true }
+        }
+        // The follower has no epoch at or below the leader's (it kept none): the leader's
+        // end is all there is to go by.
+        None => Truncation { offset: leader_end.min(log_end), complete: true },
     }
 }
 
@@ -103,6 +112,30 @@ mod tests {
             Offset(5),
         );
         assert_eq!(t, Truncation { offset: leo, complete: true });
+    }
+
+    /// Issue 41's evidence: the follower led epoch 3 (one batch, 15629-15631) that the
+    /// leader holds at epoch 2; the leader's epoch 4 starts at 15632. The follower's own end
+    /// of epoch 2 (15629) is the cut, not the leader's (15632), and one round settles it.
+    #[test]
+    fn a_follower_that_led_an_unseen_epoch_cuts_at_its_own_end_of_the_common_epoch() {
+        let leader = cache(&[(0, 0), (2, 1737), (4, 15632), (5, 39126)]);
+        let follower = cache(&[(0, 0), (2, 1737), (3, 15629)]);
+        let (leader_end, follower_end) = (Offset(39200), Offset(15632));
+        let answer =
+            diverging_epoch(|e| leader.end_offset_for(e, leader_end), Epoch(3), follower_end);
+        assert_eq!(answer, Some((2, 15632)));
+        let (e, o) = answer.unwrap();
+        let t = truncation_point(
+            leader_answer(e, o),
+            |e| follower.end_offset_for(e, follower_end),
+            follower_end,
+            Offset(15629),
+        );
+        assert_eq!(t, Truncation { offset: Offset(15629), complete: true });
+        // Next round: epoch 2 up to 15629 is a prefix of the leader's epoch 2.
+        let at = |e| leader.end_offset_for(e, leader_end);
+        assert_eq!(diverging_epoch(at, Epoch(2), Offset(15629)), None);
     }
 
     #[test]
