@@ -49,6 +49,8 @@ pub mod group;
 pub mod io;
 pub mod metrics;
 pub mod partition;
+#[cfg(test)]
+pub mod planted;
 pub mod protocol;
 pub mod quorum;
 pub mod quota;

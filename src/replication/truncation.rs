@@ -47,6 +47,10 @@ pub fn truncation_point(
         // past that end was written at that epoch and must go, even though the leader's
         // copy of the epoch runs further.
         Some((_, local_end)) => {
+            #[cfg(test)]
+            if crate::planted::is(crate::planted::Bug::LeaderEndTruncation) {
+                return Truncation { offset: leader_end.min(log_end), complete: true };
+            }
             Truncation { offset: local_end.min(leader_end).min(log_end), complete: true }
         }
         // The follower has no epoch at or below the leader's (it kept none): the leader's

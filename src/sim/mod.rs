@@ -21,8 +21,10 @@
 pub mod check;
 pub mod cluster;
 mod cluster_check;
+pub mod executor;
 pub mod net;
 pub mod node;
+pub mod replication;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -103,7 +105,11 @@ impl fmt::Display for SimFailure {
         writeln!(
             f,
             "{} simulation failed: seed {} at tick {}: {}",
-            if self.test == "cluster_sim" { "cluster" } else { "quorum" },
+            match self.test {
+                "cluster_sim" => "cluster",
+                "replication_sim" => "replication",
+                _ => "quorum",
+            },
             self.seed,
             self.tick,
             self.reason
