@@ -246,3 +246,27 @@ fn former_leader_truncates_in_two_rounds() {
         );
     });
 }
+
+/// Issue 41: a replica that became leader records its epoch at its log end before writing
+/// anything; if it follows again, a truncation at (or past) its log end must drop that empty
+/// epoch, as Kafka's `truncateTo` does, or it names the epoch on every fetch and the leader
+/// answers with the same divergence forever.
+#[test]
+fn truncating_at_the_log_end_drops_an_epoch_that_holds_no_batch() {
+    run_local(async {
+        let fs = Rc::new(MemFileSystem::new());
+        let dir = Path::new("/data/e-0");
+        let log = open(&fs, dir).await;
+        let info = log.append(build_simple_batch(2, 10, 100), Epoch(3), 0).await.unwrap();
+        log.wait_committed(info.last_offset).await.unwrap();
+        log.assign_epoch_start(Epoch(5)).await.unwrap();
+        assert_eq!(log.latest_epoch(), Some(Epoch(5)));
+        let end = log.log_end_offset();
+        log.truncate_to(end).await.unwrap();
+        assert_eq!(log.log_end_offset(), end);
+        assert_eq!(log.latest_epoch(), Some(Epoch(3)));
+        log.close().await.unwrap();
+        let log = open(&fs, dir).await;
+        assert_eq!(log.epoch_entries(), [(Epoch(3), Offset(0))], "checkpointed");
+    });
+}
