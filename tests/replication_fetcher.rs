@@ -315,6 +315,7 @@ fn fetcher_task_follows_commands_and_stops() {
             tp: tp(),
             topic_id: Uuid::new_v4(),
             leader_epoch: Epoch(1),
+            in_isr: true,
             log: follower_log.clone(),
             high_watermark: Rc::default(),
         };

@@ -206,6 +206,7 @@ impl PartitionTable {
                     topic_id: w.topic_id,
                     leader: w.leader,
                     leader_epoch: w.leader_epoch,
+                    in_isr: w.in_isr,
                     log: p.log.clone(),
                     high_watermark: p.follower_hw.clone(),
                 })
@@ -474,6 +475,8 @@ struct Wanted {
     topic_id: Uuid,
     leader: NodeId,
     leader_epoch: Epoch,
+    /// This broker is in the partition's ISR.
+    in_isr: bool,
 }
 
 /// Partitions the image assigns to `me`, with topic id, leader and leader epoch.
@@ -483,7 +486,12 @@ fn owned_by(image: &MetadataImage, me: ShardId) -> HashMap<TopicPartition, Wante
         for p in topic.partitions.iter().filter(|p| p.hosted && p.owner_shard == me) {
             out.insert(
                 TopicPartition::new(name.clone(), p.index),
-                Wanted { topic_id: topic.topic_id, leader: p.leader, leader_epoch: p.leader_epoch },
+                Wanted {
+                    topic_id: topic.topic_id,
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    in_isr: p.isr.contains(&image.node_id),
+                },
             );
         }
     }

@@ -11,6 +11,11 @@
 //! [`FETCHER_PARTITIONS_MAX`] partitions; a partition is fetched only in state `Fetching`
 //! (a leadership error parks it until the metadata version changes, any other error delays
 //! it by the backoff); the fetch offset is always the local log end, never beyond it.
+//!
+//! Two states are said out loud, once each until they end, because each leaves the
+//! partition one replica short without any error: a partition that truncates to the same
+//! offset twice in a row (its log does not converge with the leader's), and one that keeps
+//! fetching while out of the ISR for more than three times `replica.lag.time.max.ms`.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +26,12 @@ use super::truncation::{leader_answer, truncation_point};
 use crate::constants::{
     FETCHER_PARTITIONS_MAX, REPLICA_FETCH_BACKOFF_MS_DEFAULT, REPLICA_FETCH_MAX_BYTES_DEFAULT,
     REPLICA_FETCH_MIN_BYTES_DEFAULT, REPLICA_FETCH_RESPONSE_MAX_BYTES_DEFAULT,
-    REPLICA_FETCH_WAIT_MAX_MS_DEFAULT,
+    REPLICA_FETCH_WAIT_MAX_MS_DEFAULT, REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };
+
+/// A follower fetching while out of the ISR for this many `replica.lag.time.max.ms` is
+/// reported (once) as stuck.
+const OUT_OF_ISR_WARN_LAG_TIMES: i64 = 3;
 use crate::types::{Epoch, NodeId, Offset, TopicPartition};
 
 /// Kafka error codes the fetcher tells apart (it receives them from the wire).
@@ -50,6 +59,8 @@ pub struct FetcherConfig {
     pub partition_max_bytes: i32,
     /// `replica.fetch.backoff.ms`.
     pub backoff_ms: i64,
+    /// `replica.lag.time.max.ms` (only to judge when a follower out of the ISR is stuck).
+    pub lag_time_max_ms: i64,
 }
 
 impl FetcherConfig {
@@ -63,6 +74,7 @@ impl FetcherConfig {
             max_bytes: REPLICA_FETCH_RESPONSE_MAX_BYTES_DEFAULT,
             partition_max_bytes: REPLICA_FETCH_MAX_BYTES_DEFAULT,
             backoff_ms: REPLICA_FETCH_BACKOFF_MS_DEFAULT,
+            lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
         }
     }
 }
@@ -89,6 +101,36 @@ pub struct Followed {
     /// The leader epoch the image names (sent as `current_leader_epoch`).
     pub leader_epoch: Epoch,
     pub state: PartitionState,
+    pub health: Health,
+}
+
+/// What the fetcher watches to say when a partition is stuck (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Health {
+    /// Whether the image lists this broker in the partition's ISR (assumed until told, so
+    /// nothing is reported for a partition the coordinator says nothing about).
+    pub in_isr: bool,
+    /// When the fetcher first fetched the partition while it was out of the ISR.
+    pub out_of_isr_since_ms: Option<i64>,
+    /// The offset of the last truncation, until an append.
+    pub last_truncation: Option<Offset>,
+    pub warned_truncation_loop: bool,
+    pub warned_out_of_isr: bool,
+    /// Truncations to the same offset as the one before.
+    pub repeated_truncations: u64,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            in_isr: true,
+            out_of_isr_since_ms: None,
+            last_truncation: None,
+            warned_truncation_loop: false,
+            warned_out_of_isr: false,
+            repeated_truncations: 0,
+        }
+    }
 }
 
 /// The follower's log as the fetcher needs to see it.
@@ -198,8 +240,20 @@ impl Fetcher {
             return Err(FetcherError::TooManyPartitions { max: FETCHER_PARTITIONS_MAX });
         }
         let state = PartitionState::Fetching;
-        self.partitions.insert(tp, Followed { topic_id, leader_epoch, state });
+        let health = self.partitions.get(&tp).map(|p| p.health).unwrap_or_default();
+        self.partitions.insert(tp, Followed { topic_id, leader_epoch, state, health });
         Ok(())
+    }
+
+    /// Whether the image lists this broker in `tp`'s ISR (for the out-of-ISR warning).
+    pub fn set_in_isr(&mut self, tp: &TopicPartition, in_isr: bool) {
+        if let Some(p) = self.partitions.get_mut(tp) {
+            if in_isr {
+                p.health.out_of_isr_since_ms = None;
+                p.health.warned_out_of_isr = false;
+            }
+            p.health.in_isr = in_isr;
+        }
     }
 
     /// Stops following `tp`; true if it was followed.
@@ -252,6 +306,7 @@ impl Fetcher {
                 continue;
             }
             let Some(log) = local(tp) else { continue };
+            watch_out_of_isr(tp, p, &log, now_ms, self.config.lag_time_max_ms);
             partitions.push(PartitionFetch {
                 tp: tp.clone(),
                 topic_id: p.topic_id,
@@ -315,11 +370,14 @@ impl Fetcher {
                 local.log_end,
                 local.high_watermark,
             );
+            watch_truncation(tp, p, local, (epoch, end), t.offset);
             return Action::Truncate { offset: t.offset };
         }
         if reply.records.is_empty() {
             return Action::Idle { leader_high_watermark };
         }
+        p.health.last_truncation = None;
+        p.health.warned_truncation_loop = false;
         Action::Append { records: reply.records, leader_high_watermark }
     }
 
@@ -342,6 +400,66 @@ impl Fetcher {
         if let Some(p) = self.partitions.get_mut(tp) {
             p.state = PartitionState::Delayed { until_ms: now_ms + self.config.backoff_ms };
         }
+    }
+}
+
+/// One WARN when a partition truncates to the offset of its previous truncation: the
+/// truncation did not remove what made the logs diverge, so every fetch diverges again.
+fn watch_truncation(
+    tp: &TopicPartition,
+    p: &mut Followed,
+    local: &LocalLog,
+    (leader_epoch, leader_end): (i32, i64),
+    offset: Offset,
+) {
+    let h = &mut p.health;
+    if h.last_truncation == Some(offset) {
+        h.repeated_truncations += 1;
+        if !h.warned_truncation_loop {
+            h.warned_truncation_loop = true;
+            tracing::warn!(
+                partition = %tp,
+                follower_epoch = local.latest_epoch.map_or(-1, |e| e.0),
+                leader_epoch = p.leader_epoch.0,
+                diverging_epoch = leader_epoch,
+                diverging_end_offset = leader_end,
+                truncated_to = offset.0,
+                log_end = local.log_end.0,
+                "follower truncated to the same offset twice in a row: its log does not \
+                 converge with the leader's"
+            );
+        }
+    }
+    h.last_truncation = Some(offset);
+}
+
+/// One WARN when a partition keeps fetching while out of the ISR for more than
+/// [`OUT_OF_ISR_WARN_LAG_TIMES`] × `replica.lag.time.max.ms`.
+fn watch_out_of_isr(
+    tp: &TopicPartition,
+    p: &mut Followed,
+    log: &LocalLog,
+    now_ms: i64,
+    lag_time_max_ms: i64,
+) {
+    let h = &mut p.health;
+    if h.in_isr || h.warned_out_of_isr {
+        return;
+    }
+    let since = *h.out_of_isr_since_ms.get_or_insert(now_ms);
+    if now_ms - since > OUT_OF_ISR_WARN_LAG_TIMES * lag_time_max_ms {
+        h.warned_out_of_isr = true;
+        tracing::warn!(
+            partition = %tp,
+            follower_epoch = log.latest_epoch.map_or(-1, |e| e.0),
+            leader_epoch = p.leader_epoch.0,
+            log_end = log.log_end.0,
+            high_watermark = log.high_watermark.0,
+            out_of_isr_ms = now_ms - since,
+            last_truncation = h.last_truncation.map_or(-1, |o| o.0),
+            "follower has been fetching out of the ISR for more than {OUT_OF_ISR_WARN_LAG_TIMES} \
+             times replica.lag.time.max.ms"
+        );
     }
 }
 
@@ -402,5 +520,50 @@ mod tests {
         assert_eq!(f.build(f.config.backoff_ms, view).unwrap().partitions.len(), 2);
         assert!(f.remove_partition(&a));
         assert!(!f.remove_partition(&a));
+    }
+
+    #[test]
+    fn a_truncation_to_the_same_offset_twice_is_counted_and_reported_once() {
+        let mut f = Fetcher::new(FetcherConfig::new(NodeId(3), 1), NodeId(1));
+        let a = TopicPartition::new("t", 2);
+        f.add_partition(a.clone(), Uuid::new_v4(), Epoch(5)).unwrap();
+        let diverging =
+            || PartitionReply { diverging_epoch: Some((2, 15632)), ..PartitionReply::default() };
+        let l = local(0, 15629, Some(2));
+        // A leader end below the follower's own end for the epoch: cut there, twice.
+        for _ in 0..3 {
+            let act = f.on_reply(&a, diverging(), &l, |_| Some((Epoch(2), Offset(15629))), 0);
+            assert_eq!(act, Action::Truncate { offset: Offset(15629) });
+        }
+        let h = f.partition(&a).unwrap().health;
+        assert_eq!((h.repeated_truncations, h.warned_truncation_loop), (2, true));
+        // Records again: the episode is over.
+        let data =
+            PartitionReply { records: Bytes::from_static(b"x"), ..PartitionReply::default() };
+        f.on_reply(&a, data, &l, |_| None, 0);
+        let h = f.partition(&a).unwrap().health;
+        assert_eq!((h.last_truncation, h.warned_truncation_loop), (None, false));
+    }
+
+    #[test]
+    fn a_follower_fetching_out_of_the_isr_is_reported_after_three_lag_times() {
+        let mut f = Fetcher::new(FetcherConfig::new(NodeId(3), 1), NodeId(1));
+        let lag = f.config.lag_time_max_ms;
+        let a = TopicPartition::new("t", 0);
+        f.add_partition(a.clone(), Uuid::new_v4(), Epoch(5)).unwrap();
+        let view = |_: &TopicPartition| Some(local(0, 10, Some(5)));
+        // In the ISR (the default until the image says otherwise): never reported.
+        f.build(0, view).unwrap();
+        f.build(10 * lag, view).unwrap();
+        assert!(!f.partition(&a).unwrap().health.warned_out_of_isr);
+        f.set_in_isr(&a, false);
+        f.build(100 * lag, view).unwrap();
+        f.build(103 * lag, view).unwrap();
+        assert!(!f.partition(&a).unwrap().health.warned_out_of_isr, "exactly three lag times");
+        f.build(103 * lag + 1, view).unwrap();
+        assert!(f.partition(&a).unwrap().health.warned_out_of_isr);
+        // Back in the ISR: the clock starts again next time it leaves.
+        f.set_in_isr(&a, true);
+        assert_eq!(f.partition(&a).unwrap().health.out_of_isr_since_ms, None);
     }
 }

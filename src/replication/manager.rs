@@ -36,6 +36,8 @@ pub struct Follow<F: FileSystem = DmaFileSystem> {
     pub topic_id: Uuid,
     pub leader: NodeId,
     pub leader_epoch: Epoch,
+    /// This broker is in the partition's ISR (the fetcher reports a follower stuck out of it).
+    pub in_isr: bool,
     pub log: Rc<PartitionLog<F>>,
     /// The partition's follower high watermark, kept by the fetcher.
     pub high_watermark: Rc<Cell<Offset>>,
@@ -45,8 +47,8 @@ struct Running<F: FileSystem> {
     handle: Rc<FetcherHandle<F>>,
     addr: String,
     broker_epoch: i64,
-    /// Followed partitions with the topic id and leader epoch last sent.
-    partitions: HashMap<TopicPartition, (Uuid, Epoch)>,
+    /// Followed partitions with the topic id, leader epoch and ISR membership last sent.
+    partitions: HashMap<TopicPartition, (Uuid, Epoch, bool)>,
 }
 
 /// The fetchers of one shard.
@@ -121,24 +123,30 @@ impl<F: FileSystem> FollowerSet<F> {
                 }));
                 Running { handle, addr, broker_epoch: my_epoch, partitions: HashMap::new() }
             });
-            let keep: HashMap<TopicPartition, (Uuid, Epoch)> =
-                follows.iter().map(|f| (f.tp.clone(), (f.topic_id, f.leader_epoch))).collect();
+            let keep: HashMap<TopicPartition, (Uuid, Epoch, bool)> = follows
+                .iter()
+                .map(|f| (f.tp.clone(), (f.topic_id, f.leader_epoch, f.in_isr)))
+                .collect();
             let mut commands = Vec::new();
             // Gone, or re-created under the same name (a new topic id, so a new log).
-            for (tp, (id, _)) in &r.partitions {
-                if keep.get(tp).is_none_or(|(kept, _)| kept != id) {
+            for (tp, (id, _, _)) in &r.partitions {
+                if keep.get(tp).is_none_or(|(kept, _, _)| kept != id) {
                     commands.push(Command::Remove { tp: tp.clone() });
                 }
             }
             for f in follows {
-                if r.partitions.get(&f.tp) != Some(&(f.topic_id, f.leader_epoch)) {
+                let sent = r.partitions.get(&f.tp);
+                if sent.map(|(id, epoch, _)| (*id, *epoch)) != Some((f.topic_id, f.leader_epoch)) {
                     commands.push(Command::Add {
                         tp: f.tp,
                         topic_id: f.topic_id,
                         leader_epoch: f.leader_epoch,
+                        in_isr: f.in_isr,
                         log: f.log,
                         high_watermark: f.high_watermark,
                     });
+                } else if sent.is_some_and(|(_, _, in_isr)| *in_isr != f.in_isr) {
+                    commands.push(Command::Isr { tp: f.tp, in_isr: f.in_isr });
                 }
             }
             commands.push(Command::Metadata { version });
@@ -228,6 +236,7 @@ mod tests {
             topic_id: Uuid::from_u128(7),
             leader: NodeId(leader),
             leader_epoch: Epoch(epoch),
+            in_isr: true,
             log: log.clone(),
             high_watermark: Rc::default(),
         }

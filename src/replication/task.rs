@@ -32,8 +32,14 @@ pub enum Command<F: FileSystem> {
         tp: TopicPartition,
         topic_id: Uuid,
         leader_epoch: Epoch,
+        in_isr: bool,
         log: Rc<PartitionLog<F>>,
         high_watermark: Rc<Cell<Offset>>,
+    },
+    /// The image moved this broker into or out of `tp`'s ISR.
+    Isr {
+        tp: TopicPartition,
+        in_isr: bool,
     },
     Remove {
         tp: TopicPartition,
@@ -85,7 +91,7 @@ impl<F: FileSystem> FetcherHandle<F> {
             Command::Remove { tp } => {
                 self.assigned.borrow_mut().remove(tp);
             }
-            Command::Metadata { .. } => {}
+            Command::Isr { .. } | Command::Metadata { .. } => {}
         }
         q.push_back(command);
         drop(q);
@@ -177,14 +183,16 @@ fn apply_commands<F: FileSystem>(
     let commands: Vec<Command<F>> = handle.commands.borrow_mut().drain(..).collect();
     for command in commands {
         match command {
-            Command::Add { tp, topic_id, leader_epoch, log, high_watermark } => {
+            Command::Add { tp, topic_id, leader_epoch, in_isr, log, high_watermark } => {
                 match fetcher.add_partition(tp.clone(), topic_id, leader_epoch) {
                     Ok(()) => {
+                        fetcher.set_in_isr(&tp, in_isr);
                         logs.entry(tp).or_insert_with(|| FollowerLog::shared(log, high_watermark));
                     }
                     Err(err) => tracing::warn!(partition = %tp, "cannot follow: {err}"),
                 }
             }
+            Command::Isr { tp, in_isr } => fetcher.set_in_isr(&tp, in_isr),
             Command::Remove { tp } => {
                 fetcher.remove_partition(&tp);
                 logs.remove(&tp);
