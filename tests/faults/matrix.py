@@ -12,15 +12,19 @@ Usage: matrix.py --bin target/debug/shardlog --cp 'libs/*' [--faults a,b] [--rou
                  [--kills N] [--json out.jsonl] [--base-port 31000]
 Faults: kill_leader, stop_leader, cut_leader (nftables: leader cut from brokers, clients
 still reach it), cut_leader_link (its link down), kill_controller_in_failover,
-rolling_restart, follower_disk_full. `--kills N` instead runs N leader SIGKILLs (each
+rolling_restart, follower_disk_full, repeated_kills (issue 41: two of three SIGKILLed, and a
+leader then the controller, three times each; afterwards a whole ISR within 30 s and three
+identical replica logs are required, not just reported). `--kills N` instead runs N leader SIGKILLs (each
 broker restarted before the next) in one cluster: the failover distribution.
 Exit status 1 when any run found a violation (acknowledged-record loss is one).
 """
 
 import argparse
+import glob
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -43,6 +47,7 @@ FAULTS = [
     "kill_controller_in_failover",
     "rolling_restart",
     "follower_disk_full",
+    "repeated_kills",
 ]
 
 
@@ -315,6 +320,31 @@ def f_follower_disk_full(c, producer, lp):
     return gaps, f"follower {victim} disk full 10 s (ISR then {st and st[0][1]}), freed, restarted"
 
 
+def f_repeated_kills(c, producer, lp):
+    """Issue 41's runs: quick leadership changes that leave a replica with a batch of an
+    epoch nobody else saw. Each round waits only for acks to resume, not for a whole ISR."""
+    took = []
+    for rnd in range(3):
+        cur = leaders(c) or lp
+        ctl = controller(c)
+        # Two of three: the leader of partition 0 and one other node.
+        first = cur[0][0]
+        second = next(n.id for n in c.nodes if n.id != first)
+        t = now_ms()
+        c.kill(first)
+        time.sleep(0.3 + 0.2 * rnd)
+        c.kill(second)
+        time.sleep(5)
+        c.start([first, second])
+        took.append(wait_acks(producer, t, list(cur.keys())))
+        log(f"repeated_kills: round {rnd + 1}: SIGKILL {first} and {second}, restarted after 5 s")
+        cur = leaders(c) or cur
+        ctl = controller(c)
+        took += f_kill_controller_in_failover(c, producer, cur)[0]
+        log(f"repeated_kills: round {rnd + 1}: SIGKILL a leader then controller {ctl}")
+    return took, "3x SIGKILL two of three (restart after 5 s), 3x a leader then the controller"
+
+
 FAULT_FNS = {
     "kill_leader": f_kill_leader,
     "stop_leader": f_stop_leader,
@@ -323,7 +353,48 @@ FAULT_FNS = {
     "kill_controller_in_failover": f_kill_controller_in_failover,
     "rolling_restart": f_rolling_restart,
     "follower_disk_full": f_follower_disk_full,
+    "repeated_kills": f_repeated_kills,
 }
+
+
+# ---- replica logs, read from the brokers' files ---------------------------------------------
+def log_batches(data_dir, partition):
+    """[(base offset, last offset, partitionLeaderEpoch, crc)] of a replica's segment files,
+    up to the end of the written log (preallocated zeros follow it)."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(data_dir, f"{TOPIC}-{partition}", "*.log"))):
+        with open(path, "rb") as f:
+            data = f.read()
+        at = 0
+        while at + 61 <= len(data):
+            base, length, epoch, magic, crc = struct.unpack_from(">qiibI", data, at)
+            if magic != 2 or length < 49:
+                break
+            last_delta = struct.unpack_from(">i", data, at + 23)[0]
+            out.append((base, base + last_delta, epoch, crc))
+            at += 12 + length
+    return out
+
+
+def same_replica_logs(c, partitions, limit_s=20):
+    """None when every replica of every partition holds the same batches (offsets, epochs,
+    CRCs); else what differs. Waited for: the followers fetch the last records first."""
+    deadline = time.time() + limit_s
+    while True:
+        diffs = []
+        for p in range(partitions):
+            logs = {n.id: log_batches(n.data_dir, p) for n in c.nodes}
+            ref = logs[c.nodes[0].id]
+            for nid, batches in logs.items():
+                if batches != ref:
+                    first = next((i for i, (a, b) in enumerate(zip(ref, batches)) if a != b),
+                                 min(len(ref), len(batches)))
+                    diffs.append(f"partition {p}: node {nid} holds {len(batches)} batches, node "
+                                 f"{c.nodes[0].id} {len(ref)}; first difference at batch {first}: "
+                                 f"{batches[first:first + 1]} vs {ref[first:first + 1]}")
+        if not diffs or time.time() > deadline:
+            return diffs or None
+        time.sleep(1)
 
 
 # ---- the end of a run: drain, read back, check ------------------------------------------
@@ -412,11 +483,20 @@ def run_fault(args, fault, use_netns):
         result.update(what=what, failover_ms=took, all_partitions_ms=list(ALL_PARTITIONS))
         log(f"{fault}: {what}; failover ms {took}")
         time.sleep(2)
+        strict_isr = fault == "repeated_kills"
         try:
             wait_full_isr(c, 30)
         except RuntimeError as e:
             result["note"] = str(e)
+            if strict_isr:
+                raise
         findings, stats = finish(c, producer, consumer, partitions)
+        if strict_isr:
+            diffs = same_replica_logs(c, partitions)
+            findings += [f"replica logs differ: {d}" for d in diffs or []]
+            stats.setdefault("violations", {})
+            if diffs:
+                stats["violations"]["replica_logs_differ"] = len(diffs)
         result.update(findings=findings, stats=stats)
         judge(result, took)
     except Exception as e:  # noqa: BLE001 - reported, with the logs
@@ -474,6 +554,76 @@ def run_kills(args, kills, use_netns):
     return result
 
 
+def count_in_logs(c, needle):
+    """Lines containing `needle` in every broker's log (FAULTS_LOG_LEVEL=info for INFO)."""
+    total = 0
+    for n in c.nodes:
+        try:
+            with open(os.path.join(c.root, f"node-{n.id}.log"), errors="replace") as fh:
+                total += sum(1 for line in fh if needle in line)
+        except OSError:
+            pass
+    return total
+
+
+def run_rapid_kills(args, kills, use_netns):
+    """Issue 32's repeated-kill run: the leader of partition 0 SIGKILLed every 3-6 s, each
+    victim restarted 5 s after its kill, without waiting for the ISR. Per kill: the time to
+    the next acknowledgement on the partitions it led; at the end, the time to a whole ISR
+    and the truncations and stuck-follower warnings in the broker logs."""
+    import random
+    rng = random.Random(kills)
+    root = tempfile.mkdtemp(prefix="faults-rapid-")
+    c = Cluster(args.bin, root, args.base_port, use_netns)
+    producer = consumer = None
+    result = {"fault": f"rapid_kills x{kills}", "dir": root, "failover_ms": []}
+    ALL_PARTITIONS.clear()
+    restarts = []  # (due time, node)
+    try:
+        c.start()
+        lp = create_topic(c, PARTITIONS)
+        producer, consumer = start_clients(c, args.cp, root)
+        wait_first_acks(producer, list(lp.keys()))
+        for i in range(kills):
+            time.sleep(rng.uniform(3, 6))
+            for due, nid in [r for r in restarts if r[0] <= time.time()]:
+                c.start([nid], wait_s=30)
+                restarts.remove((due, nid))
+            cur = leaders(c) or lp
+            victim = cur[0][0]
+            if victim <= 0 or any(nid == victim for _, nid in restarts):
+                log(f"rapid kill {i + 1}/{kills}: partition 0 has no live leader; skipped")
+                continue
+            t = now_ms()
+            c.kill(victim)
+            restarts.append((time.time() + 5, victim))
+            took = wait_acks(producer, t, victim_partitions(cur, victim), limit_s=20)
+            result["failover_ms"].append(took)
+            log(f"rapid kill {i + 1}/{kills}: leader {victim}, next ack after {took} ms")
+        for due, nid in sorted(restarts):
+            time.sleep(max(0, due - time.time()))
+            c.start([nid], wait_s=30)
+        t = time.time()
+        try:
+            wait_full_isr(c, 120)
+            result["full_isr_after_s"] = round(time.time() - t, 1)
+        except RuntimeError as e:
+            result["note"] = str(e)
+        result["truncation_lines"] = count_in_logs(c, "truncating the log")
+        result["stuck_warnings"] = count_in_logs(c, "truncated to the same offset twice")
+        findings, stats = finish(c, producer, consumer, PARTITIONS)
+        result.update(findings=findings, stats=stats, what=f"{kills} rapid leader SIGKILLs")
+        judge(result, result["failover_ms"])
+    except Exception as e:  # noqa: BLE001
+        result.update(ok=False, findings=[f"run failed: {e}"])
+    finally:
+        for j in (producer, consumer):
+            if j:
+                j.stop(5)
+        c.close()
+    return result
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -481,6 +631,7 @@ def main():
     ap.add_argument("--faults", default=",".join(FAULTS))
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--kills", type=int, default=0)
+    ap.add_argument("--rapid-kills", type=int, default=0)
     ap.add_argument("--json", default=None)
     ap.add_argument("--base-port", type=int, default=31000)
     args = ap.parse_args()
@@ -494,11 +645,18 @@ def main():
         log(f"no network namespaces ({why}): brokers on 127.0.0.1, network cuts skipped")
     results = []
     todo = [("kills", None)] if args.kills else [(f, r) for r in range(args.rounds) for f in args.faults.split(",")]
+    if args.rapid_kills:
+        todo = [("rapid", None)]
     for fault, rnd in todo:
         if fault.startswith("cut") and not use_netns:
             results.append({"fault": fault, "round": rnd, "skipped": why})
             continue
-        r = run_kills(args, args.kills, use_netns) if fault == "kills" else run_fault(args, fault, use_netns)
+        if fault == "rapid":
+            r = run_rapid_kills(args, args.rapid_kills, use_netns)
+        elif fault == "kills":
+            r = run_kills(args, args.kills, use_netns)
+        else:
+            r = run_fault(args, fault, use_netns)
         r["round"] = rnd
         results.append(r)
         status = "ok" if r.get("ok") else "FAILED"

@@ -31,7 +31,7 @@ OUT="$(mktemp -d)"
 # library abort): they would hold the next check's ports. Only this suite's data dirs match.
 reap() { pkill -f -- "--data-dir ${TMPDIR:-/tmp}/faults-" 2>/dev/null || true; }
 trap 'reap; rm -rf "$OUT"' EXIT
-FAULTS="${SHARDLOG_FAULTS:-kill_leader,stop_leader,cut_leader,kill_controller_in_failover,rolling_restart,follower_disk_full}"
+FAULTS="${SHARDLOG_FAULTS:-kill_leader,stop_leader,cut_leader,kill_controller_in_failover,rolling_restart,follower_disk_full,repeated_kills}"
 status=0
 if [[ "${SHARDLOG_FAULTS_LONG:-0}" == 1 ]]; then
   FAULTS="${SHARDLOG_FAULTS:-$FAULTS,cut_leader_link}"

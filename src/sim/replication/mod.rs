@@ -585,13 +585,16 @@ impl World {
         check::acked_present(&check::batches(&leader).await?, &self.acked)
     }
 
-    /// Every follower at the leader's log end and in the ISR.
+    /// Every follower in the ISR and, as the leader saw it at its last fetch, at the
+    /// leader's log end. The leader's view counts, not the follower's log end: a follower
+    /// whose diverging tail happens to end where the leader's log ends is not in step until
+    /// a fetch without divergence says so.
     fn in_sync(&self) -> Result<bool, String> {
-        let leader = self.leader_log()?;
-        let end = leader.log_end_offset();
-        let ends_match =
-            self.nodes.iter().all(|n| n.log.as_ref().is_some_and(|l| l.log_end_offset() == end));
-        Ok(ends_match && self.ctrl.isr.len() == self.nodes.len())
+        let leader = self.ctrl.leader.ok_or("no leader after the calm phase")?;
+        let n = &self.nodes[idx(leader)];
+        let end = self.leader_log()?.log_end_offset();
+        let all_there = n.replication.with(|r| r.followers().iter().all(|f| f.log_end == end));
+        Ok(n.leads() && all_there && self.ctrl.isr.len() == self.nodes.len())
     }
 }
 
