@@ -15,6 +15,7 @@
 
 mod cluster;
 mod kafka;
+pub mod units;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -26,8 +27,6 @@ use thiserror::Error;
 pub use cluster::{parse_voters, ClusterConfig, ClusterInput, Voter};
 pub use kafka::{flag_name, KafkaArgs};
 use kafka::{parse_listener, render_listener, Settings};
-
-use crate::cli::units;
 
 use crate::constants::{
     BATCH_CACHE_BYTES_DEFAULT, BATCH_CACHE_BYTES_MIN, BATCH_CACHE_MEMORY_DIVISOR,

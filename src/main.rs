@@ -75,17 +75,17 @@ enum Command {
     /// Drive load at any Kafka-compatible broker and report latency percentiles.
     Bench(shardlog::bench::BenchArgs),
     /// List consumer groups, or describe one with its committed offsets and lag.
-    Groups(shardlog::group::cli::GroupsArgs),
+    Groups(shardlog::cli::groups::GroupsArgs),
     /// Describe or alter topic and broker configs (like kafka-configs.sh).
-    Configs(shardlog::controller::cli::ConfigsArgs),
+    Configs(shardlog::cli::configs::ConfigsArgs),
     /// List, describe (leader, AR, ISR, OSR, preferred leader), create or delete topics.
-    Topics(shardlog::controller::topics_cli::TopicsArgs),
+    Topics(shardlog::cli::topics::TopicsArgs),
     /// Preferred or unclean leader election (like kafka-leader-election.sh).
-    ElectLeaders(shardlog::controller::election_cli::ElectLeadersArgs),
+    ElectLeaders(shardlog::cli::elect_leaders::ElectLeadersArgs),
     /// Open transactions with their age and partitions (`--all`: every transactional id).
-    Transactions(shardlog::txn::cli::TransactionsArgs),
+    Transactions(shardlog::cli::transactions::TransactionsArgs),
     /// Describe or alter client quotas (user / client-id entities, like kafka-configs.sh).
-    Quotas(shardlog::quota::cli::QuotasArgs),
+    Quotas(shardlog::cli::quotas::QuotasArgs),
     /// Which shard owns each partition; move a partition to another shard, online.
     Shards(shardlog::cli::shards::ShardsArgs),
     /// Each broker's log directory with the size and lag of its replicas (like
@@ -140,12 +140,12 @@ fn main() {
         Command::Doctor(args) => shardlog::doctor::run(&args),
         Command::Top(args) => shardlog::top::run(&args),
         Command::Bench(args) => shardlog::bench::run(args),
-        Command::Groups(args) => shardlog::group::cli::run(args),
-        Command::Configs(args) => shardlog::controller::cli::run(args),
-        Command::Topics(args) => shardlog::controller::topics_cli::run(args),
-        Command::ElectLeaders(args) => shardlog::controller::election_cli::run(args),
-        Command::Transactions(args) => shardlog::txn::cli::run(&args),
-        Command::Quotas(args) => shardlog::quota::cli::run(args),
+        Command::Groups(args) => shardlog::cli::groups::run(args),
+        Command::Configs(args) => shardlog::cli::configs::run(args),
+        Command::Topics(args) => shardlog::cli::topics::run(args),
+        Command::ElectLeaders(args) => shardlog::cli::elect_leaders::run(args),
+        Command::Transactions(args) => shardlog::cli::transactions::run(&args),
+        Command::Quotas(args) => shardlog::cli::quotas::run(args),
         Command::Shards(args) => shardlog::cli::shards::run(&args),
         Command::LogDirs(args) => shardlog::cli::log_dirs::run(args),
     };

@@ -3,7 +3,7 @@
 //! generation, unsupported protocol type, huge metadata, bad session timeout) answered
 //! with Kafka's codes while the group stays intact, commits and fetches with leader
 //! epoch and metadata, admin-style commits for an empty group, and lag through
-//! `shardlog::group::cli::describe`. Bounded: every socket read times out after 30 s.
+//! `shardlog::cli::groups::describe`. Bounded: every socket read times out after 30 s.
 
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -263,12 +263,12 @@ fn group_protocol_error_paths_commits_and_lag() {
     // Lag: committed 4, log end 10.
     produce(&mut boot, 0, 10);
     let report =
-        shardlog::group::cli::describe(&format!("127.0.0.1:{PORT}"), GROUP).expect("describe");
+        shardlog::cli::groups::describe(&format!("127.0.0.1:{PORT}"), GROUP).expect("describe");
     let row = report.rows.iter().find(|r| r.partition == 0).expect("row for partition 0");
     assert_eq!((row.committed, row.log_end, row.lag()), (Some(4), Some(10), Some(6)));
     assert_eq!(row.member.as_ref().map(|m| m.0.as_str()), Some(member.as_str()));
     assert_eq!(report.state, "Stable");
-    let groups = shardlog::group::cli::list(&format!("127.0.0.1:{PORT}")).expect("list");
+    let groups = shardlog::cli::groups::list(&format!("127.0.0.1:{PORT}")).expect("list");
     assert!(groups.iter().any(|(g, state, _)| g == GROUP && state == "Stable"));
 
     // Leave; the empty group then takes admin-style commits (generation -1, no member).

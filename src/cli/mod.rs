@@ -1,17 +1,27 @@
 //! What every `shardlog` subcommand shares on the command line: the broker address flags
 //! ([`ClientArgs`] for the Kafka port, [`AdminArgs`] for the admin/metrics endpoint), the
 //! duration and size parsers ([`units`]), and how an error becomes one line and an exit
-//! status (2 for usage errors, 1 for runtime failures).
+//! status (2 for usage errors, 1 for runtime failures); and the admin subcommands over
+//! the Kafka protocol, one file each ([`configs`], [`topics`], [`elect_leaders`],
+//! [`groups`], [`quotas`], [`transactions`], [`log_dirs`], [`shards`]), above the subsystems
+//! they speak to so that no subsystem imports the command line.
 //!
 //! Runs on the main thread of the CLI process before anything else. Invariant: both
 //! address flags are `global`, so they are accepted anywhere on the line (before the
 //! subcommand, after it, after its sub-subcommand); [`check_placement`] then refuses one
 //! given to a subcommand that does not read it, instead of ignoring it.
 
+pub mod configs;
+pub mod elect_leaders;
 pub mod format;
+pub mod groups;
 pub mod log_dirs;
+pub mod quotas;
 pub mod shards;
-pub mod units;
+pub mod topics;
+pub mod transactions;
+/// Unit parsing lives with the config it serves first; the subcommands share it.
+pub use crate::config::units;
 
 use clap::error::ErrorKind;
 

@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 
+use super::units;
 use super::ConfigError;
-use crate::cli::units;
 use crate::controller::configs::{broker_config_def, broker_setting_names, ConfigType};
 
 /// Every broker setting as `(Kafka name, flag name)`, built once (clap wants `'static`).

@@ -21,12 +21,10 @@
 pub mod alter_partition;
 mod broker_configs;
 mod brokers;
-pub mod cli;
 mod client_quotas;
 pub mod configs;
 mod delta;
 pub mod election;
-pub mod election_cli;
 mod elr;
 mod error;
 mod image;
@@ -39,7 +37,6 @@ pub mod shard_assignment;
 pub mod state;
 mod topic_name;
 mod topics;
-pub mod topics_cli;
 
 #[cfg(test)]
 mod state_tests;

@@ -13,9 +13,8 @@
 //! - [`placement`]: group → partition.
 //! - [`coordinator`]: JoinGroup/SyncGroup; [`membership`]: heartbeats, leaves, timers;
 //!   [`offsets`]: commits, fetches, deletes, expiry, replay.
-//! - [`cli`]: `shardlog groups list|describe`.
+//! - `shardlog groups list|describe` lives in [`crate::cli::groups`].
 
-pub mod cli;
 pub mod coordinator;
 pub mod load;
 

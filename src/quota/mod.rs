@@ -16,7 +16,6 @@
 //! Invariants: a shard keeps at most [`CLIENT_QUOTA_STATES_MAX`] client states (idle ones are
 //! dropped first); a client without a quota costs one map lookup and no state.
 
-pub mod cli;
 pub mod mutation;
 pub mod rate;
 pub mod share;

@@ -11,7 +11,6 @@
 //! partitions' own transaction state (open transactions, last stable offset, aborted
 //! transactions) is in `storage::producer_state`.
 
-pub mod cli;
 pub mod coordinator;
 pub mod partition;
 pub mod records;

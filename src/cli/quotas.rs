@@ -19,10 +19,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{CONSUMER_BYTE_RATE, ENTITY_CLIENT_ID, ENTITY_USER, PRODUCER_BYTE_RATE};
+use super::configs::{check, parse_add_config};
 use crate::cli::ClientArgs;
-use crate::controller::cli::{check, parse_add_config};
 use crate::protocol::blocking::BlockingConn;
+use crate::quota::{CONSUMER_BYTE_RATE, ENTITY_CLIENT_ID, ENTITY_USER, PRODUCER_BYTE_RATE};
 
 /// The client id of every request `shardlog quotas` sends.
 const CLIENT_ID: &str = "shardlog-quotas";

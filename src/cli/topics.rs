@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::cli::{check, describe as describe_configs, parse_add_config, Entity};
+use super::configs::{check, describe as describe_configs, parse_add_config, Entity};
 use crate::cli::ClientArgs;
 use crate::constants::CLI_REQUEST_TIMEOUT_MS;
 use crate::protocol::blocking::BlockingConn;
