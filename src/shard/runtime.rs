@@ -117,9 +117,10 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
     // A configured admin port is bound before anything starts, so a taken one fails the
     // start like a taken Kafka port; the default is bound later, with a fallback.
     let admin = match config.admin_listen {
-        Some(addr) => Some(bind_exclusive_waiting(addr).with_context(|| {
-            format!("cannot listen on the admin address {addr} (--admin-listen; is another broker using it?)")
-        })?),
+        Some(addr) => {
+            let context = || format!("cannot listen on the admin address {addr} (--admin-listen)");
+            Some(bind_exclusive_waiting(addr).with_context(context)?)
+        }
         None => None,
     };
     let first_listener = bind_listener(config.listen)
