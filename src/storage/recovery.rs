@@ -326,7 +326,7 @@ async fn load_segment<F: FileSystem>(
                 offset = seg.next_offset.0,
                 position = valid,
                 zero_bytes_trimmed = file_size - valid,
-                "end of the written log: trimming the preallocated zeros after it"
+                "end of the written log: trimming the zeros after it (preallocation, padding)"
             );
         } else {
             tracing::warn!(
