@@ -74,7 +74,9 @@ pub struct ServeArgs {
     /// Log filter (tracing env-filter syntax); RUST_LOG is used when absent.
     #[arg(long)]
     pub log_level: Option<String>,
-    /// Address of the admin HTTP endpoint (/metrics).
+    /// Address of the admin HTTP endpoint (/metrics, top, shard moves) [default:
+    /// 127.0.0.1:9644, or an ephemeral port if taken]; a given address that is taken fails
+    /// the start.
     #[arg(long)]
     pub admin_listen: Option<SocketAddr>,
     /// Microseconds an idle executor spins before parking (0 disables spinning); `2ms` works.

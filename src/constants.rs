@@ -357,7 +357,8 @@ pub const DOCTOR_FREE_DISK_BYTES_MIN: u64 = 256 * 1024 * 1024;
 /// How long `serve` waits for its Kafka port to be released (a broker killed a moment ago
 /// keeps its listener until the kernel tears its io_uring down) before failing.
 pub const PORT_FREE_WAIT_MS_MAX: u64 = 5_000;
-/// How long the admin endpoint retries a port in use (same reason) before giving up.
+/// How long the admin endpoint retries the default port in use (same reason) before it
+/// falls back to an ephemeral port.
 pub const ADMIN_BIND_WAIT_MS_MAX: u64 = 5_000;
 
 // ---------------------------------------------------------------- cli

@@ -1,10 +1,12 @@
 //! Zero-filled preallocation (`storage::prealloc`) under fsync every batch: the active
 //! segment's file runs ahead of the log with fsynced zeros, yet every acknowledged batch
 //! survives a power loss byte-identical, recovery trims the zeros, close leaves the file at
-//! its exact size, and with preallocation off the file never runs ahead.
+//! its exact size, and with preallocation off the file never runs ahead. Recovery tells
+//! those zeros (the end of the written log, INFO) from a torn tail (WARN, bytes dropped).
 
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use shardlog::io::mem::MemFileSystem;
@@ -83,4 +85,72 @@ fn without_preallocation_or_durable_flush_the_file_never_runs_ahead() {
             log.close().await.unwrap();
         }
     });
+}
+
+/// Log lines written while `f` runs on this thread, without colours.
+fn logs_of(f: impl FnOnce()) -> String {
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("log buffer").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let out = Captured::default();
+    let sink = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let bytes = out.0.lock().expect("log buffer").clone();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Issue 32: after a SIGKILL, recovery warned "truncating torn tail … unsupported magic 0"
+/// on almost every restart, for the preallocated zeros after the last batch. Zeros are the
+/// end of the written log (INFO); non-zero bytes past it, or a batch failing its CRC, are a
+/// torn tail (WARN, with the bytes of data dropped).
+#[test]
+fn zeros_after_the_log_are_its_end_and_only_real_bytes_are_a_torn_tail() {
+    let dir = Path::new("/data/prealloc-2");
+    let seg = dir.join(SEG);
+    let config = LogConfig { preallocate_bytes: 8 << 20, ..LogConfig::default() };
+    let fs = MemFileSystem::new();
+    let data = run_local(async { acked(&open(&fs, dir, config.clone()).await, 60).await });
+    let recover = |crashed: MemFileSystem| {
+        let config = config.clone();
+        logs_of(|| {
+            run_local(async {
+                let log = open(&crashed, dir, config).await;
+                let _ = log.read(Offset(0), usize::MAX, log.log_end_offset()).await;
+            });
+        })
+    };
+    // SIGKILL: only zeros follow the last batch.
+    let logs = recover(fs.crash());
+    assert!(logs.contains("end of the written log"), "{logs}");
+    assert!(!logs.contains("WARN") && !logs.contains("torn tail"), "{logs}");
+
+    // Garbage after the log: those bytes are reported dropped, the zeros after them not.
+    let crashed = fs.crash();
+    crashed.corrupt(&seg, data.len() + 100, b"garbage");
+    let logs = recover(crashed.clone());
+    assert!(logs.contains("WARN") && logs.contains("truncating torn tail"), "{logs}");
+    assert!(logs.contains("bytes_dropped=107 "), "{logs}");
+    assert_eq!(crashed.file_content(&seg).expect("segment").len(), data.len());
+
+    // The last batch fails its CRC: a torn tail too, and that batch is gone.
+    let crashed = fs.crash();
+    crashed.corrupt(&seg, data.len() - 3, &[0xff]);
+    let logs = recover(crashed.clone());
+    assert!(logs.contains("WARN") && logs.contains("truncating torn tail"), "{logs}");
+    assert!(logs.contains("CRC") || logs.contains("crc"), "{logs}");
+    let left = crashed.file_content(&seg).expect("segment");
+    assert!(left.len() < data.len() && data.starts_with(&left), "cut at a batch boundary");
 }

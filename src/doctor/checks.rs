@@ -178,8 +178,14 @@ fn limit(s: &LimitSpec) -> Finding {
 #[must_use]
 pub fn data_dir(dir: &Path) -> Vec<Finding> {
     let mut out = Vec::new();
-    let existing = match nearest_existing(dir) {
-        Ok(p) => p,
+    // Compared in absolute form: `nearest_existing` answers with an absolute path, so a
+    // relative `--data-dir data-1` would never equal it and would pass for missing.
+    let found = std::path::absolute(dir).and_then(|abs| Ok((nearest_existing(&abs)?, abs)));
+    let (existing, exists) = match found {
+        Ok((p, abs)) => {
+            let exists = p == abs;
+            (p, exists)
+        }
         Err(err) => {
             out.push(Finding::fatal(
                 "data-dir",
@@ -189,7 +195,7 @@ pub fn data_dir(dir: &Path) -> Vec<Finding> {
             return out;
         }
     };
-    if existing == dir && !dir.is_dir() {
+    if exists && !dir.is_dir() {
         out.push(Finding::fatal(
             "data-dir",
             format!("{} exists and is not a directory", dir.display()),
@@ -205,7 +211,7 @@ pub fn data_dir(dir: &Path) -> Vec<Finding> {
             "use a directory on a writable mount (remount rw or pick another path)",
         )),
         Ok(space) => {
-            out.push(writable(dir, &existing));
+            out.push(writable(dir, exists));
             out.push(free_disk(&existing, space.free_bytes, space.total_bytes));
         }
         Err(err) => {
@@ -215,10 +221,9 @@ pub fn data_dir(dir: &Path) -> Vec<Finding> {
     out
 }
 
-fn nearest_existing(dir: &Path) -> io::Result<PathBuf> {
-    let abs =
-        if dir.is_absolute() { dir.to_path_buf() } else { std::env::current_dir()?.join(dir) };
-    let mut p = abs.as_path();
+/// The nearest existing path at or above `abs` (an absolute path).
+fn nearest_existing(abs: &Path) -> io::Result<PathBuf> {
+    let mut p = abs;
     loop {
         if p.exists() {
             return Ok(p.to_path_buf());
@@ -276,8 +281,8 @@ fn filesystem(existing: &Path) -> Finding {
     }
 }
 
-fn writable(dir: &Path, existing: &Path) -> Finding {
-    if existing != dir {
+fn writable(dir: &Path, exists: bool) -> Finding {
+    if !exists {
         return Finding::warn(
             "o_direct",
             format!(
@@ -454,6 +459,22 @@ mod tests {
             "{f:?}"
         );
         assert!(!missing.exists(), "doctor creates nothing");
+    }
+
+    /// `serve --data-dir data-1` on a directory `shardlog format` made: a relative path
+    /// that exists is checked, not taken for one "serve creates" (issue 32).
+    #[test]
+    fn a_relative_existing_directory_is_checked_not_called_missing() {
+        let dir = tempfile::tempdir_in("target").expect("tempdir in target/");
+        let name = dir.path().file_name().expect("name");
+        let relative = Path::new("target").join(name);
+        assert!(relative.is_relative() && relative.is_dir());
+        let f = data_dir(&relative);
+        assert!(f.iter().all(|x| !x.message.contains("does not exist yet")), "{f:?}");
+        assert!(f.iter().any(|x| x.check == "o_direct" || x.check == "writable"), "{f:?}");
+        let file = relative.join("a-file");
+        std::fs::write(&file, b"x").expect("write");
+        assert_eq!(data_dir(&file)[0].severity, Severity::Fatal, "a relative file is no dir");
     }
 
     #[test]

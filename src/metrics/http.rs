@@ -97,24 +97,31 @@ impl Response {
     }
 }
 
-/// The admin address to serve: `--admin-listen` if given, else 127.0.0.1:9644.
+/// The default admin address, 127.0.0.1:9644, served when `--admin-listen` is not given.
 #[must_use]
-pub fn admin_addr(configured: Option<SocketAddr>) -> SocketAddr {
-    configured.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], ADMIN_PORT_DEFAULT)))
+pub fn default_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], ADMIN_PORT_DEFAULT))
 }
 
-/// Binds `addr` and serves it from the calling shard's `queue`; returns the bound address.
-pub fn start(addr: SocketAddr, queue: TaskQueueHandle) -> std::io::Result<SocketAddr> {
+/// Binds `addr` for the admin endpoint, without SO_REUSEPORT (glommio's own bind sets it):
+/// a second broker on the same admin port must get "address in use", not silently share
+/// the port with the first.
+pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    std::net::TcpListener::bind(addr)
+}
+
+/// Serves the bound `listener` from the calling shard's `queue`; returns its address.
+pub fn start(
+    listener: std::net::TcpListener,
+    queue: TaskQueueHandle,
+) -> std::io::Result<SocketAddr> {
     let _ = STARTED.get_or_init(Instant::now);
-    // Bound without SO_REUSEPORT (glommio's own bind sets it): a second broker on the same
-    // admin port must get "address in use", not silently share the port with the first.
-    let exclusive = std::net::TcpListener::bind(addr)?;
-    exclusive.set_nonblocking(true)?;
-    let local = exclusive.local_addr()?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
     // SAFETY: the descriptor comes from a listening socket we own and hand over whole.
     let listener = unsafe {
         <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(
-            exclusive,
+            listener,
         ))
     };
     glommio::spawn_local_into(accept_loop(listener), queue)

@@ -21,9 +21,20 @@ use crate::constants::{ADMIN_BIND_WAIT_MS_MAX, METRICS_PUBLISH_INTERVAL_MS};
 /// Busy-ratio window: the ratio shown is busy time over the last window.
 const BUSY_WINDOW: Duration = Duration::from_secs(1);
 
+/// The admin endpoint's socket, as the runtime hands it to the shard that serves it.
+pub enum AdminSocket {
+    /// `--admin-listen`, already bound at start-up: a taken configured port fails the
+    /// start (as Kafka fails on its listener's), it never reaches a shard.
+    Bound(std::net::TcpListener),
+    /// No `--admin-listen`: the default address, bound here; if it stays taken (another
+    /// broker on this host), an ephemeral port, logged at WARN, so no broker runs without
+    /// its admin endpoint.
+    Default(SocketAddr),
+}
+
 /// Starts metrics on the calling shard: must run inside the shard's executor, once.
 /// With `admin` set, this shard also serves the admin HTTP endpoint there.
-pub fn start_shard(shard: u32, background: TaskQueueHandle, admin: Option<SocketAddr>) {
+pub fn start_shard(shard: u32, background: TaskQueueHandle, admin: Option<AdminSocket>) {
     let recorder = recorder::install(ShardRecorder::new(shard));
     let slot = hub::register(shard);
     let publisher = publish_loop(recorder, slot);
@@ -32,35 +43,59 @@ pub fn start_shard(shard: u32, background: TaskQueueHandle, admin: Option<Socket
         Ok(task) => drop(task.detach()),
         Err(err) => tracing::warn!(shard, "metrics publisher not started: {err}"),
     }
-    if let Some(addr) = admin {
-        match glommio::spawn_local_into(serve_admin(shard, addr, background), background) {
-            Ok(task) => drop(task.detach()),
-            Err(err) => tracing::warn!(shard, "admin HTTP listener not started on {addr}: {err}"),
+    match admin {
+        None => {}
+        Some(AdminSocket::Bound(listener)) => match super::http::start(listener, background) {
+            Ok(local) => tracing::info!(shard, "admin HTTP (metrics) listening on {local}"),
+            Err(err) => tracing::warn!(shard, "admin HTTP listener not started: {err}"),
+        },
+        Some(AdminSocket::Default(addr)) => {
+            match glommio::spawn_local_into(serve_default(shard, addr, background), background) {
+                Ok(task) => drop(task.detach()),
+                Err(err) => tracing::warn!(shard, "admin HTTP listener not started: {err}"),
+            }
         }
     }
 }
 
-/// Binds the admin endpoint, retrying for a few seconds while the port is in use: a broker
-/// restarted right after a crash finds its predecessor's listener still open until the
-/// kernel finishes tearing down that process's io_uring.
-async fn serve_admin(shard: u32, addr: SocketAddr, background: TaskQueueHandle) {
+/// Binds the default admin address, retrying for a few seconds while it is in use: a
+/// broker restarted right after a crash finds its predecessor's listener still open until
+/// the kernel finishes tearing down that process's io_uring. Still taken after that, it
+/// is another broker's: take an ephemeral port on the same address and say which.
+async fn serve_default(shard: u32, addr: SocketAddr, background: TaskQueueHandle) {
     let deadline = Instant::now() + Duration::from_millis(ADMIN_BIND_WAIT_MS_MAX);
-    loop {
-        match super::http::start(addr, background) {
-            Ok(local) => {
-                tracing::info!(shard, "admin HTTP (metrics) listening on {local}");
-                return;
-            }
+    let listener = loop {
+        match super::http::bind(addr) {
+            Ok(listener) => break Ok(listener),
             Err(err)
                 if err.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline =>
             {
                 glommio::timer::sleep(Duration::from_millis(200)).await;
             }
+            Err(err) => break Err(err),
+        }
+    };
+    let listener = match listener {
+        Ok(listener) => listener,
+        Err(err) => match super::http::bind(SocketAddr::new(addr.ip(), 0)) {
+            Ok(listener) => {
+                let port = listener.local_addr().map_or(0, |a| a.port());
+                tracing::warn!(
+                    shard,
+                    "admin HTTP default address {addr} not available ({err}); listening on \
+                     port {port} instead (set --admin-listen to choose one)"
+                );
+                listener
+            }
             Err(err) => {
                 tracing::warn!(shard, "admin HTTP listener not started on {addr}: {err}");
                 return;
             }
-        }
+        },
+    };
+    match super::http::start(listener, background) {
+        Ok(local) => tracing::info!(shard, "admin HTTP (metrics) listening on {local}"),
+        Err(err) => tracing::warn!(shard, "admin HTTP listener not started on {addr}: {err}"),
     }
 }
 

@@ -1,5 +1,7 @@
-//! Request routing: peek at the API and version, refuse what is not advertised (closing
-//! the connection, as Kafka does), decode, and start the API's handler.
+//! Request routing: peek at the API and version, refuse a version outside an advertised
+//! range (closing the connection, as Kafka does), answer an API the broker does not serve
+//! with an error response where one can be built ([`super::unserved`]), decode, and start
+//! the API's handler.
 //!
 //! Runs on the connection's shard. Invariant: a handler's `start` issues all its
 //! cross-shard sends before returning, so requests of one connection reach each owner
@@ -92,6 +94,9 @@ pub const API_TABLE: &[ApiRange] = &[
     ApiRange::new(ApiKey::WriteTxnMarkers, txn::write_txn_markers::VERSIONS),
     ApiRange::new(ApiKey::DescribeTransactions, txn::describe_transactions::VERSIONS),
     ApiRange::new(ApiKey::ListTransactions, txn::list_transactions::VERSIONS),
+    ApiRange::new(ApiKey::DescribeAcls, admin::acls::VERSIONS),
+    ApiRange::new(ApiKey::CreateAcls, admin::acls::VERSIONS),
+    ApiRange::new(ApiKey::DeleteAcls, admin::acls::VERSIONS),
 ];
 
 /// Starts processing one request frame from a client at `peer` authenticated as
@@ -108,7 +113,9 @@ pub async fn dispatch(
     if api == ApiKey::ApiVersions {
         return Ok(ready(api_versions::respond(frame, peek)));
     }
-    let range = find(API_TABLE, api).ok_or_else(|| format!("unsupported api {api:?}"))?;
+    let Some(range) = find(API_TABLE, api) else {
+        return super::unserved::answer(api, peek.version, peek.correlation_id).map(ready);
+    };
     if !range.contains(peek.version) {
         return Err(format!(
             "{api:?} v{} not supported (advertised {}..={})",
@@ -171,6 +178,9 @@ pub async fn dispatch(
             txn::describe_transactions::start(ctx, frame, version).await
         }
         ApiKey::ListTransactions => txn::list_transactions::start(ctx, frame, version).await,
+        ApiKey::DescribeAcls | ApiKey::CreateAcls | ApiKey::DeleteAcls => {
+            super::unserved::start_acls(api, frame, version)
+        }
         other => Err(format!("no handler for {other:?}")),
     }
 }

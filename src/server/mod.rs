@@ -30,6 +30,7 @@ pub mod shard_move;
 pub mod throttle;
 pub mod throttle_field;
 pub mod txn;
+pub mod unserved;
 
 // Replication wiring: partition leaders' ISR changes (AlterPartition).
 pub mod isr;

@@ -114,6 +114,15 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     start_signal_thread()?;
     ensure_port_free(config.listen)?;
+    // A configured admin port is bound before anything starts, so a taken one fails the
+    // start like a taken Kafka port; the default is bound later, with a fallback.
+    let admin = match config.admin_listen {
+        Some(addr) => {
+            let context = || format!("cannot listen on the admin address {addr} (--admin-listen)");
+            Some(bind_exclusive_waiting(addr).with_context(context)?)
+        }
+        None => None,
+    };
     let first_listener = bind_listener(config.listen)
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local =
@@ -125,6 +134,7 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
     let config = Arc::new(ServeConfig { listen: local, advertised_port, ..config });
     let shared = Arc::new(Shared {
         first_listener: Mutex::new(Some(first_listener)),
+        admin: Mutex::new(admin),
         started: AtomicBool::new(false),
         ready: AtomicUsize::new(0),
         drained: AtomicUsize::new(0),
@@ -157,6 +167,8 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
 
 struct Shared {
     first_listener: Mutex<Option<socket2::Socket>>,
+    /// The configured admin endpoint's listener, until the shard serving it takes it.
+    admin: Mutex<Option<std::net::TcpListener>>,
     /// Shard 0's start-up (controller, registration, the image that follows it) finished:
     /// no shard accepts a connection before (issue 19, see `shard_main`).
     started: AtomicBool,
@@ -241,27 +253,27 @@ fn ensure_port_free(addr: std::net::SocketAddr) -> anyhow::Result<()> {
     if addr.port() == 0 {
         return Ok(());
     }
-    // A broker killed a moment ago can still hold its listener: io_uring tears a dead
-    // process's ring down asynchronously, and a pending accept keeps the socket open until
-    // then. So wait a little before concluding the port belongs to a live broker.
+    let probe = bind_exclusive_waiting(addr)
+        .with_context(|| format!("cannot listen on {addr} (is another broker using it?)"))?;
+    drop(probe);
+    Ok(())
+}
+
+/// Binds `addr` without SO_REUSEPORT. A broker killed a moment ago can still hold its
+/// listener: io_uring tears a dead process's ring down asynchronously, and a pending
+/// accept keeps the socket open until then. So wait a little before concluding the port
+/// belongs to a live broker.
+fn bind_exclusive_waiting(addr: std::net::SocketAddr) -> std::io::Result<std::net::TcpListener> {
     let deadline = std::time::Instant::now() + Duration::from_millis(PORT_FREE_WAIT_MS_MAX);
     loop {
         match std::net::TcpListener::bind(addr) {
-            Ok(probe) => {
-                drop(probe);
-                return Ok(());
-            }
             Err(err)
                 if err.kind() == std::io::ErrorKind::AddrInUse
                     && std::time::Instant::now() < deadline =>
             {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            Err(err) => {
-                return Err(err).with_context(|| {
-                    format!("cannot listen on {addr} (is another broker using it?)")
-                })
-            }
+            result => return result,
         }
     }
 }
@@ -295,8 +307,14 @@ async fn shard_main(
     );
     let background_queue =
         exec.create_task_queue(Shares::Static(50), Latency::NotImportant, "background");
-    let admin =
-        (me.0 + 1 == config.shards).then(|| crate::metrics::http::admin_addr(config.admin_listen));
+    let admin = (me.0 + 1 == config.shards).then(|| {
+        use crate::metrics::shard_task::AdminSocket;
+        match shared.admin.lock().ok().and_then(|mut a| a.take()) {
+            Some(listener) => AdminSocket::Bound(listener),
+            None => AdminSocket::Default(crate::metrics::http::default_addr()),
+        }
+    });
+    let serves_admin = admin.is_some();
     crate::metrics::shard_task::start_shard(me.0, background_queue, admin);
     // The iopoll probe must run on every executor before it opens any log (design.md §5).
     if let Err(err) = crate::io::probe_data_dir(&config.data_dir).await {
@@ -314,7 +332,7 @@ async fn shard_main(
     for (_, rx) in receivers.streams() {
         drop(ctx.spawn(receive_loop(ctx.clone(), rx)));
     }
-    if admin.is_some() {
+    if serves_admin {
         let post_ctx = ctx.clone();
         crate::metrics::http::set_post_handler(Box::new(move |method, target| {
             (app.admin_post)(post_ctx.clone(), method, target)

@@ -37,7 +37,7 @@ use crate::types::{Epoch, Offset};
 
 struct Loaded<F: FileSystem> {
     seg: Segment<F>,
-    /// The scan stopped before the file end (torn tail or padding, truncated).
+    /// The scan stopped before the file end (torn tail or zeros after the log, truncated).
     torn: bool,
     epochs: Vec<(Epoch, Offset)>,
 }
@@ -315,20 +315,60 @@ async fn load_segment<F: FileSystem>(
     }
     let torn = scan.valid_bytes < file_size;
     if torn {
-        let dropped = file_size - scan.valid_bytes;
-        tracing::warn!(
-            file = %path.display(),
-            offset = seg.next_offset.0,
-            position = scan.valid_bytes,
-            bytes_dropped = dropped,
-            reason = scan.stop_reason.as_deref().unwrap_or(""),
-            "truncating torn tail"
-        );
-        let size = scan.valid_bytes;
-        file.truncate(size).await.map_err(StorageError::io("truncate", &path, size))?;
-        file.sync().await.map_err(StorageError::io("fsync", &path, size))?;
+        let valid = scan.valid_bytes;
+        let data_end = nonzero_end(&*file, &path, valid, file_size).await?;
+        let reason = scan.stop_reason.as_deref().unwrap_or("");
+        if data_end == valid {
+            // Only zeros follow the last batch: the O_DIRECT page padding or the space
+            // `storage::prealloc` filled ahead of the log. Nothing written is lost.
+            tracing::info!(
+                file = %path.display(),
+                offset = seg.next_offset.0,
+                position = valid,
+                zero_bytes_trimmed = file_size - valid,
+                "end of the written log: trimming the zeros after it (preallocation, padding)"
+            );
+        } else {
+            tracing::warn!(
+                file = %path.display(),
+                offset = seg.next_offset.0,
+                position = valid,
+                bytes_dropped = data_end - valid,
+                zero_bytes_trimmed = file_size - data_end,
+                reason,
+                "truncating torn tail"
+            );
+        }
+        file.truncate(valid).await.map_err(StorageError::io("truncate", &path, valid))?;
+        file.sync().await.map_err(StorageError::io("fsync", &path, valid))?;
     }
     Ok(Loaded { seg, torn, epochs })
+}
+
+/// The end of the last non-zero byte in `[from, to)` of `file`, or `from` if that range
+/// is all zeros: tells a torn write (data cut short or damaged) from the zeros the writer
+/// leaves past the end of the log, which an operator must not read as data loss.
+async fn nonzero_end<D: DataFile>(
+    file: &D,
+    path: &Path,
+    from: u64,
+    to: u64,
+) -> Result<u64, StorageError> {
+    const CHUNK_BYTES: u64 = 1 << 20;
+    let mut end = from;
+    let mut pos = from;
+    while pos < to {
+        let want = usize::try_from((to - pos).min(CHUNK_BYTES)).unwrap_or(usize::MAX);
+        let buf = file.read_at(pos, want).await.map_err(StorageError::io("scan", path, pos))?;
+        if buf.is_empty() {
+            break;
+        }
+        if let Some(i) = buf.iter().rposition(|b| *b != 0) {
+            end = pos + i as u64 + 1;
+        }
+        pos += buf.len() as u64;
+    }
+    Ok(end)
 }
 
 async fn load_indexes<F: FileSystem>(

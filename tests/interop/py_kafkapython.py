@@ -1,7 +1,8 @@
 """kafka-python client program for the interoperability scenario.
 
 Run by driver.py as a subprocess (see scenario.parse_client_args). ``consume``: no consumer
-group, ``group_id=None``, partitions assigned directly, read from the beginning.
+group, ``group_id=None``, partitions assigned directly, read from the beginning. ``create``
+also checks describe_acls without an authorizer (SecurityDisabledError).
 ``consume-group``: ``group_id=--group``, subscribe(), auto_offset_reset=earliest, commit()
 once every partition is read, then committed() must equal the end offsets.
 """
@@ -10,7 +11,9 @@ import sys
 import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka import errors as Errors
+from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                         KafkaAdminClient, NewTopic, ResourcePatternFilter, ResourceType)
 
 import scenario as sc
 
@@ -18,6 +21,7 @@ import scenario as sc
 def create(args) -> None:
     admin = KafkaAdminClient(bootstrap_servers=args.bootstrap, request_timeout_ms=30000)
     admin.create_topics([NewTopic(args.topic, num_partitions=args.partitions, replication_factor=1)])
+    check_acls_without_authorizer(admin)
     admin.close()
     consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=None)
     deadline = time.monotonic() + args.timeout_s
@@ -31,6 +35,21 @@ def create(args) -> None:
         time.sleep(0.2)
         consumer._client.cluster.request_update()
     consumer.close()
+
+
+def check_acls_without_authorizer(admin) -> None:
+    """Without an authorizer, describe_acls raises SecurityDisabledError (error 54) as against
+    Kafka, and the admin client's connection stays usable (issue 32: it was closed)."""
+    everything = ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                           permission_type=ACLPermissionType.ANY,
+                           resource_pattern=ResourcePatternFilter(ResourceType.ANY, None,
+                                                                  ACLResourcePatternType.ANY))
+    try:
+        admin.describe_acls(everything)
+        raise SystemExit("describe_acls: expected SecurityDisabledError, got an answer")
+    except Errors.SecurityDisabledError as e:
+        print(f"describe_acls: {e}")
+    admin.list_topics()
 
 
 def produce(args) -> None:

@@ -12,6 +12,7 @@
 //! [`MetadataImage`] and run on any shard. This is the protocol boundary of the controller:
 //! [`ControllerError`]s become Kafka error codes here and nowhere else.
 
+pub mod acls;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
