@@ -57,7 +57,7 @@ pub const LOG_SEGMENT_OPEN_FILES_MAX_DEFAULT: usize = 1024;
 /// default where the host's memory cannot be read.
 pub const BATCH_CACHE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
 /// Without `--cache-bytes`, the shards' caches together may hold this fraction (1/N) of the
-/// memory the process may use (`doctor::memory_bytes`): O_DIRECT leaves no page cache,
+/// memory the process may use (`io::host::memory_bytes`): O_DIRECT leaves no page cache,
 /// so this cache is what serves a consumer catching up on data it read before (Kafka has the
 /// whole page cache there; tuning.md, "read cache").
 pub const BATCH_CACHE_MEMORY_DIVISOR: u64 = 8;

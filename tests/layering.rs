@@ -47,7 +47,6 @@ const UPWARD_TODAY: &[(&str, &str)] = &[
     ("shard", "server"),
     ("txn", "server"),
     ("server", "bench"),
-    ("server", "doctor"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -6,12 +6,12 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::sys::{self, CAP_SYS_RESOURCE};
 use super::Finding;
 use crate::constants::{
     DOCTOR_FREE_DISK_BYTES_MIN, DOCTOR_FREE_DISK_RATIO_WARN, MEMLOCK_BYTES_MIN,
     MEMLOCK_BYTES_WANTED, NOFILE_MIN, NOFILE_WANTED,
 };
+use crate::io::host::{self as sys, CAP_SYS_RESOURCE};
 
 /// Oldest kernel glommio 0.9 supports (io_uring features it relies on).
 const KERNEL_MIN: (u32, u32) = (5, 8);

@@ -12,9 +12,8 @@
 //! through its nearest existing ancestor, where nothing is written).
 
 mod checks;
-pub(crate) mod sys;
 
-pub use sys::memory_bytes;
+pub use crate::io::host::memory_bytes;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -17,6 +17,7 @@
 
 mod device_flush;
 pub mod dma;
+pub mod host;
 pub mod mem;
 pub mod vectored;
 

@@ -101,7 +101,7 @@ pub fn data_dir_low_on_space(ctx: &ShardCtx, incoming_bytes: u64) -> bool {
             return sample.low;
         }
     }
-    let (free_bytes, low) = match crate::doctor::sys::space(&ctx.config.data_dir) {
+    let (free_bytes, low) = match crate::io::host::space(&ctx.config.data_dir) {
         Ok(space) => (space.free_bytes, space.free_bytes < reserved),
         Err(err) => {
             tracing::debug!("statvfs of the data directory failed: {err}");

@@ -41,7 +41,7 @@ pub fn wants_fence(
 /// Measures `data_dir` and applies [`wants_fence`], logging each change of mind. A failed
 /// statvfs keeps the previous answer.
 pub fn check(data_dir: &Path, reserved_bytes: u64, was_asking: bool, others_live: bool) -> bool {
-    let free_bytes = match crate::doctor::sys::space(data_dir) {
+    let free_bytes = match crate::io::host::space(data_dir) {
         Ok(space) => space.free_bytes,
         Err(err) => {
             tracing::debug!("statvfs of the data directory failed: {err}");

@@ -93,7 +93,7 @@ fn requested(req: &DescribeLogDirsRequest) -> Option<HashSet<(&str, i32)>> {
 fn dir_result(dir: &std::path::Path, entries: Vec<Entry>) -> DescribeLogDirsResult {
     let result = DescribeLogDirsResult::default()
         .with_log_dir(StrBytes::from_string(dir.display().to_string()));
-    match crate::doctor::sys::space(dir) {
+    match crate::io::host::space(dir) {
         Ok(space) => result
             .with_topics(topics(entries))
             .with_total_bytes(clamp_i64(space.total_bytes))

@@ -1,7 +1,8 @@
-//! Thin, safe wrappers over the syscalls `doctor` needs: uname, rlimits, capabilities,
-//! statfs/statvfs, an io_uring setup probe and an O_DIRECT write/read probe.
+//! Thin, safe wrappers over the host's syscalls: uname, rlimits, capabilities,
+//! statfs/statvfs, an io_uring setup probe and an O_DIRECT write/read probe. `doctor` checks
+//! the host with them; the broker reads a data directory's free space with [`space`].
 //!
-//! Main thread only, before shards start. Every `unsafe` block is a plain syscall on a
+//! Any thread; the probes run on the main thread before shards start. Every `unsafe` block is a plain syscall on a
 //! zeroed or stack-owned struct; errors come back as `std::io::Error`.
 
 use std::ffi::CString;
