@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::cli::PlotArgs;
-use super::stats::Summary;
+use super::stats::{Percentiles, Summary};
 
 const WIDTH: f64 = 900.0;
 const HEIGHT: f64 = 520.0;
@@ -39,11 +39,48 @@ fn load(p: &Path) -> anyhow::Result<Summary> {
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
     if p.extension().is_some_and(|e| e == "hgrm") {
         let label = p.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-        return crate::metrics::hgrm::bench_summary(&label, &text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()));
+        return hgrm_summary(&label, &text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()));
     }
     serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{} is not a bench --json result: {e}", p.display()))
+}
+
+/// A bench result holding only the distribution of `.hgrm` text, so `shardlog bench plot`
+/// draws a scraped broker histogram beside client-side results.
+pub fn hgrm_summary(label: &str, text: &str) -> Result<Summary, String> {
+    let points = crate::metrics::hgrm::parse(text)?;
+    let at = |pct: f64| points.iter().find(|(p, _)| *p >= pct).map_or(0, |(_, v)| *v);
+    let latency_us = Percentiles {
+        p50: at(50.0),
+        p90: at(90.0),
+        p99: at(99.0),
+        p999: at(99.9),
+        p9999: at(99.99),
+        max: points.last().map_or(0, |(_, v)| *v),
+        mean: 0.0,
+    };
+    Ok(Summary {
+        mode: "hgrm".into(),
+        label: label.into(),
+        bootstrap: String::new(),
+        topic: String::new(),
+        load: "broker-side".into(),
+        target_rate: None,
+        duration_s: 0.0,
+        records: 0,
+        bytes: 0,
+        requests: 0,
+        records_per_s: 0.0,
+        mib_per_s: 0.0,
+        errors: std::collections::BTreeMap::new(),
+        latency_us,
+        distribution: points,
+        cpu_user_s: 0.0,
+        cpu_sys_s: 0.0,
+        cpu_pct_of_core: 0.0,
+        send_lag_us: None,
+        round_trip_us: None,
+    })
 }
 
 fn x_of(percentile: f64) -> f64 {
@@ -164,6 +201,17 @@ fn escape(t: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_hgrm_file_becomes_a_summary_of_its_distribution() {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+        for v in 1..=1000u64 {
+            h.record(v * 10).unwrap();
+        }
+        let summary = hgrm_summary("broker", &crate::metrics::hgrm::render(&h)).unwrap();
+        assert_eq!(summary.latency_us.max, h.max());
+        assert!((4990..=5010).contains(&summary.latency_us.p50));
+    }
     use super::*;
 
     fn summary(label: &str, scale: u64) -> Summary {

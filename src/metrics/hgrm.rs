@@ -71,44 +71,6 @@ pub fn parse(text: &str) -> Result<Vec<(f64, u64)>, String> {
     Ok(points)
 }
 
-/// A bench result holding only the distribution of `.hgrm` text, so `shardlog bench plot`
-/// draws a scraped broker histogram beside client-side results.
-pub fn bench_summary(label: &str, text: &str) -> Result<crate::bench::stats::Summary, String> {
-    let points = parse(text)?;
-    let at = |pct: f64| points.iter().find(|(p, _)| *p >= pct).map_or(0, |(_, v)| *v);
-    let latency_us = crate::bench::stats::Percentiles {
-        p50: at(50.0),
-        p90: at(90.0),
-        p99: at(99.0),
-        p999: at(99.9),
-        p9999: at(99.99),
-        max: points.last().map_or(0, |(_, v)| *v),
-        mean: 0.0,
-    };
-    Ok(crate::bench::stats::Summary {
-        mode: "hgrm".into(),
-        label: label.into(),
-        bootstrap: String::new(),
-        topic: String::new(),
-        load: "broker-side".into(),
-        target_rate: None,
-        duration_s: 0.0,
-        records: 0,
-        bytes: 0,
-        requests: 0,
-        records_per_s: 0.0,
-        mib_per_s: 0.0,
-        errors: std::collections::BTreeMap::new(),
-        latency_us,
-        distribution: points,
-        cpu_user_s: 0.0,
-        cpu_sys_s: 0.0,
-        cpu_pct_of_core: 0.0,
-        send_lag_us: None,
-        round_trip_us: None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,9 +90,6 @@ mod tests {
         let median = points.iter().find(|(p, _)| *p >= 50.0).expect("median").1;
         assert!((4990..=5010).contains(&median), "{median}");
         assert!(parse("Value Percentile\n1.0 oops\n").is_err());
-        let summary = bench_summary("broker", &text).expect("summary");
-        assert_eq!(summary.latency_us.max, h.max());
-        assert!((4990..=5010).contains(&summary.latency_us.p50));
     }
 
     #[test]

@@ -6,17 +6,15 @@
 use std::time::Instant;
 
 use super::{with, Level, Stage};
-use crate::storage::AppendInfo;
 
 const PRODUCE: i16 = 0;
 
-/// A produce of `bytes` bytes to `topic` was appended (`info`) and committed; the append
-/// started at `started` (its time is the Produce `storage` stage).
-pub fn produced(topic: &str, bytes: usize, info: &AppendInfo, started: Instant) {
-    let records = info.last_offset.0 - info.base_offset.0 + 1;
+/// A produce of `bytes` bytes and `records` records to `topic` was appended and committed;
+/// the append started at `started` (its time is the Produce `storage` stage).
+pub fn produced(topic: &str, bytes: usize, records: u64, started: Instant) {
     with(|r| {
         r.record(PRODUCE, Stage::Storage, started.elapsed());
-        r.topic_in(topic, bytes as u64, u64::try_from(records).unwrap_or(0));
+        r.topic_in(topic, bytes as u64, records);
         r.count(super::Count::OwnedBytesIn, bytes as u64);
     });
 }

@@ -339,7 +339,8 @@ async fn produce(
     p.log.wait_committed(info.last_offset).await?;
     if !info.duplicate {
         p.bytes_in.set(p.bytes_in.get() + batch_bytes as u64);
-        crate::metrics::produced(topic, batch_bytes, &info, started);
+        let records = u64::try_from(info.last_offset.0 - info.base_offset.0 + 1).unwrap_or(0);
+        crate::metrics::produced(topic, batch_bytes, records, started);
     }
     p.hw_changed.notify_all();
     // Demoted while the batch was written: the replica state now describes a follower (one
