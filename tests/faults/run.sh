@@ -58,7 +58,7 @@ else
   # (a leader demoted while its write became durable acked acks=all) and the stale leader
   # after a cut (quorum connections never redialled) are fixed; SHARDLOG_FAULTS_GATE=0
   # reports without failing.
-  if ! timeout 900 python3 "$HERE/matrix.py" --bin "$BIN" --cp "$CP" \
+  if ! timeout 1100 python3 "$HERE/matrix.py" --bin "$BIN" --cp "$CP" \
     --faults "$FAULTS" --json "$OUT/matrix.jsonl" --base-port "$BASE"; then
     echo "faults: the fault matrix found violations (see above)"
     if [[ "${SHARDLOG_FAULTS_GATE:-1}" == 1 ]]; then status=1; fi
