@@ -17,9 +17,7 @@ use bytes::Bytes;
 use shardlog::io::mem::MemFileSystem;
 use shardlog::io::run_local;
 use shardlog::partition::leader::Replication;
-use shardlog::partition::replica_fetch::{
-    serve_replica_fetch, ReplicaFetchError, ReplicaFetchRequest,
-};
+use shardlog::partition::replica_fetch::{serve_replica_fetch, to_reply, ReplicaFetchRequest};
 use shardlog::partition::replicas::{IsrChange, LeaderReplicas, ReplicaSettings};
 use shardlog::replication::driver::{
     fetch_round, fetch_round_assigned, FollowerLog, LeaderLink, LinkError,
@@ -70,17 +68,7 @@ impl LeaderLink for InProcessLeader {
                 max_bytes: usize::try_from(plan.partition_max_bytes).unwrap(),
                 epoch_given: true,
             };
-            let reply = match serve_replica_fetch(&self.log, &self.replication, &req, T0).await {
-                Ok(a) => PartitionReply {
-                    error_code: 0,
-                    high_watermark: a.high_watermark.0,
-                    log_start_offset: a.log_start_offset.0,
-                    diverging_epoch: a.diverging_epoch,
-                    records: a.records.to_bytes(),
-                },
-                Err(ReplicaFetchError::Replica(e)) => fail(e.kafka_code()),
-                Err(ReplicaFetchError::Storage(e)) => fail(e.kafka_code()),
-            };
+            let reply = to_reply(serve_replica_fetch(&self.log, &self.replication, &req, T0).await);
             out.push((p.tp.clone(), reply));
         }
         Ok(out)

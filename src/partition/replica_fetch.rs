@@ -136,6 +136,27 @@ pub async fn serve_replica_fetch<F: FileSystem>(
     })
 }
 
+/// The answer as a follower's fetcher reads it off the wire (an in-process leader, in the
+/// simulator and tests, hands it over without encoding).
+#[must_use]
+pub fn to_reply(
+    answer: Result<ReplicaFetchAnswer, ReplicaFetchError>,
+) -> crate::replication::fetcher::PartitionReply {
+    use crate::replication::fetcher::PartitionReply;
+    let fail = |code| PartitionReply { error_code: code, ..PartitionReply::default() };
+    match answer {
+        Ok(a) => PartitionReply {
+            error_code: 0,
+            high_watermark: a.high_watermark.0,
+            log_start_offset: a.log_start_offset.0,
+            diverging_epoch: a.diverging_epoch,
+            records: a.records.to_bytes(),
+        },
+        Err(ReplicaFetchError::Replica(e)) => fail(e.kafka_code()),
+        Err(ReplicaFetchError::Storage(e)) => fail(e.kafka_code()),
+    }
+}
+
 /// A follower's Fetch for one partition, sent to its owner shard.
 pub struct ReplicaFetchOp {
     pub topic: String,

@@ -123,6 +123,16 @@ impl fmt::Display for SimFailure {
     }
 }
 
+/// A caught panic as a failure reason.
+pub(crate) fn panic_reason(panic: &(dyn std::any::Any + Send)) -> String {
+    let msg = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
+        .unwrap_or_default();
+    format!("panic: {msg}")
+}
+
 /// Runs one simulation.
 pub fn run(cfg: &SimConfig) -> Result<Outcome, SimFailure> {
     let mut sim = Sim::new(cfg.clone());
@@ -130,14 +140,7 @@ pub fn run(cfg: &SimConfig) -> Result<Outcome, SimFailure> {
     let reason = match result {
         Ok(Ok(())) => return Ok(sim.outcome()),
         Ok(Err(reason)) => reason,
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
-                .unwrap_or_default();
-            format!("panic: {msg}")
-        }
+        Err(panic) => panic_reason(&*panic),
     };
     let test = if cfg.cluster { "cluster_sim" } else { "quorum_sim" };
     Err(SimFailure { seed: cfg.seed, test, tick: sim.now, reason, trace: sim.trace.into() })

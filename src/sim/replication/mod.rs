@@ -100,14 +100,7 @@ pub fn run(cfg: &ReplicationSimConfig) -> Result<ReplicationOutcome, SimFailure>
         Ok(Ok(Ok(outcome))) => return Ok(outcome),
         Ok(Ok(Err(reason))) => reason,
         Ok(Err(stalled)) => stalled.to_string(),
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
-                .unwrap_or_default();
-            format!("panic: {msg}")
-        }
+        Err(panic) => super::panic_reason(&*panic),
     };
     let trace = trace.borrow().iter().cloned().collect();
     Err(SimFailure { seed: cfg.seed, test: "replication_sim", tick: now.get(), reason, trace })

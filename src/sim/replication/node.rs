@@ -14,9 +14,7 @@ use uuid::Uuid;
 
 use crate::io::mem::MemFileSystem;
 use crate::partition::leader::Replication;
-use crate::partition::replica_fetch::{
-    serve_replica_fetch, ReplicaFetchError, ReplicaFetchRequest,
-};
+use crate::partition::replica_fetch::{serve_replica_fetch, to_reply, ReplicaFetchRequest};
 use crate::partition::replicas::{LeaderReplicas, ReplicaSettings};
 use crate::replication::driver::{
     fetch_round_assigned, FollowerLog, LeaderLink, LinkError, RoundStats,
@@ -238,17 +236,8 @@ impl LeaderLink for SimLink<'_> {
                 max_bytes: usize::try_from(plan.partition_max_bytes).unwrap_or(usize::MAX),
                 epoch_given: true,
             };
-            let reply = match serve_replica_fetch(log, &node.replication, &req, self.now_ms).await {
-                Ok(a) => PartitionReply {
-                    error_code: 0,
-                    high_watermark: a.high_watermark.0,
-                    log_start_offset: a.log_start_offset.0,
-                    diverging_epoch: a.diverging_epoch,
-                    records: a.records.to_bytes(),
-                },
-                Err(ReplicaFetchError::Replica(e)) => fail(e.kafka_code()),
-                Err(ReplicaFetchError::Storage(e)) => fail(e.kafka_code()),
-            };
+            let reply =
+                to_reply(serve_replica_fetch(log, &node.replication, &req, self.now_ms).await);
             out.push((p.tp.clone(), reply));
         }
         Ok(out)
