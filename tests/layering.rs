@@ -35,7 +35,6 @@ const UPWARD_TODAY: &[(&str, &str)] = &[
     ("metrics", "quota"),
     ("partition", "controller"),
     ("partition", "txn"),
-    ("replication", "bench"),
     ("replication", "controller"),
     ("shard", "config"),
     ("shard", "controller"),
@@ -43,7 +42,6 @@ const UPWARD_TODAY: &[(&str, &str)] = &[
     ("shard", "quota"),
     ("shard", "server"),
     ("txn", "server"),
-    ("server", "bench"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -5,7 +5,8 @@
 //! Runs in its own process, never inside the broker: one glommio executor per `--cpus`
 //! core of the allowed CPU set, each owning its connections ("lanes"). Module map:
 //! - [`cli`]: arguments and their validation.
-//! - [`wire`]: framing, connections, version negotiation.
+//! - [`wire`]: framing, connections, version negotiation (the shared
+//!   [`crate::protocol::client`]).
 //! - [`client`]: metadata, topic creation, offsets.
 //! - [`batch`]: RecordBatch v2 encoding and scanning.
 //! - [`rate`]: open-loop schedule and coordinated-omission correction.
@@ -32,7 +33,8 @@ pub mod producer;
 pub mod rate;
 pub mod runtime;
 pub mod stats;
-pub mod wire;
+/// The shared Kafka client, under the name the load generator always used.
+pub use crate::protocol::client as wire;
 
 pub use cli::BenchArgs;
 

@@ -19,6 +19,7 @@ mod device_flush;
 pub mod dma;
 pub mod host;
 pub mod mem;
+pub mod net;
 pub mod vectored;
 
 use std::future::Future;

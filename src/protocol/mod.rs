@@ -8,6 +8,7 @@
 //! codes are chosen here and nowhere deeper.
 
 pub mod blocking;
+pub mod client;
 pub mod errors;
 pub mod fetch_encode;
 pub mod frame;

@@ -4,9 +4,9 @@
 //! error (the next round reconnects); every call is bounded by
 //! `replica.socket.timeout.ms` plus the fetch's own long-poll.
 //!
-//! Runs on the shard of the fetcher that owns it. Reuses the glommio Kafka client of the load
-//! generator (`bench::wire::Conn`) rather than a second one; the connection is taken out of
-//! its cell for the duration of a call, so no borrow is held across `.await`.
+//! Runs on the shard of the fetcher that owns it. Speaks through the shared Kafka client
+//! (`protocol::client::Conn`); the connection is taken out of its cell for the duration of a
+//! call, so no borrow is held across `.await`.
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -20,8 +20,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::driver::{LeaderLink, LinkError};
 use super::fetcher::{FetchPlan, PartitionReply};
-use crate::bench::wire::Conn;
 use crate::constants::REPLICA_SOCKET_TIMEOUT_MS_DEFAULT;
+use crate::protocol::client::Conn;
 use crate::types::{NodeId, Offset, TopicPartition};
 
 /// The Fetch version followers send (the first with `replica_state`).

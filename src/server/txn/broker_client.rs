@@ -24,8 +24,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
-use crate::bench::wire::Conn;
 use crate::constants::{BROKER_CALL_TIMEOUT_MS, BROKER_CONNECTIONS_PER_SHARD_MAX};
+use crate::protocol::client::Conn;
 
 /// WriteTxnMarkers version sent (Kafka 4 serves v1 only).
 const WRITE_TXN_MARKERS_VERSION: i16 = 1;

@@ -1,8 +1,10 @@
-//! Kafka wire framing for the load generator: request encoding with headers, response
-//! frames read off a glommio TCP stream, and the negotiated API versions.
+//! The Kafka client the broker and its tools share: request encoding with headers, response
+//! frames read off a TCP stream (`io::net`), and the negotiated API versions. Follower
+//! fetchers (`replication::link`), the transaction coordinator's markers
+//! (`server::txn::broker_client`) and the load generator (`bench`) all speak through it.
 //!
-//! Lives on each bench executor; a [`Conn`] belongs to the executor that opened it and
-//! is never shared across threads. Invariant: Kafka answers a connection's requests in
+//! Lives on the shard (or bench executor) that opened it; a [`Conn`] is never shared across
+//! threads. Invariant: Kafka answers a connection's requests in
 //! order, so a pipelined connection matches responses to requests with a FIFO and checks
 //! each correlation id; a mismatch is a protocol error, never silently skipped.
 
@@ -11,13 +13,13 @@ use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt, BufReader, ReadHalf, WriteHalf};
-use glommio::net::TcpStream;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 use crate::constants::BENCH_RESPONSE_BYTES_MAX;
+use crate::io::net::{self, TcpStream};
 
 /// Client id sent in every request header.
 pub const CLIENT_ID: &str = "shardlog-bench";
@@ -204,10 +206,7 @@ impl Conn {
     pub async fn connect(addr: &str) -> Result<Conn, ClientError> {
         let connect_err = |source| ClientError::Connect { addr: addr.to_string(), err: source };
         let sock: SocketAddr = resolve(addr).map_err(connect_err)?;
-        let stream = TcpStream::connect_timeout(sock, CONNECT_TIMEOUT)
-            .await
-            .map_err(|e| connect_err(std::io::Error::other(e.to_string())))?;
-        stream.set_nodelay(true).map_err(|e| connect_err(std::io::Error::other(e.to_string())))?;
+        let stream = net::connect(sock, CONNECT_TIMEOUT).await.map_err(connect_err)?;
         let (r, w) = futures_lite::io::split(stream);
         Ok(Conn {
             writer: ConnWriter { inner: w, addr: addr.to_string() },
