@@ -9,9 +9,10 @@
 //! NOT_LEADER_OR_FOLLOWER partition names its current leader and endpoint (KIP-951).
 //! The request's size counts against the client's `producer_byte_rate` on the connection's
 //! shard; over quota, the response carries `throttle_time_ms` and the connection is muted
-//! (v6+, KIP-219) or the response delayed (older versions). The mute starts as the request
-//! is recorded, so no request pipelined behind a throttled one is read before it ends. Below `log.dir.reserved.bytes`
-//! of free disk space every partition is answered KAFKA_STORAGE_ERROR (`server::limits`).
+//! (v6+, KIP-219) or the response delayed (older versions); either way the connection is
+//! muted from the moment the request is recorded, so no request pipelined behind a throttled
+//! one is read before the throttle ends. Below `log.dir.reserved.bytes` of free disk space
+//! every partition is answered KAFKA_STORAGE_ERROR (`server::limits`).
 
 use std::rc::Rc;
 
@@ -58,7 +59,7 @@ pub async fn start(
     frame: Bytes,
     version: i16,
     principal: &crate::quota::Principal,
-    mute: &super::throttle::Mute,
+    connection: &super::throttle::Mute,
 ) -> Result<ResponseFuture, String> {
     if version < SERVED_MIN_VERSION {
         return Err(format!("Produce v{version} uses a message format Kafka 4 no longer accepts"));
@@ -72,7 +73,7 @@ pub async fn start(
     // Kafka reads no request of a connection while one is processed, so a throttled one is
     // the last read before its mute; here the reader runs ahead (pipelining), so the mute
     // starts now, before the next frame is read, not when the response leaves (issue 32).
-    mute.mute_for(throttle_ms);
+    connection.mute_for(throttle_ms);
     let mute = version >= CLIENT_THROTTLE_VERSION;
     let acks = req.acks;
     let acks_error = (![0, 1, -1].contains(&acks)).then_some(ResponseError::InvalidRequiredAcks);

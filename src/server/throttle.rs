@@ -11,7 +11,7 @@
 //! ahead of the writer (pipelining), and a mute that began only when the response left let
 //! it read and record the requests queued behind the throttled one meanwhile (librdkafka
 //! keeps up to `queue.buffering.max.kbytes` in flight): their throttles then outran the span
-//! the rate remembers, their bytes were forgotten unpaid, and a 1 MiB/s quota let 1.6-2.1
+//! the rate remembers, their bytes were forgotten unpaid, and a 1 MiB/s quota let 1.2-2.1
 //! MiB/s through. Fetch needs no such early mute: a fetch recorded over quota is answered
 //! empty, so fetches pipelined behind a throttled one cannot carry bytes past the quota.
 //!
