@@ -17,6 +17,8 @@
 //! dropped first); a client without a quota costs one map lookup and no state.
 
 pub mod mutation;
+#[cfg(test)]
+mod pipeline_sim;
 pub mod rate;
 pub mod share;
 #[cfg(test)]

@@ -147,7 +147,8 @@ async fn read_loop<R: AsyncRead + Unpin>(
         let api_key = crate::protocol::peek_api(&frame).map_or(-1, |p| p.api_key);
         let mut timer = RequestTimer::start(api_key, frame.len());
         timer.handler_started();
-        match super::throttle::dispatch_timed(ctx, frame, peer, &conn.principal).await {
+        match super::throttle::dispatch_timed(ctx, frame, peer, (&conn.principal, conn.mute)).await
+        {
             Ok(fut) => {
                 let fut: ResponseFuture = Box::pin(timer.watch(fut));
                 if tx.send((fut, timer, charge)).await.is_err() {

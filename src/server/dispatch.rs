@@ -100,12 +100,13 @@ pub const API_TABLE: &[ApiRange] = &[
 ];
 
 /// Starts processing one request frame from a client at `peer` authenticated as
-/// `principal`, or says why the connection must close.
+/// `principal`, or says why the connection must close. A request over its client's byte
+/// quota mutes the connection through `mute` as it is recorded ([`super::throttle`]).
 pub async fn dispatch(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     peer: Option<IpAddr>,
-    principal: &crate::quota::Principal,
+    (principal, mute): (&crate::quota::Principal, &super::throttle::Mute),
 ) -> Result<ResponseFuture, String> {
     let peek = peek_api(&frame).map_err(|e| e.to_string())?;
     let api =
@@ -125,7 +126,7 @@ pub async fn dispatch(
     let version = peek.version;
     tracing::trace!(shard = %ctx.id, ?api, version, correlation_id = peek.correlation_id, "request");
     match api {
-        ApiKey::Produce => produce::start(ctx, frame, version, principal).await,
+        ApiKey::Produce => produce::start(ctx, frame, version, principal, mute).await,
         ApiKey::Fetch => fetch::start(ctx, frame, version, principal).await,
         ApiKey::ListOffsets => list_offsets::start(ctx, frame, version).await,
         ApiKey::Metadata => metadata::start(ctx, frame, version),

@@ -9,8 +9,10 @@
 //! NOT_LEADER_OR_FOLLOWER partition names its current leader and endpoint (KIP-951).
 //! The request's size counts against the client's `producer_byte_rate` on the connection's
 //! shard; over quota, the response carries `throttle_time_ms` and the connection is muted
-//! (v6+, KIP-219) or the response delayed (older versions). Below `log.dir.reserved.bytes`
-//! of free disk space every partition is answered KAFKA_STORAGE_ERROR (`server::limits`).
+//! (v6+, KIP-219) or the response delayed (older versions); either way the connection is
+//! muted from the moment the request is recorded, so no request pipelined behind a throttled
+//! one is read before the throttle ends. Below `log.dir.reserved.bytes` of free disk space
+//! every partition is answered KAFKA_STORAGE_ERROR (`server::limits`).
 
 use std::rc::Rc;
 
@@ -57,6 +59,7 @@ pub async fn start(
     frame: Bytes,
     version: i16,
     principal: &crate::quota::Principal,
+    connection: &super::throttle::Mute,
 ) -> Result<ResponseFuture, String> {
     if version < SERVED_MIN_VERSION {
         return Err(format!("Produce v{version} uses a message format Kafka 4 no longer accepts"));
@@ -67,6 +70,10 @@ pub async fn start(
     let client_id = header.client_id.as_ref().map(|c| c.as_str());
     let who = (principal.name(), client_id);
     let throttle_ms = super::throttle::record(ctx, QuotaKind::Produce, who, request_bytes);
+    // Kafka reads no request of a connection while one is processed, so a throttled one is
+    // the last read before its mute; here the reader runs ahead (pipelining), so the mute
+    // starts now, before the next frame is read, not when the response leaves (issue 32).
+    connection.mute_for(throttle_ms);
     let mute = version >= CLIENT_THROTTLE_VERSION;
     let acks = req.acks;
     let acks_error = (![0, 1, -1].contains(&acks)).then_some(ResponseError::InvalidRequiredAcks);

@@ -6,7 +6,10 @@
 # share by the broker's muting, while another client id is not; the Java producer's
 # produce-throttle-time metrics show the throttling (java/ThrottleCheck.java).
 # tests/quotas/entities.py does the same for user and user+client-id entities.
-# Prerequisites: tests/interop/install.sh (confluent-kafka, Kafka jars). Bounded: < 5 min.
+# tests/quotas/pipelining.py (issue 32): a 1 MiB/s producer quota holds within +-10 % over
+# 20 s for a pipelining confluent-kafka producer (librdkafka's defaults, acks=1, linger.ms=5,
+# queue.buffering.max.kbytes=4096) and for the Java producer with its defaults.
+# Prerequisites: tests/interop/install.sh (confluent-kafka, Kafka jars). Bounded: < 7 min.
 # Usage: tests/quotas/run.sh [PORT]   (default 26190)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,3 +33,5 @@ echo "== ConfigCommand + confluent-kafka producer throttled"
 timeout 110 python3 "$HERE/quota_check.py" "127.0.0.1:$PORT" 2
 echo "== ConfigCommand users / users+clients entities (KIP-55)"
 timeout 170 python3 "$HERE/entities.py" "127.0.0.1:$PORT" 2
+echo "== pipelining producers held to the quota: confluent-kafka and Java (issue 32)"
+timeout 150 python3 "$HERE/pipelining.py" "127.0.0.1:$PORT"
