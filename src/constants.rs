@@ -335,6 +335,11 @@ pub const METRICS_LATENCY_US_MAX: u64 = 120_000_000;
 pub const METRICS_HISTOGRAM_SIGFIG: u8 = 3;
 /// How often each shard publishes its local recordings for scrapes (staleness bound).
 pub const METRICS_PUBLISH_INTERVAL_MS: u64 = 200;
+/// How often each shard's stall probe (`metrics::stall`) asks to be woken: its lateness is
+/// how long the shard's event loop did not run.
+pub const STALL_PROBE_INTERVAL_MS: u64 = 10;
+/// A wake later than this is an event-loop stall, logged at WARN (issue 43's bound).
+pub const STALL_WARN_MS: u64 = 100;
 /// Distinct topics with their own byte/record counters per shard; more fold into `_other`.
 pub const METRICS_TOPICS_MAX: usize = 10_000;
 /// Distinct client ids with their own quota counters per shard; more fold into `_other`.
