@@ -245,3 +245,29 @@ fn an_idle_caught_up_follower_never_counts_as_lagging() {
     let change = r.isr_change(grown, t + LAG + 1, |_| true).unwrap();
     assert_eq!(change, IsrChange::Shrink { remove: n(&[3]), new_isr: n(&[1, 2]) });
 }
+
+/// Issue 43: a refused AlterPartition (the controller's ISR moved on, or it did not answer)
+/// is not rebuilt from the same stale ISR at every check: the next change waits for an ISR
+/// change from the controller or `ISR_CHANGE_RETRY_MS`.
+#[test]
+fn a_refused_isr_change_waits_for_a_new_isr_or_the_retry_delay() {
+    let mut r = three(&[1, 2, 3], 2);
+    let t0 = 1_000_000;
+    r.on_follower_fetch(NodeId(2), 1, Offset(10), Offset(10), Offset(10), true, t0).unwrap();
+    r.on_follower_fetch(NodeId(3), 1, Offset(0), Offset(10), Offset(10), true, t0).unwrap();
+    let t1 = t0 + LAG + 1;
+    let change = r.isr_change(Offset(10), t1, |_| true).unwrap();
+    r.mark_pending(change);
+    r.refused(t1);
+    assert_eq!(r.pending, None);
+    assert_eq!(r.isr_change(Offset(10), t1 + 250, |_| true), None, "held after a refusal");
+    let retry = t1 + crate::constants::ISR_CHANGE_RETRY_MS;
+    assert!(r.isr_change(Offset(10), retry, |_| true).is_some(), "retried after the delay");
+    // Refused again, then the image brings the ISR the controller holds: decided at once
+    // (3, at the high watermark, may rejoin).
+    r.refused(retry);
+    assert_eq!(r.isr_change(Offset(10), retry + 1, |_| true), None);
+    r.apply_isr(&n(&[1, 2]));
+    let change = r.isr_change(Offset(10), retry + 1, |_| true).unwrap();
+    assert_eq!(change, IsrChange::Expand { add: NodeId(3), new_isr: n(&[1, 2, 3]) });
+}
