@@ -213,6 +213,12 @@ pub const FOLLOWER_RELEASE_WAIT_MS_MAX: u64 = 5_000;
 /// AlterPartition (Kafka checks shrinks every `replica.lag.time.max.ms / 2` and expansions
 /// on every follower fetch; one short period serves both here).
 pub const ISR_CHECK_INTERVAL_MS: u64 = 250;
+/// Partition logs a shard opens at once while applying an image (new topics): each open
+/// waits on file creation and a `partition.metadata` fsync.
+pub const PARTITION_OPENS_IN_FLIGHT_MAX: usize = 32;
+/// After a refused or failed AlterPartition, how long a leader waits before proposing
+/// another change of that partition's ISR, unless an image changes its ISR first.
+pub const ISR_CHANGE_RETRY_MS: i64 = 2_000;
 /// How long shutdown waits for in-flight requests and connections to drain.
 pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 10_000;
 /// How long after SIGTERM the process exits even if shutdown has not finished (drain, then
@@ -335,6 +341,11 @@ pub const METRICS_LATENCY_US_MAX: u64 = 120_000_000;
 pub const METRICS_HISTOGRAM_SIGFIG: u8 = 3;
 /// How often each shard publishes its local recordings for scrapes (staleness bound).
 pub const METRICS_PUBLISH_INTERVAL_MS: u64 = 200;
+/// How often each shard's stall probe (`metrics::stall`) asks to be woken: its lateness is
+/// how long the shard's event loop did not run.
+pub const STALL_PROBE_INTERVAL_MS: u64 = 10;
+/// A wake later than this is an event-loop stall, logged at WARN (issue 43's bound).
+pub const STALL_WARN_MS: u64 = 100;
 /// Distinct topics with their own byte/record counters per shard; more fold into `_other`.
 pub const METRICS_TOPICS_MAX: usize = 10_000;
 /// Distinct client ids with their own quota counters per shard; more fold into `_other`.

@@ -33,6 +33,7 @@ mod recorder;
 pub mod replication;
 pub mod shard_task;
 pub mod snapshot;
+pub mod stall;
 mod timer;
 pub mod view;
 

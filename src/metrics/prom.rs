@@ -65,6 +65,7 @@ impl Collector for MergedCollector {
         super::reassign::encode(&mut enc)?;
         super::lso::encode(&mut enc)?;
         super::allocator::encode(&mut enc)?;
+        super::stall::encode(&mut enc)?;
         encode_lag(&mut enc, m)
     }
 }

@@ -1,6 +1,6 @@
 //! The per-shard metrics task: installs the shard's recorder, publishes it every
-//! [`METRICS_PUBLISH_INTERVAL_MS`] with the reactor's busy ratio, and (on one shard)
-//! starts the admin HTTP listener.
+//! [`METRICS_PUBLISH_INTERVAL_MS`] with the reactor's busy ratio, starts the shard's stall
+//! probe ([`super::stall`]) and (on one shard) the admin HTTP listener.
 //!
 //! Runs on every shard, in the shard's low-share background task queue, so publishing
 //! never delays requests. This file and [`super::http`] are the only glommio users of the
@@ -43,6 +43,8 @@ pub fn start_shard(shard: u32, background: TaskQueueHandle, admin: Option<AdminS
         Ok(task) => drop(task.detach()),
         Err(err) => tracing::warn!(shard, "metrics publisher not started: {err}"),
     }
+    // In the default (request) queue: its lateness is what requests wait too.
+    drop(glommio::spawn_local(super::stall::probe(shard)).detach());
     match admin {
         None => {}
         Some(AdminSocket::Bound(listener)) => match super::http::start(listener, background) {

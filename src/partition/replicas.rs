@@ -12,6 +12,7 @@
 //! while the ISR is below the effective `min.insync.replicas` the high watermark does not
 //! move (KIP-966).
 
+use crate::constants::ISR_CHANGE_RETRY_MS;
 use crate::types::{Epoch, NodeId, Offset};
 
 /// What the leader needs from the topic and broker configs.
@@ -147,6 +148,10 @@ pub struct LeaderReplicas {
     /// `isReplicaIsrEligible`): a caught-up one does not hold the high watermark back as
     /// "about to join", so a dead follower fenced out of the ISR stops delaying acks=all.
     pub ineligible: Vec<NodeId>,
+    /// After a refused or failed AlterPartition: no new change before this time unless the
+    /// ISR in force changes first (Kafka waits for the next metadata on
+    /// INVALID_UPDATE_VERSION instead of resending from the same stale ISR).
+    retry_at_ms: i64,
 }
 
 impl LeaderReplicas {
@@ -180,6 +185,7 @@ impl LeaderReplicas {
             high_watermark,
             settings,
             ineligible: Vec::new(),
+            retry_at_ms: 0,
         }
     }
 
@@ -295,7 +301,7 @@ impl LeaderReplicas {
         now_ms: i64,
         eligible: impl Fn(NodeId) -> bool,
     ) -> Option<IsrChange> {
-        if self.pending.is_some() {
+        if self.pending.is_some() || now_ms < self.retry_at_ms {
             return None;
         }
         let lag = self.settings.lag_time_max_ms;
@@ -340,6 +346,15 @@ impl LeaderReplicas {
         self.pending = Some(change);
     }
 
+    /// The controller refused the pending change or could not be reached: it is dropped,
+    /// and the next one waits [`ISR_CHANGE_RETRY_MS`] or until an ISR change is applied
+    /// ([`LeaderReplicas::apply_isr`]), whichever comes first, so a leader whose ISR is
+    /// stale does not resend the same refused request every check (issue 43's storm).
+    pub fn refused(&mut self, now_ms: i64) {
+        self.pending = None;
+        self.retry_at_ms = now_ms.saturating_add(ISR_CHANGE_RETRY_MS);
+    }
+
     /// The controller's answer arrived (or a new image): the ISR in force.
     pub fn apply_isr(&mut self, isr: &[NodeId]) {
         // A replica taken out of the ISR (fenced or shutting down, or a shrink) must catch
@@ -352,6 +367,9 @@ impl LeaderReplicas {
             if self.isr.contains(&f.id) && !isr.contains(&f.id) {
                 f.last_caught_up_ms = 0;
             }
+        }
+        if self.isr != isr {
+            self.retry_at_ms = 0;
         }
         self.isr = isr.to_vec();
         self.pending = None;

@@ -207,3 +207,67 @@ fn a_replica_leaving_the_isr_stops_holding_the_high_watermark() {
     r.on_follower_fetch(NodeId(2), 8, Offset(20), Offset(25), Offset(25), true, t + 300).unwrap();
     assert_eq!(r.high_watermark(), Offset(20));
 }
+
+/// Issue 43: a follower of an idle partition whose log end is the leader's is caught up
+/// however long ago it last fetched (a long-poll parked for `replica.fetch.wait.max.ms`, a
+/// leader or follower stall longer than `replica.lag.time.max.ms`): Kafka's `isCaughtUp`
+/// compares the log ends before it looks at `lastCaughtUpTimeMs`. Only an append on the
+/// leader starts the clock, from the follower's last fetch at the leader's end.
+#[test]
+fn an_idle_caught_up_follower_never_counts_as_lagging() {
+    let mut r = three(&[1, 2, 3], 2);
+    let t0 = 1_000_000;
+    let end = Offset(10);
+    for f in [2, 3] {
+        r.on_follower_fetch(NodeId(f), 1, end, end, end, true, t0).unwrap();
+    }
+    let mut t = t0;
+    // Gaps between fetches: long-polls answered at the wait bound, then stalls around and far
+    // beyond the lag window.
+    for gap in [500, 500, 1, LAG - 1, LAG, LAG + 1, 2 * LAG, 10 * LAG, 500] {
+        for probe in [t + gap / 2, t + gap] {
+            assert_eq!(r.isr_change(end, probe, |_| true), None, "gap {gap} at {probe}");
+            for f in [2, 3] {
+                assert!(r.follower(NodeId(f)).unwrap().is_caught_up(end, probe, LAG));
+            }
+        }
+        t += gap;
+        for f in [2, 3] {
+            r.on_follower_fetch(NodeId(f), 1, end, end, end, true, t).unwrap();
+        }
+    }
+    // Follower 3 stops fetching: the partition is idle, so it still is caught up.
+    assert_eq!(r.isr_change(end, t + 100 * LAG, |_| true), None);
+    // The leader appends: the clock runs from each follower's last fetch at the old end.
+    let grown = Offset(11);
+    r.on_follower_fetch(NodeId(2), 1, grown, grown, grown, true, t + LAG).unwrap();
+    assert_eq!(r.isr_change(grown, t + LAG, |_| true), None, "within the window");
+    let change = r.isr_change(grown, t + LAG + 1, |_| true).unwrap();
+    assert_eq!(change, IsrChange::Shrink { remove: n(&[3]), new_isr: n(&[1, 2]) });
+}
+
+/// Issue 43: a refused AlterPartition (the controller's ISR moved on, or it did not answer)
+/// is not rebuilt from the same stale ISR at every check: the next change waits for an ISR
+/// change from the controller or `ISR_CHANGE_RETRY_MS`.
+#[test]
+fn a_refused_isr_change_waits_for_a_new_isr_or_the_retry_delay() {
+    let mut r = three(&[1, 2, 3], 2);
+    let t0 = 1_000_000;
+    r.on_follower_fetch(NodeId(2), 1, Offset(10), Offset(10), Offset(10), true, t0).unwrap();
+    r.on_follower_fetch(NodeId(3), 1, Offset(0), Offset(10), Offset(10), true, t0).unwrap();
+    let t1 = t0 + LAG + 1;
+    let change = r.isr_change(Offset(10), t1, |_| true).unwrap();
+    r.mark_pending(change);
+    r.refused(t1);
+    assert_eq!(r.pending, None);
+    assert_eq!(r.isr_change(Offset(10), t1 + 250, |_| true), None, "held after a refusal");
+    let retry = t1 + crate::constants::ISR_CHANGE_RETRY_MS;
+    assert!(r.isr_change(Offset(10), retry, |_| true).is_some(), "retried after the delay");
+    // Refused again, then the image brings the ISR the controller holds: decided at once
+    // (3, at the high watermark, may rejoin).
+    r.refused(retry);
+    assert_eq!(r.isr_change(Offset(10), retry + 1, |_| true), None);
+    r.apply_isr(&n(&[1, 2]));
+    let change = r.isr_change(Offset(10), retry + 1, |_| true).unwrap();
+    assert_eq!(change, IsrChange::Expand { add: NodeId(3), new_isr: n(&[1, 2, 3]) });
+}

@@ -13,9 +13,10 @@
 //! partition takes produces only after its fetcher let go of it (bounded wait).
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -31,8 +32,8 @@ use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
 use crate::sync::Notify;
 use crate::types::{Epoch, NodeId, Offset, ShardId, TopicPartition};
 
-use crate::constants::FOLLOWER_RELEASE_WAIT_MS_MAX;
 use crate::constants::PARTITION_CLOSE_WAIT_MS_MAX as CLOSE_WAIT_MS_MAX;
+use crate::constants::{FOLLOWER_RELEASE_WAIT_MS_MAX, PARTITION_OPENS_IN_FLIGHT_MAX};
 
 pub struct OwnedPartition {
     pub tp: TopicPartition,
@@ -89,6 +90,9 @@ pub struct PartitionTable {
     /// High watermarks handed over by a shard move (`server::shard_move`): a partition
     /// adopted from another shard starts from its source's high watermark, not from 0.
     handoff: RefCell<HashMap<TopicPartition, Offset>>,
+    /// The last image applied in full: a later image's topics that are the same `Arc` (the
+    /// node image keeps unchanged topics shared) need no per-partition work.
+    applied: RefCell<Option<Arc<MetadataImage>>>,
 }
 
 impl PartitionTable {
@@ -108,6 +112,7 @@ impl PartitionTable {
             followers: FollowerSet::default(),
             checkpointed_hw: RefCell::new(None),
             handoff: RefCell::new(HashMap::new()),
+            applied: RefCell::new(None),
         }
     }
 
@@ -117,6 +122,8 @@ impl PartitionTable {
     pub(crate) fn detach(&self, tp: &TopicPartition) -> Option<Rc<OwnedPartition>> {
         let p = self.map.borrow_mut().remove(tp)?;
         self.followers.forget(tp);
+        // The next image is applied in full (the partition may come back).
+        self.applied.borrow_mut().take();
         // Long-polls drop their reference and re-route.
         p.hw_changed.notify_all();
         p.replication.appended.notify_all();
@@ -125,6 +132,7 @@ impl PartitionTable {
 
     /// Puts back a partition [`PartitionTable::detach`] took out (an aborted move).
     pub(crate) fn reattach(&self, p: Rc<OwnedPartition>) {
+        self.applied.borrow_mut().take();
         self.map.borrow_mut().insert(p.tp.clone(), p);
     }
 
@@ -151,10 +159,16 @@ impl PartitionTable {
     /// Opens what the image assigns to `me` and closes what it no longer lists; starts,
     /// changes or stops follower fetchers so this shard follows exactly the hosted
     /// partitions it owns whose leader is another live broker (`replication::manager`).
+    ///
+    /// Per-partition work (roles, replica state, configs, waking long-polls) is done only for
+    /// partitions opened now or whose topic changed since the last image applied (issue 43:
+    /// with thousands of partitions every AlterPartition's image redid it for all of them,
+    /// stalling the shard); the rest is hash lookups, with a yield every
+    /// [`IMAGE_PARTITIONS_PER_YIELD`] partitions.
     pub(crate) async fn apply_image(
         &self,
         ctx: &ShardCtx,
-        image: &MetadataImage,
+        image: &Arc<MetadataImage>,
     ) -> Result<(), String> {
         // Once shutdown began, `close_all` owns the logs (it writes their clean-shutdown
         // markers): a late image, such as this broker's own fencing, changes nothing.
@@ -173,28 +187,47 @@ impl PartitionTable {
             gone.iter().filter_map(|tp| map.remove(tp)).collect()
         };
         let mut failures = Vec::new();
-        for (tp, w) in &wanted {
+        let fresh: HashSet<TopicPartition> = {
+            let map = self.map.borrow();
+            wanted.keys().filter(|tp| !map.contains_key(*tp)).cloned().collect()
+        };
+        // New partitions open [`PARTITION_OPENS_IN_FLIGHT_MAX`] at a time: one by one, an
+        // image creating hundreds held the controller's operation (which publishes it) for
+        // seconds, so heartbeats and AlterPartitions waited (issue 43).
+        let to_open: Vec<(&TopicPartition, &Wanted)> =
+            wanted.iter().filter(|(tp, _)| fresh.contains(*tp)).collect();
+        for chunk in to_open.chunks(PARTITION_OPENS_IN_FLIGHT_MAX) {
             // Shutdown may begin while this image opens logs: open no more then.
-            if self.map.borrow().contains_key(tp) || ctx.is_shutting_down() {
-                continue;
+            if ctx.is_shutting_down() {
+                break;
             }
-            let Some(topic) = image.topic(&tp.topic) else { continue };
-            match self.open(tp, topic, &image.broker_defaults, w.leader_epoch).await {
-                Ok(partition) => {
-                    if let Some(hw) = self.handoff.borrow_mut().remove(tp) {
-                        partition.follower_hw.set(hw);
-                    }
-                    self.map.borrow_mut().insert(tp.clone(), Rc::new(partition));
+            let opens = chunk.iter().filter_map(|(tp, w)| {
+                if self.map.borrow().contains_key(*tp) {
+                    return None;
                 }
-                Err(reason) => {
-                    tracing::error!(partition = %tp, "cannot open partition: {reason}");
-                    failures.push(format!("{tp}: {reason}"));
+                let topic = image.topic(&tp.topic)?;
+                Some(async move {
+                    (*tp, self.open(tp, topic, &image.broker_defaults, w.leader_epoch).await)
+                })
+            });
+            for (tp, opened) in futures::future::join_all(opens).await {
+                match opened {
+                    Ok(partition) => {
+                        if let Some(hw) = self.handoff.borrow_mut().remove(tp) {
+                            partition.follower_hw.set(hw);
+                        }
+                        self.map.borrow_mut().insert(tp.clone(), Rc::new(partition));
+                    }
+                    Err(reason) => {
+                        tracing::error!(partition = %tp, "cannot open partition: {reason}");
+                        failures.push(format!("{tp}: {reason}"));
+                    }
                 }
             }
         }
         // Fetchers first: a partition this broker now leads, or that left, stops being
         // written by its fetcher before it takes produces or closes.
-        let was_following: Vec<TopicPartition> =
+        let was_following: HashSet<TopicPartition> =
             wanted.keys().filter(|tp| self.followers.follows(tp)).cloned().collect();
         let follows: Vec<Follow> = wanted
             .iter()
@@ -218,7 +251,18 @@ impl PartitionTable {
         for partition in stale {
             self.remove(ctx, partition).await;
         }
-        for (tp, w) in wanted {
+        let previous = self.applied.borrow_mut().take();
+        let unchanged = |tp: &TopicPartition| {
+            previous.as_deref().is_some_and(|prev| same_topic(prev, image, &tp.topic))
+                && !fresh.contains(tp)
+        };
+        for (i, (tp, w)) in wanted.into_iter().enumerate() {
+            if i % IMAGE_PARTITIONS_PER_YIELD == IMAGE_PARTITIONS_PER_YIELD - 1 {
+                crate::shard::yield_if_needed().await;
+            }
+            if unchanged(&tp) {
+                continue;
+            }
             let Some(topic) = image.topic(&tp.topic) else { continue };
             let Some(existing) = self.map.borrow().get(&tp).cloned() else { continue };
             let leads = w.leader == image.node_id;
@@ -251,6 +295,9 @@ impl PartitionTable {
             // Long-polls re-check leadership and the high watermark.
             existing.hw_changed.notify_all();
         }
+        if failures.is_empty() && !ctx.is_shutting_down() {
+            *self.applied.borrow_mut() = Some(image.clone());
+        }
         if failures.is_empty() {
             Ok(())
         } else {
@@ -267,7 +314,12 @@ impl PartitionTable {
     ) -> Result<OwnedPartition, String> {
         let topic_id = topic.topic_id;
         let dir = self.data_dir.join(tp.dir_name());
-        prepare_dir(&dir, topic_id).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // Off the reactor: its fsync took milliseconds per new partition, so an image
+        // creating hundreds stalled the shard for seconds (issue 43).
+        let target = dir.clone();
+        crate::shard::spawn_blocking(move || prepare_dir(&target, topic_id))
+            .await
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
         let log = Log::open(self.fs.clone(), &dir, log_config(topic, broker), self.cache.clone())
             .await
             .map_err(|e| e.to_string())?;
@@ -414,6 +466,24 @@ fn log_config(topic: &TopicImage, broker: &BrokerDefaults) -> LogConfig {
         producer_id_expiration_ms: broker.long("producer.id.expiration.ms"),
         preallocate_bytes: crate::storage::preallocate_bytes_default(),
     }
+}
+
+/// Partitions [`PartitionTable::apply_image`] handles between two yields.
+const IMAGE_PARTITIONS_PER_YIELD: usize = 256;
+
+/// Whether `topic` means the same to this node's partitions in `prev` and `next`: the same
+/// shared topic image (same partitions, replicas, ISR, epochs, placement and configs), the
+/// same node, broker defaults and brokers (fencing decides ISR eligibility).
+fn same_topic(prev: &MetadataImage, next: &MetadataImage, topic: &str) -> bool {
+    let shared = match (prev.topics.get(topic), next.topics.get(topic)) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    };
+    shared
+        && prev.node_id == next.node_id
+        && (Arc::ptr_eq(&prev.broker_defaults, &next.broker_defaults)
+            || prev.broker_defaults == next.broker_defaults)
+        && (Arc::ptr_eq(&prev.brokers, &next.brokers) || prev.brokers == next.brokers)
 }
 
 /// Brings a partition's replica state in line with the image (replicas, ISR, leader epoch,

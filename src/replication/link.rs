@@ -9,14 +9,17 @@
 //! call, so no borrow is held across `.await`.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
     BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 
 use super::driver::{LeaderLink, LinkError};
 use super::fetcher::{FetchPlan, PartitionReply};
@@ -65,9 +68,12 @@ impl TcpLink {
     }
 }
 
-/// The Fetch for `plan`, topics grouped by id in plan order.
+/// The Fetch for `plan`, topics grouped by id in plan order. Linear in the plan's size (a
+/// map from topic id to its entry: with thousands of topics a search per partition made
+/// every round quadratic, issue 43).
 fn fetch_request(plan: &FetchPlan) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
+    let mut index: HashMap<Uuid, usize> = HashMap::new();
     for p in &plan.partitions {
         let part = FetchPartition::default()
             .with_partition(p.tp.partition)
@@ -76,10 +82,14 @@ fn fetch_request(plan: &FetchPlan) -> FetchRequest {
             .with_last_fetched_epoch(p.last_fetched_epoch.0)
             .with_log_start_offset(p.log_start_offset.0)
             .with_partition_max_bytes(plan.partition_max_bytes);
-        match topics.iter_mut().find(|t| t.topic_id == p.topic_id) {
-            Some(t) => t.partitions.push(part),
-            None => topics
-                .push(FetchTopic::default().with_topic_id(p.topic_id).with_partitions(vec![part])),
+        match index.get(&p.topic_id) {
+            Some(&i) => topics[i].partitions.push(part),
+            None => {
+                index.insert(p.topic_id, topics.len());
+                topics.push(
+                    FetchTopic::default().with_topic_id(p.topic_id).with_partitions(vec![part]),
+                );
+            }
         }
     }
     FetchRequest::default()
@@ -96,17 +106,19 @@ fn fetch_request(plan: &FetchPlan) -> FetchRequest {
         .with_topics(topics)
 }
 
-/// Each planned partition's answer (a missing one gets UNKNOWN_SERVER_ERROR, -1).
+/// Each planned partition's answer (a missing one gets UNKNOWN_SERVER_ERROR, -1); linear in
+/// the answer's size (indexed by topic id and partition).
 fn replies(plan: &FetchPlan, resp: &FetchResponse) -> Vec<(TopicPartition, PartitionReply)> {
+    let mut index: HashMap<(Uuid, i32), &PartitionData> = HashMap::new();
+    for t in &resp.responses {
+        for d in &t.partitions {
+            index.entry((t.topic_id, d.partition_index)).or_insert(d);
+        }
+    }
     plan.partitions
         .iter()
         .map(|p| {
-            let data = resp
-                .responses
-                .iter()
-                .filter(|t| t.topic_id == p.topic_id)
-                .flat_map(|t| t.partitions.iter())
-                .find(|d| d.partition_index == p.tp.partition);
+            let data = index.get(&(p.topic_id, p.tp.partition)).copied();
             let reply = match (resp.error_code, data) {
                 (0, Some(d)) => PartitionReply {
                     error_code: d.error_code,
@@ -161,5 +173,74 @@ impl LeaderLink for TcpLink {
             *slot = p.offset;
         }
         Ok((Offset(out[0]), Offset(out[1])))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication::fetcher::PartitionFetch;
+    use crate::types::Epoch;
+    use kafka_protocol::messages::fetch_response::FetchableTopicResponse;
+
+    fn plan(topics: u128, partitions: i32) -> FetchPlan {
+        let mut parts = Vec::new();
+        // Interleaved (partition-major), as a fetcher's sorted map never is: grouping must
+        // not depend on order.
+        for p in 0..partitions {
+            for t in 0..topics {
+                parts.push(PartitionFetch {
+                    tp: TopicPartition::new(format!("t{t}"), p),
+                    topic_id: Uuid::from_u128(t + 1),
+                    fetch_offset: Offset(i64::from(p) * 10),
+                    last_fetched_epoch: Epoch(-1),
+                    current_leader_epoch: Epoch(3),
+                    log_start_offset: Offset(0),
+                });
+            }
+        }
+        FetchPlan {
+            replica: NodeId(2),
+            broker_epoch: 5,
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            partition_max_bytes: 1 << 16,
+            partitions: parts,
+        }
+    }
+
+    /// One entry per topic id, in first-seen order, with its partitions in plan order; each
+    /// planned partition finds its own answer, and a missing one gets -1.
+    #[test]
+    fn requests_group_by_topic_and_answers_match_by_topic_and_partition() {
+        let plan = plan(300, 3);
+        let req = fetch_request(&plan);
+        assert_eq!(req.topics.len(), 300);
+        assert_eq!(req.topics[7].topic_id, Uuid::from_u128(8));
+        let offsets: Vec<i64> = req.topics[7].partitions.iter().map(|p| p.fetch_offset).collect();
+        assert_eq!(offsets, vec![0, 10, 20]);
+        let mut resp = FetchResponse::default();
+        for t in req.topics.iter().rev() {
+            let mut topic = FetchableTopicResponse::default().with_topic_id(t.topic_id);
+            for p in t.partitions.iter().filter(|p| p.partition != 1 || t.topic_id.as_u128() != 8) {
+                topic.partitions.push(
+                    PartitionData::default()
+                        .with_partition_index(p.partition)
+                        .with_high_watermark(p.fetch_offset + 1),
+                );
+            }
+            resp.responses.push(topic);
+        }
+        let got = replies(&plan, &resp);
+        assert_eq!(got.len(), 900);
+        for ((tp, reply), planned) in got.iter().zip(&plan.partitions) {
+            assert_eq!(tp, &planned.tp);
+            if planned.topic_id.as_u128() == 8 && tp.partition == 1 {
+                assert_eq!(reply.error_code, -1, "no answer for it");
+            } else {
+                assert_eq!(reply.high_watermark, planned.fetch_offset.0 + 1);
+            }
+        }
     }
 }

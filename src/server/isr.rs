@@ -6,7 +6,8 @@
 //! controller: over the mesh to shard 0 (`control::call_controller`), which forwards it
 //! with the cluster calls (`server::cluster::rpc::Call::AlterPartition`). The answer's ISR
 //! is applied at once (the image carrying it follows); a refusal clears the pending change
-//! and the next check decides again from the next image.
+//! and the next check decides again once an image changed the ISR, or after
+//! `ISR_CHANGE_RETRY_MS` (no storm of requests built on the same stale ISR).
 //!
 //! One loop per shard, started with the shard's first image, ended at shutdown; touches only
 //! its shard's partitions. Invariants: at most one change in flight per partition (the
@@ -91,9 +92,12 @@ fn check(ctx: &Rc<ShardCtx>, p: Rc<OwnedPartition>) {
             if st.leader_epoch != epoch {
                 return;
             }
-            // Refused: drop the pending change; the next check decides again.
-            let isr = isr.unwrap_or_else(|| st.isr.clone());
-            st.apply_isr(&isr);
+            match isr {
+                Some(isr) => st.apply_isr(&isr),
+                // Refused: drop the pending change; the next one waits for the image that
+                // brings the ISR in force, or the retry delay.
+                None => st.refused(crate::shard::now_ms()),
+            }
         });
         // acks=all waiters re-check: the ISR (so the high watermark) may have changed.
         p.hw_changed.notify_all();

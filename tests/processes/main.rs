@@ -27,6 +27,7 @@ mod cluster_failover;
 mod cluster_leadership;
 mod cluster_quorum;
 mod cluster_reassign;
+mod cluster_scale_isr;
 mod cluster_shard_move;
 mod group_coordinator_failover;
 mod idempotence_codecs_kill;
