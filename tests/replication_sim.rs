@@ -9,24 +9,14 @@
 use std::time::Instant;
 
 use shardlog::sim::replication::{run, ReplicationOutcome, ReplicationSimConfig};
+use shardlog::sim::{env_u64, seeds_from_env};
 
 /// Seeds per plain `cargo test` run (a debug build).
 const SIM_SEEDS_DEFAULT: u64 = 300;
 
-fn env_u64(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    Some(v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
-}
-
 #[test]
 fn replication_simulation_holds_its_invariants_over_many_seeds() {
-    let seeds = match env_u64("SHARDLOG_SIM_SEED") {
-        Some(seed) => seed..seed + 1,
-        None => {
-            let base = env_u64("SHARDLOG_SIM_SEED_BASE").unwrap_or(0);
-            base..base + env_u64("SHARDLOG_SIM_SEEDS").unwrap_or(SIM_SEEDS_DEFAULT)
-        }
-    };
+    let seeds = seeds_from_env(SIM_SEEDS_DEFAULT);
     let started = Instant::now();
     let mut total = ReplicationOutcome::default();
     let mut count = 0;

@@ -123,6 +123,24 @@ impl fmt::Display for SimFailure {
     }
 }
 
+/// The seeds a simulation test runs: `SHARDLOG_SIM_SEED=N` replays one; otherwise
+/// `SHARDLOG_SIM_SEEDS` (default `default_count`) from `SHARDLOG_SIM_SEED_BASE` (default 0).
+#[must_use]
+pub fn seeds_from_env(default_count: u64) -> std::ops::Range<u64> {
+    if let Some(seed) = env_u64("SHARDLOG_SIM_SEED") {
+        return seed..seed + 1;
+    }
+    let base = env_u64("SHARDLOG_SIM_SEED_BASE").unwrap_or(0);
+    base..base + env_u64("SHARDLOG_SIM_SEEDS").unwrap_or(default_count)
+}
+
+/// A numeric environment variable; a value that is not a number is a test setup error.
+#[must_use]
+pub fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    Some(v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
+}
+
 /// A caught panic as a failure reason.
 pub(crate) fn panic_reason(panic: &(dyn std::any::Any + Send)) -> String {
     let msg = panic
