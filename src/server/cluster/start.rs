@@ -186,6 +186,7 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
         hinted_leader: std::cell::Cell::new(None),
         next_voter: std::cell::Cell::new(0),
         registration: std::cell::Cell::new(None),
+        incarnation_id: uuid::Uuid::new_v4(),
     }))
 }
 
