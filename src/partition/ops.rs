@@ -13,8 +13,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
+use super::OwnedPartition;
 use crate::protocol::errors::storage_error_code;
-use crate::shard::{OwnedPartition, ShardCtx};
+use crate::shard::ShardCtx;
 use crate::storage::error::RecordError;
 use crate::storage::{SendRecords, StorageError};
 use crate::types::{Epoch, Offset};

@@ -56,17 +56,34 @@ pub fn aborted_field(aborted: Option<Vec<(i64, i64)>>) -> Option<Vec<AbortedTran
     })
 }
 
+/// Applies (`true`) or drops a transaction's pending offset commits in the group
+/// coordinator of `__consumer_offsets` partition `partition` on this shard, for producer
+/// `producer_id`. The coordinator sits in a layer above this one, so the server registers
+/// it ([`register_offsets_completion`]) instead of this module naming it.
+pub type OffsetsCompletion = fn(ctx: &ShardCtx, partition: i32, producer_id: i64, commit: bool);
+
+/// Set once per process by the server before any shard serves; the same function pointer
+/// for every shard (each call runs on the marker's owner shard).
+static OFFSETS_COMPLETION: std::sync::OnceLock<OffsetsCompletion> = std::sync::OnceLock::new();
+
+/// Registers what a marker on `__consumer_offsets` completes (idempotent: the first wins).
+pub fn register_offsets_completion(complete: OffsetsCompletion) {
+    let _ = OFFSETS_COMPLETION.set(complete);
+}
+
 /// A marker closed `txn` on `topic`-`partition` (durably): counts it, and on
 /// `__consumer_offsets` applies or drops the transaction's pending offsets.
 pub fn marker_written(ctx: &ShardCtx, topic: &str, partition: i32, txn: &CompletedTxn) {
     crate::metrics::txn_marker_written(!txn.aborted);
     if topic == OFFSETS_TOPIC {
-        crate::server::group::driver::complete_txn_offsets(
-            ctx,
-            partition,
-            txn.producer_id,
-            !txn.aborted,
-        );
+        match OFFSETS_COMPLETION.get() {
+            Some(complete) => complete(ctx, partition, txn.producer_id, !txn.aborted),
+            None => tracing::error!(
+                partition,
+                producer_id = txn.producer_id,
+                "a transaction marker on __consumer_offsets with no group coordinator registered"
+            ),
+        }
     }
 }
 

@@ -52,8 +52,10 @@ use super::call::{ShardReply, ShardRequest};
 use crate::constants::{
     SHARD_MOVE_COMMIT_PHASES_MAX, SHARD_MOVE_COMMIT_STALL_MS_MAX, SHARD_MOVE_DRAIN_WAIT_MS_MAX,
 };
+use crate::controller::MetadataImage;
 use crate::partition::ops::{PartitionOp, PartitionResult};
-use crate::shard::{MetadataImage, OwnedPartition, ShardCtx};
+use crate::partition::OwnedPartition;
+use crate::shard::ShardCtx;
 use crate::types::{Offset, ShardId, TopicPartition};
 
 pub use self::admin::{admin_post, parse_move_query, parse_topic_partition, PartitionPlacement};
