@@ -144,7 +144,8 @@ impl PartitionTable {
 
     #[must_use]
     pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<OwnedPartition>> {
-        self.map.borrow().get(&TopicPartition::new(topic, partition)).cloned()
+        let key: &dyn crate::types::TopicPartitionKey = &(topic, partition);
+        self.map.borrow().get(key).cloned()
     }
 
     #[must_use]
