@@ -56,6 +56,9 @@ pub struct OwnedPartition {
     /// shard: what the shard balancer (`server::shard_balance`) measures rates from.
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
+    /// Per producer, the newest transaction coordinator epoch whose marker this partition
+    /// took (`txn::partition::CoordinatorEpochs`).
+    pub coordinator_epochs: RefCell<crate::txn::partition::CoordinatorEpochs>,
 }
 
 impl OwnedPartition {
@@ -338,6 +341,7 @@ impl PartitionTable {
             replication: Replication::single(crate::types::NodeId(0), epoch),
             bytes_in: Cell::new(0),
             bytes_out: Cell::new(0),
+            coordinator_epochs: RefCell::default(),
         })
     }
 
