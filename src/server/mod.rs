@@ -8,6 +8,7 @@
 pub mod admin;
 mod admin_wiring;
 pub mod api_versions;
+pub mod broker;
 pub mod call;
 pub mod cluster;
 pub mod connection;

@@ -22,7 +22,6 @@ pub mod lifecycle;
 pub mod rpc;
 mod start;
 
-use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -169,7 +168,7 @@ pub fn registration_epoch_hint(st: &QuorumStatus) -> i64 {
 /// The cluster node of this process, on the controller shard.
 #[must_use]
 pub fn node(ctx: &ShardCtx) -> Option<Rc<ClusterNode>> {
-    ctx.app().and_then(|a: Rc<dyn Any>| a.downcast::<ClusterNode>().ok())
+    super::broker::of(ctx).cluster.get().cloned()
 }
 
 /// The image this node's shards serve: `image` itself once the committed metadata holds

@@ -33,7 +33,9 @@ const CLUSTER_READY_LIMIT_MS: u64 = 5_000;
 /// Opens the cluster node on the controller shard and publishes the first image.
 pub async fn start(ctx: Rc<ShardCtx>) -> anyhow::Result<()> {
     let node = open(&ctx).await?;
-    ctx.set_app(node.clone());
+    if crate::server::broker::of(&ctx).cluster.set(node.clone()).is_err() {
+        bail!("the cluster node started twice on this shard");
+    }
     let handler_node = node.clone();
     let handler_ctx = ctx.clone();
     node.quorum.set_rpc_handler(Rc::new(move |_from, body: Bytes| {

@@ -43,7 +43,7 @@ use crate::types::{Epoch, Offset};
 /// Bytes read per step while replaying a `__transaction_state` partition.
 const REPLAY_READ_BYTES: usize = 1024 * 1024;
 
-struct TxnShard {
+pub(crate) struct TxnShard {
     coordinator: RefCell<Coordinator>,
     /// Partitions loaded, with the leader epoch (= coordinator epoch) they were loaded at.
     loaded: RefCell<HashMap<i32, Epoch>>,
@@ -54,13 +54,10 @@ struct TxnShard {
     open_published: std::cell::Cell<i64>,
 }
 
-thread_local! {
-    static SHARD_STATE: RefCell<Option<Rc<TxnShard>>> = const { RefCell::new(None) };
-}
-
 fn state(ctx: &Rc<ShardCtx>) -> Rc<TxnShard> {
-    if let Some(s) = SHARD_STATE.with(|s| s.borrow().clone()) {
-        return s;
+    let broker = crate::server::broker::of(ctx);
+    if let Some(s) = broker.txns.get() {
+        return s.clone();
     }
     let s = Rc::new(TxnShard {
         coordinator: RefCell::new(Coordinator::new(ctx.config.txn.max_timeout_ms)),
@@ -69,7 +66,7 @@ fn state(ctx: &Rc<ShardCtx>) -> Rc<TxnShard> {
         writing: RefCell::new(HashSet::new()),
         open_published: std::cell::Cell::new(0),
     });
-    SHARD_STATE.with(|cell| *cell.borrow_mut() = Some(s.clone()));
+    let _ = broker.txns.set(s.clone());
     drop(ctx.spawn(timer_loop(ctx.clone(), s.clone())));
     s
 }
