@@ -10,8 +10,8 @@
 //!
 //! Issue 33 moves state here step by step. Held today: the cluster node (controller shard),
 //! the group and transaction coordinators, the internal topics' readiness, whether the ISR
-//! loop runs, the shard-move lock and gates. Still elsewhere: the partition table and client
-//! quotas (in `ShardCtx`), connection limits (`server::limits`), the transaction marker
+//! loop runs, the shard-move lock and gates, this shard's connection and disk limits. Still
+//! elsewhere: the partition table and client quotas (in `ShardCtx`), the transaction marker
 //! connections (`server::txn::broker_client`), the replication throttle.
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -44,6 +44,8 @@ pub struct ShardBroker {
     pub(crate) shard_move_running: Cell<bool>,
     /// Partitions moving to or from this shard, and the gate their requests wait at.
     pub(crate) move_gates: RefCell<HashMap<TopicPartition, Rc<Gate>>>,
+    /// This shard's connection-creation rate, request-bytes budget and free-space sample.
+    pub(crate) limits: super::limits::ShardLimits,
 }
 
 /// This shard's broker value, created on first use.
