@@ -279,6 +279,16 @@ impl ClusterNode {
         Some(others[i % others.len()])
     }
 
+    /// Whether the committed metadata holds this process's incarnation registered and
+    /// unfenced: from then on the shards serve this node's leaderships ([`led_view`]).
+    pub(crate) fn unfenced_in_committed(&self) -> bool {
+        let image = self.committed.borrow().image();
+        image
+            .brokers
+            .get(&self.node_id)
+            .is_some_and(|b| b.incarnation_id == self.incarnation_id && !b.fenced)
+    }
+
     pub(crate) fn is_ready_leader(&self) -> bool {
         let st = self.quorum.status();
         st.role == QuorumRole::Leader && st.leader_ready

@@ -82,14 +82,15 @@ pub async fn start(ctx: Rc<ShardCtx>) -> anyhow::Result<()> {
     }
     if node.is_broker {
         drop(ctx.spawn(lifecycle::run(node.clone(), ctx.clone())));
-        // Serve once registered and unfenced (leaderships come back), within the bound.
+        // Serve once registered and unfenced (leaderships come back), within the bound: the
+        // unfence applied here, not only answered, so the image below already leads.
         while Instant::now() < deadline {
-            if matches!(node.registration.get(), Some((_, false))) {
+            if node.unfenced_in_committed() {
                 break;
             }
             crate::shard::sleep(Duration::from_millis(20)).await;
         }
-        if !matches!(node.registration.get(), Some((_, false))) {
+        if !node.unfenced_in_committed() {
             tracing::warn!(
                 "no active controller has unfenced this broker yet (is a quorum of voters \
                  running?); serving what this node holds meanwhile"
