@@ -39,7 +39,6 @@ const UPWARD_TODAY: &[(&str, &str)] = &[
     ("shard", "config"),
     ("shard", "controller"),
     ("shard", "partition"),
-    ("shard", "quota"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -10,8 +10,9 @@
 //!
 //! Issue 33 moves state here step by step. Held today: the cluster node (controller shard),
 //! the group and transaction coordinators, the internal topics' readiness, whether the ISR
-//! loop runs, the shard-move lock and gates, this shard's connection and disk limits. Still
-//! elsewhere: the partition table and client quotas (in `ShardCtx`), the transaction marker
+//! loop runs, the shard-move lock and gates, this shard's connection and disk limits and
+//! client-quota meters. Still
+//! elsewhere: the partition table (in `ShardCtx`), the transaction marker
 //! connections (`server::txn::broker_client`), the replication throttle.
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -22,6 +23,7 @@ use super::cluster::ClusterNode;
 use super::group::driver::GroupShard;
 use super::shard_move::Gate;
 use super::txn::driver::TxnShard;
+use crate::quota::ShardQuotas;
 use crate::shard::ShardCtx;
 use crate::types::TopicPartition;
 
@@ -46,6 +48,21 @@ pub struct ShardBroker {
     pub(crate) move_gates: RefCell<HashMap<TopicPartition, Rc<Gate>>>,
     /// This shard's connection-creation rate, request-bytes budget and free-space sample.
     pub(crate) limits: super::limits::ShardLimits,
+    /// Measured client rates against their quotas (`crate::quota`), created on first use.
+    quotas: OnceCell<RefCell<ShardQuotas>>,
+}
+
+impl ShardBroker {
+    /// This shard's client-quota meters (window and share board from the config).
+    pub(crate) fn quotas(&self, ctx: &ShardCtx) -> &RefCell<ShardQuotas> {
+        self.quotas.get_or_init(|| {
+            RefCell::new(ShardQuotas::new(
+                ctx.config.quota_window,
+                ctx.id.0 as usize,
+                crate::quota::ShareBoard::global(ctx.config.shards),
+            ))
+        })
+    }
 }
 
 /// This shard's broker value, created on first use.

@@ -121,11 +121,12 @@ pub async fn start(
     let client_id = header.client_id.as_ref().map(ToString::to_string);
     let replica = replica_of(&req, version);
     let image = ctx.image();
-    let quota_window_bytes = ctx.quotas.borrow().max_bytes_in_window(
-        &image.client_quotas,
-        QuotaKind::Fetch,
-        (principal.name(), client_id.as_deref().unwrap_or("")),
-    );
+    let quota_window_bytes =
+        crate::server::broker::of(ctx).quotas(ctx).borrow().max_bytes_in_window(
+            &image.client_quotas,
+            QuotaKind::Fetch,
+            (principal.name(), client_id.as_deref().unwrap_or("")),
+        );
     let max_bytes = usize::try_from(req.max_bytes)
         .unwrap_or(0)
         .min(quota_window_bytes.map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)));

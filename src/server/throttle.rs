@@ -53,8 +53,13 @@ pub fn record(
     let client = client_id.unwrap_or("");
     let image = ctx.image();
     let now_ms = ctx.quota_clock_ms();
-    let ms =
-        ctx.quotas.borrow_mut().record(&image.client_quotas, kind, (user, client), bytes, now_ms);
+    let ms = crate::server::broker::of(ctx).quotas(ctx).borrow_mut().record(
+        &image.client_quotas,
+        kind,
+        (user, client),
+        bytes,
+        now_ms,
+    );
     // A throttled fetch is answered empty: its bytes never reach the client.
     let moved = if kind == QuotaKind::Fetch && ms > 0 { 0 } else { bytes };
     crate::metrics::client_quota(kind, client, moved, ms);
@@ -72,7 +77,13 @@ pub fn unrecord(
     let client = client_id.unwrap_or("");
     let image = ctx.image();
     let now_ms = ctx.quota_clock_ms();
-    ctx.quotas.borrow_mut().unrecord(&image.client_quotas, kind, (user, client), bytes, now_ms);
+    crate::server::broker::of(ctx).quotas(ctx).borrow_mut().unrecord(
+        &image.client_quotas,
+        kind,
+        (user, client),
+        bytes,
+        now_ms,
+    );
 }
 
 /// The shard's share task: once per quota window, exchanges this shard's per-budget demand
@@ -86,7 +97,7 @@ pub async fn share_loop(ctx: Rc<ShardCtx>) {
             return;
         }
         let now_ms = ctx.quota_clock_ms();
-        ctx.quotas.borrow_mut().exchange_shares(now_ms);
+        crate::server::broker::of(&ctx).quotas(&ctx).borrow_mut().exchange_shares(now_ms);
     }
 }
 
@@ -143,7 +154,7 @@ pub async fn dispatch_timed(
         let busy_ns = u64::try_from((spent + more).as_nanos()).unwrap_or(u64::MAX);
         let image = ctx.image();
         let now_ms = ctx.quota_clock_ms();
-        let ms = ctx.quotas.borrow_mut().record_request_time(
+        let ms = crate::server::broker::of(&ctx).quotas(&ctx).borrow_mut().record_request_time(
             &image.client_quotas,
             (&who.0, &who.1),
             busy_ns,

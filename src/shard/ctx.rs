@@ -40,8 +40,6 @@ pub struct ShardCtx {
     pub shutdown: Notify,
     pub connections: Cell<usize>,
     pub connections_changed: Notify,
-    /// Measured client rates against their quotas (see [`crate::quota`]).
-    pub quotas: RefCell<crate::quota::ShardQuotas>,
     /// The zero of [`ShardCtx::quota_clock_ms`].
     clock_zero: std::time::Instant,
     latency_queue: TaskQueueHandle,
@@ -67,11 +65,6 @@ impl ShardCtx {
     pub(crate) fn new(parts: CtxParts) -> Self {
         let id = ShardId(u32::try_from(parts.senders.peer_id()).unwrap_or(u32::MAX));
         let image = Arc::new(placeholder_image(&parts.config));
-        let quotas = crate::quota::ShardQuotas::new(
-            parts.config.quota_window,
-            id.0 as usize,
-            crate::quota::ShareBoard::global(parts.config.shards),
-        );
         Self {
             id,
             shard_count: parts.config.shards,
@@ -87,7 +80,6 @@ impl ShardCtx {
             shutdown: Notify::new(),
             connections: Cell::new(0),
             connections_changed: Notify::new(),
-            quotas: RefCell::new(quotas),
             clock_zero: quota_clock_zero(),
             latency_queue: parts.latency_queue,
             background_queue: parts.background_queue,
