@@ -364,7 +364,7 @@ fn a_diverged_old_leader_truncates_and_serves_its_successors_log() {
 #[test]
 fn a_restarted_broker_does_not_lead_before_it_is_unfenced() {
     let topic = "stale";
-    let mut c = Cluster::start(3, 25200);
+    let mut c = Cluster::start(3, 25020);
     c.wait_brokers(3, LIMIT);
     let w = &mut Wire::connect(&c.broker(0).addr);
     assert!(matches!(create(w, topic), 0 | 36));
