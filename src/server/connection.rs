@@ -111,10 +111,15 @@ async fn secure_then_run<S>(
         }
     };
     let certificate = tls_stream.get_ref().1.peer_certificates().and_then(|c| c.first());
-    if let Some(dn) = certificate.and_then(crate::security::tls::subject_dn) {
-        session.authenticated(crate::quota::Principal::named(&dn));
+    match certificate.and_then(crate::security::tls::subject_dn) {
+        Some(dn) => {
+            session.authenticated(crate::quota::Principal::named(&dn));
+            tracing::info!(shard = %ctx.id, ?peer, listener = %session.listener, principal = %format_args!("User:{dn}"), "TLS client certificate accepted");
+        }
+        None => {
+            tracing::debug!(shard = %ctx.id, ?peer, listener = %session.listener, "TLS handshake done");
+        }
     }
-    tracing::debug!(shard = %ctx.id, ?peer, listener = %session.listener, principal = %format_args!("User:{}", session.principal().name()), "TLS handshake done");
     run_admitted(ctx, tls_stream, peer, permit, (session, gate)).await;
 }
 
