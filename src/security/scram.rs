@@ -125,8 +125,10 @@ impl ScramServer {
             Some(('c', _)) => return Err(ScramError::ChannelBinding),
             _ => return Err(ScramError::Malformed("expected c=<binding> first")),
         }
+        // Kafka's `ScramSaslServer` checks that the nonce ends with the server's, not that it
+        // equals it: librdkafka 2.0 (Debian's kcat) sends the client nonce twice.
         match attrs.get(1) {
-            Some(('r', nonce)) if *nonce == self.nonce => {}
+            Some(('r', nonce)) if nonce.ends_with(&self.nonce) => {}
             Some(('r', _)) => return Err(ScramError::Nonce),
             _ => return Err(ScramError::Malformed("expected r=<nonce> after c=")),
         }
@@ -147,10 +149,11 @@ impl ScramServer {
     }
 }
 
-/// A server nonce: 32 random printable characters (no `,`).
+/// A server nonce: 32 random letters and digits (Kafka's is alphanumeric too, a base-36
+/// number).
 #[must_use]
 pub fn server_nonce(rng: &mut impl rand::Rng) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     (0..32).map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())])).collect()
 }
 
@@ -192,6 +195,24 @@ mod tests {
         })
         .expect("start")
         .0
+    }
+
+    /// librdkafka 2.0 repeats the client nonce in client-final; Kafka accepts a nonce that
+    /// ends with the server's, and so does Shardlog.
+    #[test]
+    fn librdkafka_2_0_nonce_is_accepted() {
+        let m = ScramMechanism::Sha256;
+        let cred = ScramCredential::from_password(m, "pw", b"salt", 4096);
+        let (server, _) =
+            ScramServer::start(m, b"n,,n=u,r=abc", "xyz", |_| Some(cred.clone())).expect("start");
+        let without_proof = "c=biws,r=abcabcxyz";
+        let auth = format!("n=u,r=abc,r=abcxyz,s={},i=4096,{without_proof}", B64.encode(b"salt"));
+        let salted = m.salted_password(b"pw", b"salt", 4096);
+        let client_key = m.hmac(&salted, b"Client Key");
+        let signature = m.hmac(&cred.stored_key, auth.as_bytes());
+        let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(k, s)| k ^ s).collect();
+        let last = format!("{without_proof},p={}", B64.encode(proof));
+        assert_eq!(server.finish(last.as_bytes()).expect("accepted").0, "u");
     }
 
     #[test]
@@ -239,9 +260,9 @@ mod tests {
     }
 
     #[test]
-    fn nonces_are_printable_without_commas() {
+    fn nonces_are_alphanumeric() {
         let n = server_nonce(&mut rand::thread_rng());
         assert_eq!(n.len(), 32);
-        assert!(n.chars().all(|c| c.is_ascii_graphic() && c != ','));
+        assert!(n.chars().all(|c| c.is_ascii_alphanumeric()));
     }
 }

@@ -106,6 +106,19 @@ def java_clients():
     print("ok   Java console producer and consumer over SASL_SSL SCRAM-SHA-512")
 
 
+def kcat_scram():
+    """Debian's kcat (librdkafka 2.0, which repeats the client nonce in SCRAM's last message)."""
+    common = ["kcat", "-b", SASL_SSL, "-X", "security.protocol=SASL_SSL",
+              "-X", f"ssl.ca.location={CERTS}/ca.pem", "-X", "sasl.mechanism=SCRAM-SHA-512",
+              "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret", "-t", "sec-kcat"]
+    lines = "".join(f"kcat-{i}\n" for i in range(10))
+    subprocess.run(common + ["-P"], input=lines, text=True, check=True, timeout=30)
+    out = subprocess.run(common + ["-C", "-e", "-o", "beginning"], capture_output=True,
+                         text=True, check=True, timeout=30).stdout
+    assert sorted(out.split()) == sorted(f"kcat-{i}" for i in range(10)), out
+    print("ok   kcat over SASL_SSL SCRAM-SHA-512")
+
+
 def wrong_password_while_others_carry_on():
     stop, delivered, errors = threading.Event(), [], []
     good = Producer(dict(sasl_conf("SCRAM-SHA-512", "alice", "alice-secret"),
@@ -157,6 +170,7 @@ roundtrip("scram-sha-512", sasl_conf("SCRAM-SHA-512", "alice", "alice-secret"))
 roundtrip("scram-sha-256", sasl_conf("SCRAM-SHA-256", "alice", "alice-secret"))
 roundtrip("plain", sasl_conf("PLAIN", "carol", "carol-secret"))
 java_clients()
+kcat_scram()
 wrong_password_while_others_carry_on()
 plaintext_on_tls_port()
 print("security: all checks passed")
