@@ -424,9 +424,10 @@ pub const TXN_MARKER_RETRY_MS: u64 = 200;
 pub const BROKER_CALL_TIMEOUT_MS: u64 = 30_000;
 /// Cached broker-to-broker connections per shard (one per other broker in practice).
 pub const BROKER_CONNECTIONS_PER_SHARD_MAX: usize = 64;
-/// Partition side of markers: (partition, producer) coordinator epochs remembered per shard
-/// to refuse a deposed coordinator's markers; past this the oldest half is forgotten.
-pub const TXN_COORDINATOR_EPOCHS_MAX: usize = 100_000;
+/// Partition side of markers: producers whose coordinator epoch a partition remembers, to
+/// refuse a deposed coordinator's markers (`txn::partition::CoordinatorEpochs`); past this
+/// an arbitrary half is forgotten (each forgotten entry only skips one check).
+pub const TXN_COORDINATOR_EPOCHS_MAX: usize = 10_000;
 
 /// Shard moves (`server::shard_move`): how long the source shard waits for a moving
 /// partition's in-flight requests to finish before it gives the move up (the partition

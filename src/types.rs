@@ -82,6 +82,54 @@ impl TopicPartition {
     }
 }
 
+/// A topic and partition however held, so a map keyed by [`TopicPartition`] is searched
+/// with a borrowed `(&str, index)` instead of an allocated key (the partition table's
+/// lookup on every produce, fetch and follower-fetch partition).
+pub trait TopicPartitionKey {
+    fn topic(&self) -> &str;
+    fn partition(&self) -> PartitionIndex;
+}
+
+impl TopicPartitionKey for TopicPartition {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+    fn partition(&self) -> PartitionIndex {
+        self.partition
+    }
+}
+
+impl TopicPartitionKey for (&str, PartitionIndex) {
+    fn topic(&self) -> &str {
+        self.0
+    }
+    fn partition(&self) -> PartitionIndex {
+        self.1
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn TopicPartitionKey + 'a> for TopicPartition {
+    fn borrow(&self) -> &(dyn TopicPartitionKey + 'a) {
+        self
+    }
+}
+
+/// As the derived `Hash` of [`TopicPartition`] (its fields in order), which `Borrow` needs.
+impl std::hash::Hash for dyn TopicPartitionKey + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.topic().hash(state);
+        self.partition().hash(state);
+    }
+}
+
+impl PartialEq for dyn TopicPartitionKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.partition() == other.partition() && self.topic() == other.topic()
+    }
+}
+
+impl Eq for dyn TopicPartitionKey + '_ {}
+
 impl fmt::Display for TopicPartition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{}", self.topic, self.partition)
@@ -96,5 +144,19 @@ mod tests {
     fn dir_name_is_topic_dash_partition() {
         assert_eq!(TopicPartition::new("orders", 3).dir_name(), "orders-3");
         assert_eq!(Offset(41).next(), Offset(42));
+    }
+
+    #[test]
+    fn a_borrowed_key_finds_what_an_owned_one_stored() {
+        let mut m = std::collections::HashMap::new();
+        for p in 0..64 {
+            m.insert(TopicPartition::new(format!("t{}", p % 7), p), p);
+        }
+        for p in 0..64 {
+            let name = format!("t{}", p % 7);
+            let key: &dyn TopicPartitionKey = &(name.as_str(), p);
+            assert_eq!(m.get(key), Some(&p));
+        }
+        assert_eq!(m.get(&("t1", 0) as &dyn TopicPartitionKey), None);
     }
 }

@@ -40,8 +40,6 @@ const UPWARD_TODAY: &[(&str, &str)] = &[
     ("shard", "controller"),
     ("shard", "partition"),
     ("shard", "quota"),
-    ("shard", "server"),
-    ("txn", "server"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -13,8 +13,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
+use super::OwnedPartition;
 use crate::protocol::errors::storage_error_code;
-use crate::shard::{OwnedPartition, ShardCtx};
+use crate::shard::ShardCtx;
 use crate::storage::error::RecordError;
 use crate::storage::{SendRecords, StorageError};
 use crate::types::{Epoch, Offset};
@@ -222,13 +223,11 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
             commit,
             coordinator_epoch,
         } => {
-            // A deposed transaction coordinator's marker is refused (Kafka's rule).
-            let fenced = crate::txn::partition::check_coordinator_epoch(
-                &topic,
-                partition,
-                producer_id,
-                coordinator_epoch,
-            );
+            // A deposed transaction coordinator's marker is refused (Kafka's rule), by the
+            // leader only: a refused op must not move the epoch either.
+            let fenced = owned(ctx, &topic, partition).and_then(|p| {
+                p.coordinator_epochs.borrow_mut().check(producer_id, coordinator_epoch)
+            });
             if let Err(e) = fenced {
                 return PartitionResult::WriteMarker(Err(e));
             }

@@ -24,10 +24,11 @@ use uuid::Uuid;
 use super::leader::Replication;
 use super::replicas::ReplicaSettings;
 use crate::controller::BrokerDefaults;
+use crate::controller::{MetadataImage, TopicImage};
 use crate::io::dma::DmaFileSystem;
 use crate::replication::manager::{Follow, FollowerSet};
 use crate::shard::ShardCtx;
-use crate::shard::{Log, MetadataImage, TopicImage};
+use crate::storage::DmaPartitionLog as Log;
 use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
 use crate::sync::Notify;
 use crate::types::{Epoch, NodeId, Offset, ShardId, TopicPartition};
@@ -55,6 +56,9 @@ pub struct OwnedPartition {
     /// shard: what the shard balancer (`server::shard_balance`) measures rates from.
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
+    /// Per producer, the newest transaction coordinator epoch whose marker this partition
+    /// took (`txn::partition::CoordinatorEpochs`).
+    pub coordinator_epochs: RefCell<crate::txn::partition::CoordinatorEpochs>,
 }
 
 impl OwnedPartition {
@@ -143,7 +147,8 @@ impl PartitionTable {
 
     #[must_use]
     pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<OwnedPartition>> {
-        self.map.borrow().get(&TopicPartition::new(topic, partition)).cloned()
+        let key: &dyn crate::types::TopicPartitionKey = &(topic, partition);
+        self.map.borrow().get(key).cloned()
     }
 
     #[must_use]
@@ -336,6 +341,7 @@ impl PartitionTable {
             replication: Replication::single(crate::types::NodeId(0), epoch),
             bytes_in: Cell::new(0),
             bytes_out: Cell::new(0),
+            coordinator_epochs: RefCell::default(),
         })
     }
 

@@ -15,8 +15,9 @@ use futures::future::LocalBoxFuture;
 
 use super::control::{ControllerReply, ControllerRequest};
 use super::group::{GroupAnswer, GroupCall};
+use crate::controller::MetadataImage;
 use crate::partition::ops::{self, PartitionOp, PartitionResult, WaitSpec};
-use crate::shard::{MeshError, MetadataImage, Payload, ShardCtx};
+use crate::shard::{MeshError, Payload, ShardCtx};
 use crate::types::ShardId;
 
 /// Work a shard asks another shard (or itself) to do.

@@ -13,7 +13,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
 use super::call::{ShardReply, ShardRequest};
-use crate::shard::{MetadataImage, ShardCtx};
+use crate::controller::MetadataImage;
+use crate::shard::ShardCtx;
 use crate::types::ShardId;
 
 /// The controller shard.

@@ -13,7 +13,6 @@
 //! its shard's partitions. Invariants: at most one change in flight per partition (the
 //! pending state of `LeaderReplicas`); an answer for an older leader epoch is ignored.
 
-use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -24,14 +23,9 @@ use crate::controller::AlterPartitionRequest;
 use crate::partition::table::OwnedPartition;
 use crate::shard::ShardCtx;
 
-thread_local! {
-    /// Whether this shard's loop runs (one shard per thread).
-    static STARTED: Cell<bool> = const { Cell::new(false) };
-}
-
 /// Starts this shard's ISR loop once (called as each image is installed).
 pub fn ensure_started(ctx: &Rc<ShardCtx>) {
-    if STARTED.with(|s| s.replace(true)) {
+    if crate::server::broker::of(ctx).isr_loop_running.replace(true) {
         return;
     }
     drop(ctx.spawn(isr_loop(ctx.clone())));
@@ -46,7 +40,7 @@ async fn isr_loop(ctx: Rc<ShardCtx>) {
             }
         }
     }
-    STARTED.with(|s| s.set(false));
+    crate::server::broker::of(&ctx).isr_loop_running.set(false);
 }
 
 /// Decides and, if there is one, sends this partition's ISR change.

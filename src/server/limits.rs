@@ -57,11 +57,15 @@ pub fn open_connections() -> usize {
     with_counts(|c| c.total)
 }
 
-thread_local! {
-    static RATE: RefCell<Option<TokenBucket>> = const { RefCell::new(None) };
-    static BUDGET: RefCell<Option<Rc<RequestBudget>>> = const { RefCell::new(None) };
+/// This shard's side of the limits, held in its broker value (`server::broker`).
+#[derive(Default)]
+pub struct ShardLimits {
+    /// This shard's share of `max.connection.creation.rate` (created on first accept).
+    accept_rate: RefCell<Option<TokenBucket>>,
+    /// This shard's share of `queued.max.request.bytes` (created on first use).
+    request_budget: RefCell<Option<Rc<RequestBudget>>>,
     /// The last measurement of the data directory's free space on this shard.
-    static DISK: Cell<Option<DiskSample>> = const { Cell::new(None) };
+    disk: Cell<Option<DiskSample>>,
 }
 
 /// One statvfs of the data directory and what this shard accepted since.
@@ -87,7 +91,9 @@ pub fn data_dir_low_on_space(ctx: &ShardCtx, incoming_bytes: u64) -> bool {
         return false;
     }
     let now = Instant::now();
-    let previous = DISK.with(Cell::get);
+    let broker = crate::server::broker::of(ctx);
+    let disk = &broker.limits.disk;
+    let previous = disk.get();
     if let Some(mut sample) = previous {
         let headroom = sample.free_bytes.saturating_sub(reserved);
         let share = headroom / (2 * u64::from(ctx.shard_count.max(1)));
@@ -96,7 +102,7 @@ pub fn data_dir_low_on_space(ctx: &ShardCtx, incoming_bytes: u64) -> bool {
         if fresh && (sample.low || sample.accepted_bytes + incoming_bytes <= share) {
             if !sample.low {
                 sample.accepted_bytes += incoming_bytes;
-                DISK.with(|d| d.set(Some(sample)));
+                disk.set(Some(sample));
             }
             return sample.low;
         }
@@ -109,7 +115,7 @@ pub fn data_dir_low_on_space(ctx: &ShardCtx, incoming_bytes: u64) -> bool {
         }
     };
     let accepted_bytes = if low { 0 } else { incoming_bytes };
-    DISK.with(|d| d.set(Some(DiskSample { at: now, free_bytes, low, accepted_bytes })));
+    disk.set(Some(DiskSample { at: now, free_bytes, low, accepted_bytes }));
     let was = previous.is_some_and(|p| p.low);
     if low && !was {
         tracing::warn!(shard = %ctx.id, reserved, "free space of the data directory is below log.dir.reserved.bytes: refusing produce with KAFKA_STORAGE_ERROR until space is freed");
@@ -138,11 +144,12 @@ pub async fn accept_gate(ctx: Rc<ShardCtx>) {
         crate::shard::with_timeout(wait, ctx.connections_changed.changed_since(seen)).await;
     }
     let rate = limits.max_connection_creation_rate_per_shard(ctx.shard_count);
-    let wait = RATE.with(|b| {
-        b.borrow_mut()
-            .get_or_insert_with(|| TokenBucket::new(rate, Instant::now()))
-            .take(Instant::now())
-    });
+    let wait = crate::server::broker::of(&ctx)
+        .limits
+        .accept_rate
+        .borrow_mut()
+        .get_or_insert_with(|| TokenBucket::new(rate, Instant::now()))
+        .take(Instant::now());
     if !wait.is_zero() {
         tracing::debug!(shard = %ctx.id, ?wait, "max.connection.creation.rate: delaying accept");
         crate::shard::sleep(wait).await;
@@ -284,17 +291,16 @@ impl RequestBudget {
     /// This shard's budget (created from the config on first use).
     #[must_use]
     pub fn of_shard(ctx: &ShardCtx) -> Rc<RequestBudget> {
-        BUDGET.with(|b| {
-            b.borrow_mut()
-                .get_or_insert_with(|| {
-                    let share = ctx
-                        .config
-                        .connection_limits
-                        .queued_request_bytes_per_shard(ctx.shard_count);
-                    Rc::new(RequestBudget::new(share))
-                })
-                .clone()
-        })
+        crate::server::broker::of(ctx)
+            .limits
+            .request_budget
+            .borrow_mut()
+            .get_or_insert_with(|| {
+                let share =
+                    ctx.config.connection_limits.queued_request_bytes_per_shard(ctx.shard_count);
+                Rc::new(RequestBudget::new(share))
+            })
+            .clone()
     }
 
     /// Bytes charged now.

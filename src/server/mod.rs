@@ -8,6 +8,7 @@
 pub mod admin;
 mod admin_wiring;
 pub mod api_versions;
+pub mod broker;
 pub mod call;
 pub mod cluster;
 pub mod connection;
@@ -43,17 +44,49 @@ use crate::shard::runtime::App;
 /// shard publishes the first metadata image, and how a connection is served.
 const APP: App = App {
     handle: call::handle,
-    start_controller: |ctx| Box::pin(cluster::start(ctx)),
+    start_controller: |ctx| Box::pin(start_controller(ctx)),
     serve_connection: |ctx, stream, peer, listener| {
         connection::serve(ctx, crate::io::vectored::VectoredStream::new(stream), peer, listener)
     },
     accept_gate: |ctx| Box::pin(limits::accept_gate(ctx)),
     admin_post: |ctx, method, target| Box::pin(shard_move::admin_post(ctx, method, target)),
+    start_shard,
+    stop_shard: |ctx| Box::pin(stop_shard(ctx)),
 };
+
+/// On the controller shard before any listener opens: finish interrupted deletions, then
+/// open the cluster node and publish the first image.
+async fn start_controller(ctx: std::rc::Rc<crate::shard::ShardCtx>) -> anyhow::Result<()> {
+    for path in crate::partition::table::leftover_deletions(&ctx.config.data_dir) {
+        tracing::info!(dir = %path.display(), "removing directory left from a deletion");
+        let _ = std::fs::remove_dir_all(&path);
+    }
+    cluster::start(ctx).await
+}
+
+/// The broker's per-shard background work: retention, cleaning, checkpoints, replication
+/// and LSO gauges, the transaction marker driver, quota share reports.
+fn start_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
+    use crate::partition::maintenance as m;
+    ctx.spawn_background(m::retention_loop(ctx.clone()));
+    ctx.spawn_background(m::cleaner_loop(ctx.clone()));
+    ctx.spawn_background(m::hw_checkpoint_loop(ctx.clone()));
+    ctx.spawn_background(m::replication_metrics_loop(ctx.clone()));
+    ctx.spawn_background(txn::lso_metrics::lso_metrics_loop(ctx.clone()));
+    txn::driver::start(&ctx);
+    ctx.spawn_background(throttle::share_loop(ctx.clone()));
+}
+
+/// After the shard drained: the last high-watermark checkpoint, then every log closed.
+async fn stop_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
+    crate::partition::maintenance::write_hw_checkpoint(&ctx).await;
+    ctx.partitions.close_all().await;
+}
 
 /// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.
 pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     check_formatted(&config)?;
+    crate::txn::partition::register_offsets_completion(group::driver::complete_txn_offsets);
     crate::shard::runtime::serve(config, APP)
 }
 

@@ -14,8 +14,8 @@ use glommio::channels::channel_mesh::Senders;
 use glommio::TaskQueueHandle;
 
 use super::mesh::{Handler, MeshError, MeshMsg, Payload};
-use super::MetadataImage;
 use crate::config::ServeConfig;
+use crate::controller::MetadataImage;
 use crate::partition::PartitionTable;
 use crate::sync::Notify;
 use crate::types::{Epoch, ShardId};

@@ -18,15 +18,9 @@ pub mod runtime;
 use std::future::Future;
 use std::time::Duration;
 
-pub use crate::controller::{Controller, MetadataImage, PartitionImage, TopicImage};
-pub use crate::partition::OwnedPartition;
-pub use crate::storage::{AppendInfo, StorageError};
 pub use crate::sync::Notify;
 pub use ctx::{Delivery, ShardCtx};
 pub use mesh::{Handler, MeshError, Payload};
-
-/// The partition log every shard opens: the storage engine on glommio DMA files.
-pub type Log = crate::storage::DmaPartitionLog;
 
 /// Sleeps on the current shard's timer.
 pub async fn sleep(duration: Duration) {

@@ -27,7 +27,7 @@ use crate::constants::{
     PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS, SHUTDOWN_HARD_LIMIT_MS,
     SHUTDOWN_POLL_INTERVAL_MS, STARTUP_STALL_LIMIT_MS,
 };
-use crate::partition::table::{leftover_deletions, PartitionTable};
+use crate::partition::table::PartitionTable;
 use crate::types::ShardId;
 
 /// Set by the signal thread on SIGTERM/SIGINT; every shard polls it.
@@ -92,7 +92,17 @@ pub struct App {
     /// Runs a POST (or `GET /v1/shards/...`) on the admin endpoint (method and target in,
     /// status and body out), on the shard that serves the endpoint.
     pub admin_post: AdminPost,
+    /// Starts the application's per-shard background work, once the listener is bound.
+    pub start_shard: StartShard,
+    /// Runs after the shard drained its connections: saves and closes what the application
+    /// keeps open on the shard (checkpoints, logs).
+    pub stop_shard: StopShard,
 }
+
+/// See [`App::start_shard`].
+pub type StartShard = fn(Rc<ShardCtx>);
+/// See [`App::stop_shard`].
+pub type StopShard = fn(Rc<ShardCtx>) -> LocalBoxFuture<'static, ()>;
 
 /// Runs one admin POST (e.g. a shard move) with the serving shard's context.
 pub type AdminPost = fn(Rc<ShardCtx>, String, String) -> LocalBoxFuture<'static, (u16, String)>;
@@ -393,27 +403,16 @@ async fn shard_main(
         }
     }
     drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
-    ctx.spawn_background(crate::partition::maintenance::retention_loop(ctx.clone()));
-    ctx.spawn_background(crate::partition::maintenance::cleaner_loop(ctx.clone()));
-    ctx.spawn_background(crate::partition::maintenance::hw_checkpoint_loop(ctx.clone()));
-    ctx.spawn_background(crate::partition::maintenance::replication_metrics_loop(ctx.clone()));
-    ctx.spawn_background(crate::server::txn::lso_metrics::lso_metrics_loop(ctx.clone()));
-    crate::server::txn::driver::start(&ctx);
-    ctx.spawn_background(crate::server::throttle::share_loop(ctx.clone()));
+    (app.start_shard)(ctx.clone());
     let loops = listeners.into_iter().enumerate().map(|(i, l)| accept_loop(&ctx, i, l, app));
     futures::future::join_all(loops).await;
     drain(&ctx, &shared).await;
-    crate::partition::maintenance::write_hw_checkpoint(&ctx).await;
-    ctx.partitions.close_all().await;
+    (app.stop_shard)(ctx.clone()).await;
     ctx.close_mesh();
     Ok(())
 }
 
 async fn publish_initial_image(ctx: &Rc<ShardCtx>, app: App) -> anyhow::Result<()> {
-    for path in leftover_deletions(&ctx.config.data_dir) {
-        tracing::info!(dir = %path.display(), "removing directory left from a deletion");
-        let _ = std::fs::remove_dir_all(&path);
-    }
     (app.start_controller)(ctx.clone()).await
 }
 

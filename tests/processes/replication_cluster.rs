@@ -353,3 +353,53 @@ fn a_diverged_old_leader_truncates_and_serves_its_successors_log() {
         eprintln!("[replication] (replica order did not give {old} the lead; its log unchecked)");
     }
 }
+
+/// Issue 32's duplicate under repeated kills: a broker restarted without a quorum opens its
+/// listener after a bounded wait, but its metadata still names it leader at its old epochs.
+/// Serving that leadership took writes under an epoch the controller was about to replace and
+/// answered an idempotent producer's retries with OUT_OF_ORDER_SEQUENCE_NUMBER from a stale
+/// producer state (the client then bumped its epoch and wrote records a second time). As in
+/// Kafka, a broker leads only once its current incarnation is registered and unfenced: until
+/// then it refuses produces with NOT_LEADER_OR_FOLLOWER and names no leader for them.
+#[test]
+fn a_restarted_broker_does_not_lead_before_it_is_unfenced() {
+    let topic = "stale";
+    let mut c = Cluster::start(3, 25200);
+    c.wait_brokers(3, LIMIT);
+    let w = &mut Wire::connect(&c.broker(0).addr);
+    assert!(matches!(create(w, topic), 0 | 36));
+    let (leader, _) = wait_partition(&c, 0, topic, "a full ISR", |l, isr| l > 0 && isr.len() == 3);
+    let li = c.index_of(leader);
+    let lw = &mut Wire::connect(&c.broker(li).addr);
+    assert_eq!(produce_acked(lw, topic, -1, 1).len(), 1);
+    for i in 0..3 {
+        c.kill(i);
+    }
+    // Alone: no quorum, so no registration; the node listens after its bounded wait.
+    c.start_node(li);
+    let w = &mut Wire::connect(&c.broker(li).addr);
+    let (code, _) = produce(w, topic, 1, 1);
+    assert_eq!(code, NOT_LEADER_OR_FOLLOWER, "a fenced restart must not take writes");
+    let (named, _) = leader_isr(w, topic).expect("the topic is known");
+    assert_ne!(named, leader, "a fenced restart must not name itself leader");
+    // With the others back, it registers, is unfenced, and the partition takes acks=all
+    // writes again (at a new epoch, from whichever node leads).
+    let others: Vec<usize> = (0..3).filter(|i| *i != li).collect();
+    c.start_nodes(&others);
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let named = Wire::try_connect(&c.broker(li).addr).and_then(|mut w| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| leader_isr(&mut w, topic)))
+                .ok()
+                .flatten()
+        });
+        if let Some((l, _)) = named.filter(|(l, isr)| *l > 0 && isr.len() >= 2) {
+            let mut lw = Wire::connect(&c.broker(c.index_of(l)).addr);
+            if produce(&mut lw, topic, -1, 1).0 == 0 {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "no acks=all write after the restart");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -16,7 +16,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
-use uuid::Uuid;
 
 use super::rpc::{Call, Reply};
 use super::{now_ms, ClusterNode};
@@ -68,7 +67,7 @@ pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
     // have moved (or the controlled-shutdown deadline passed): the hold delays the shards'
     // shutdown until this task drops it.
     let hold = (!node.voters.is_empty()).then(ShutdownHold::new);
-    let incarnation_id = Uuid::new_v4();
+    let incarnation_id = node.incarnation_id;
     // Every listener, the inter-broker one first: other brokers dial the first endpoint.
     let listeners = &ctx.config.listeners;
     let inter = std::iter::once(&listeners.all[listeners.inter_broker]);

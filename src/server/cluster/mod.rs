@@ -22,7 +22,6 @@ pub mod lifecycle;
 pub mod rpc;
 mod start;
 
-use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -144,6 +143,9 @@ pub struct ClusterNode {
     next_voter: Cell<usize>,
     /// This broker's registration: (epoch, fenced), once registered.
     pub(crate) registration: Cell<Option<(i64, bool)>>,
+    /// This process's incarnation: a broker leads only once the committed image holds this
+    /// incarnation unfenced (see [`led_view`]).
+    pub(crate) incarnation_id: uuid::Uuid,
 }
 
 /// Wall-clock milliseconds (broker sessions and DescribeQuorum timestamps).
@@ -166,7 +168,42 @@ pub fn registration_epoch_hint(st: &QuorumStatus) -> i64 {
 /// The cluster node of this process, on the controller shard.
 #[must_use]
 pub fn node(ctx: &ShardCtx) -> Option<Rc<ClusterNode>> {
-    ctx.app().and_then(|a: Rc<dyn Any>| a.downcast::<ClusterNode>().ok())
+    super::broker::of(ctx).cluster.get().cloned()
+}
+
+/// The image this node's shards serve: `image` itself once the committed metadata holds
+/// this process's incarnation (`incarnation_id`) registered and unfenced; before that, a copy
+/// that names no leader where `image` names this node. Kafka's broker only leads after its
+/// registration is applied and it is unfenced: a new incarnation starts fenced and its
+/// leaderships move away (a new epoch), so until then the image replayed from the local
+/// metadata log names this node leader at epochs the controller is replacing. Serving them
+/// took writes under a dying epoch and answered idempotent retries from a producer state
+/// that lacked their first copy (OUT_OF_ORDER_SEQUENCE_NUMBER; the client then bumps its
+/// epoch and writes them again: issue 32's duplicate).
+#[must_use]
+pub fn led_view(
+    image: &Arc<MetadataImage>,
+    node_id: NodeId,
+    incarnation_id: uuid::Uuid,
+) -> Arc<MetadataImage> {
+    let unfenced = image
+        .brokers
+        .get(&node_id)
+        .is_some_and(|b| b.incarnation_id == incarnation_id && !b.fenced);
+    let leads =
+        |t: &crate::controller::TopicImage| t.partitions.iter().any(|p| p.leader == node_id);
+    if unfenced || !image.topics.values().any(|t| leads(t)) {
+        return image.clone();
+    }
+    let mut view = (**image).clone();
+    for t in view.topics.values_mut() {
+        if leads(t) {
+            for p in Arc::make_mut(t).partitions.iter_mut().filter(|p| p.leader == node_id) {
+                p.leader = NodeId(-1);
+            }
+        }
+    }
+    Arc::new(view)
 }
 
 impl ClusterNode {
@@ -242,6 +279,16 @@ impl ClusterNode {
         Some(others[i % others.len()])
     }
 
+    /// Whether the committed metadata holds this process's incarnation registered and
+    /// unfenced: from then on the shards serve this node's leaderships ([`led_view`]).
+    pub(crate) fn unfenced_in_committed(&self) -> bool {
+        let image = self.committed.borrow().image();
+        image
+            .brokers
+            .get(&self.node_id)
+            .is_some_and(|b| b.incarnation_id == self.incarnation_id && !b.fenced)
+    }
+
     pub(crate) fn is_ready_leader(&self) -> bool {
         let st = self.quorum.status();
         st.role == QuorumRole::Leader && st.leader_ready
@@ -276,7 +323,7 @@ impl ClusterNode {
             image.version = self.image_version.get();
             Arc::new(image)
         };
-        publish_image(ctx, image.clone()).await?;
+        publish_image(ctx, led_view(&image, self.node_id, self.incarnation_id)).await?;
         *self.previous.borrow_mut() = Some((committed, image));
         self.last_published.set(Some(key));
         self.published_applied.set(self.published_applied.get().max(applied));
@@ -313,7 +360,7 @@ impl ClusterNode {
         let image = Arc::new(image);
         *self.previous.borrow_mut() = Some((committed.clone(), image.clone()));
         self.last_published.set(Some((committed.version, leader)));
-        Ok(image)
+        Ok(led_view(&image, self.node_id, self.incarnation_id))
     }
 
     /// Waits (bounded) until this node's shards hold an image covering `index`.

@@ -33,7 +33,9 @@ const CLUSTER_READY_LIMIT_MS: u64 = 5_000;
 /// Opens the cluster node on the controller shard and publishes the first image.
 pub async fn start(ctx: Rc<ShardCtx>) -> anyhow::Result<()> {
     let node = open(&ctx).await?;
-    ctx.set_app(node.clone());
+    if crate::server::broker::of(&ctx).cluster.set(node.clone()).is_err() {
+        bail!("the cluster node started twice on this shard");
+    }
     let handler_node = node.clone();
     let handler_ctx = ctx.clone();
     node.quorum.set_rpc_handler(Rc::new(move |_from, body: Bytes| {
@@ -80,14 +82,15 @@ pub async fn start(ctx: Rc<ShardCtx>) -> anyhow::Result<()> {
     }
     if node.is_broker {
         drop(ctx.spawn(lifecycle::run(node.clone(), ctx.clone())));
-        // Serve once registered and unfenced (leaderships come back), within the bound.
+        // Serve once registered and unfenced (leaderships come back), within the bound: the
+        // unfence applied here, not only answered, so the image below already leads.
         while Instant::now() < deadline {
-            if matches!(node.registration.get(), Some((_, false))) {
+            if node.unfenced_in_committed() {
                 break;
             }
             crate::shard::sleep(Duration::from_millis(20)).await;
         }
-        if !matches!(node.registration.get(), Some((_, false))) {
+        if !node.unfenced_in_committed() {
             tracing::warn!(
                 "no active controller has unfenced this broker yet (is a quorum of voters \
                  running?); serving what this node holds meanwhile"
@@ -186,6 +189,7 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
         hinted_leader: std::cell::Cell::new(None),
         next_voter: std::cell::Cell::new(0),
         registration: std::cell::Cell::new(None),
+        incarnation_id: uuid::Uuid::new_v4(),
     }))
 }
 

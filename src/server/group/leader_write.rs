@@ -11,7 +11,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 
 use crate::constants::COORDINATOR_WRITE_TIMEOUT_MS;
-use crate::shard::OwnedPartition;
+use crate::partition::OwnedPartition;
 use crate::types::{Epoch, Offset};
 
 /// Why a coordinator write did not become durable on the ISR.

@@ -81,12 +81,6 @@ fn answer(reply: Result<ShardReply, crate::shard::MeshError>) -> GroupAnswer {
     }
 }
 
-thread_local! {
-    /// Whether this shard has seen `__consumer_offsets` ready: created, and opened by every
-    /// shard. Set once; the topic is never deleted.
-    static OFFSETS_READY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
 /// Makes sure `__consumer_offsets` exists and every shard has opened its partitions, creating
 /// it on first use (Kafka creates it lazily too, on the first FindCoordinator).
 ///
@@ -101,7 +95,7 @@ thread_local! {
 /// backoff (librdkafka waits about a second between coordinator queries). Past
 /// `OFFSETS_TOPIC_READY_WAIT_MS_MAX` the answer is COORDINATOR_NOT_AVAILABLE, as from Kafka.
 pub async fn ensure_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> {
-    if OFFSETS_READY.with(std::cell::Cell::get) {
+    if crate::server::broker::of(ctx).offsets_topic_ready.get() {
         return Ok(());
     }
     let wait = std::time::Duration::from_millis(OFFSETS_TOPIC_READY_WAIT_MS_MAX);
@@ -111,7 +105,7 @@ pub async fn ensure_offsets_topic(ctx: &Rc<ShardCtx>) -> Result<(), GroupError> 
     if offsets_partitions(ctx).is_none() {
         return Err(GroupError::CoordinatorNotAvailable);
     }
-    OFFSETS_READY.with(|r| r.set(true));
+    crate::server::broker::of(ctx).offsets_topic_ready.set(true);
     Ok(())
 }
 

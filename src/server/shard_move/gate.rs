@@ -4,8 +4,7 @@
 //!
 //! Runs on every shard; gates exist only while a move is under way on that shard.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +19,7 @@ use crate::sync::{Notify, TicketLock};
 use crate::types::TopicPartition;
 
 /// Requests for a moving partition wait here, in arrival order.
-pub(super) struct Gate {
+pub(crate) struct Gate {
     order: TicketLock,
     open: Cell<bool>,
     opened: Notify,
@@ -71,38 +70,32 @@ impl Gate {
     }
 }
 
-thread_local! {
-    static GATES: RefCell<HashMap<TopicPartition, Rc<Gate>>> = RefCell::new(HashMap::new());
+pub(super) fn gate_of(ctx: &ShardCtx, tp: &TopicPartition) -> Option<Rc<Gate>> {
+    let broker = crate::server::broker::of(ctx);
+    let gates = broker.move_gates.borrow();
+    if gates.is_empty() {
+        None
+    } else {
+        gates.get(tp).cloned()
+    }
 }
 
-pub(super) fn gate_of(tp: &TopicPartition) -> Option<Rc<Gate>> {
-    GATES.with(|g| {
-        let g = g.borrow();
-        if g.is_empty() {
-            None
-        } else {
-            g.get(tp).cloned()
-        }
-    })
+fn no_gates(ctx: &ShardCtx) -> bool {
+    crate::server::broker::of(ctx).move_gates.borrow().is_empty()
 }
 
-fn no_gates() -> bool {
-    GATES.with(|g| g.borrow().is_empty())
+pub(super) fn install_gate(ctx: &ShardCtx, tp: TopicPartition, gate: Rc<Gate>) -> bool {
+    let broker = crate::server::broker::of(ctx);
+    let mut gates = broker.move_gates.borrow_mut();
+    if gates.contains_key(&tp) {
+        return false;
+    }
+    gates.insert(tp, gate);
+    true
 }
 
-pub(super) fn install_gate(tp: TopicPartition, gate: Rc<Gate>) -> bool {
-    GATES.with(|g| {
-        let mut g = g.borrow_mut();
-        if g.contains_key(&tp) {
-            return false;
-        }
-        g.insert(tp, gate);
-        true
-    })
-}
-
-pub(super) fn remove_gate(tp: &TopicPartition) -> Option<Rc<Gate>> {
-    GATES.with(|g| g.borrow_mut().remove(tp))
+pub(super) fn remove_gate(ctx: &ShardCtx, tp: &TopicPartition) -> Option<Rc<Gate>> {
+    crate::server::broker::of(ctx).move_gates.borrow_mut().remove(tp)
 }
 
 /// Counts a request inside a gate until it moved on (sent, or started here).
@@ -156,7 +149,7 @@ pub(super) async fn run_gated(
         let (topic, partition) = tp_of(op);
         ctx.partitions.get(topic, partition).is_some() || !hosted_elsewhere(ctx, topic, partition)
     };
-    if no_gates() && ops.iter().all(local) {
+    if no_gates(ctx) && ops.iter().all(local) {
         return ops::run_ops(ctx, ops).await;
     }
     // join_all polls in order: each op takes its gate ticket in the request's order.
@@ -177,7 +170,7 @@ async fn run_one(ctx: &Rc<ShardCtx>, op: PartitionOp, forwarded: bool) -> Partit
         (forwarded && g.target)
             || (g.replica_fetches_pass.get() && matches!(op, PartitionOp::ReplicaFetch(_)))
     };
-    let Some(gate) = gate_of(&tp).filter(|g| !passes(g)) else {
+    let Some(gate) = gate_of(ctx, &tp).filter(|g| !passes(g)) else {
         return dispatch(ctx, op, forwarded).await;
     };
     let entered = InGate::enter(gate.clone());

@@ -43,26 +43,23 @@
 mod admin;
 mod gate;
 
-use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use self::gate::{gate_of, install_gate, remove_gate, Gate};
+pub(crate) use self::gate::Gate;
+use self::gate::{gate_of, install_gate, remove_gate};
 use super::call::{ShardReply, ShardRequest};
 use crate::constants::{
     SHARD_MOVE_COMMIT_PHASES_MAX, SHARD_MOVE_COMMIT_STALL_MS_MAX, SHARD_MOVE_DRAIN_WAIT_MS_MAX,
 };
+use crate::controller::MetadataImage;
 use crate::partition::ops::{PartitionOp, PartitionResult};
-use crate::shard::{MetadataImage, OwnedPartition, ShardCtx};
+use crate::partition::OwnedPartition;
+use crate::shard::ShardCtx;
 use crate::types::{Offset, ShardId, TopicPartition};
 
 pub use self::admin::{admin_post, parse_move_query, parse_topic_partition, PartitionPlacement};
 pub use self::gate::{run_partitions, tp_of};
-
-thread_local! {
-    /// Shard 0: a move is under way (one at a time).
-    static MOVING: Cell<bool> = const { Cell::new(false) };
-}
 
 /// A step of a move, sent to one shard.
 pub enum MoveCall {
@@ -158,7 +155,7 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: MoveCall) -> MoveAnswer {
         MoveCall::Release { tp } => MoveAnswer::Released(release(ctx, tp).await),
         MoveCall::Adopt { tp, high_watermark } => {
             ctx.partitions.hand_over(tp.clone(), high_watermark);
-            if !install_gate(tp.clone(), Gate::new(true)) {
+            if !install_gate(ctx, tp.clone(), Gate::new(true)) {
                 tracing::warn!(partition = %tp, "a gate was already installed for the target");
             }
             MoveAnswer::Done
@@ -168,7 +165,7 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: MoveCall) -> MoveAnswer {
             MoveAnswer::Done
         }
         MoveCall::Open { tp } | MoveCall::Abort { tp } => {
-            if let Some(gate) = remove_gate(&tp) {
+            if let Some(gate) = remove_gate(ctx, &tp) {
                 gate.open();
             }
             MoveAnswer::Done
@@ -208,13 +205,13 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
         return Err(format!("{tp} is not open on {}", ctx.id));
     }
     let gate = Gate::new(false);
-    if !install_gate(tp.clone(), gate.clone()) {
+    if !install_gate(ctx, tp.clone(), gate.clone()) {
         return Err(format!("{tp} is already moving"));
     }
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_millis(SHARD_MOVE_DRAIN_WAIT_MS_MAX);
     let give_up = |reason: String| {
-        remove_gate(&tp);
+        remove_gate(ctx, &tp);
         gate.open();
         Err(reason)
     };
@@ -325,10 +322,10 @@ async fn refollow(ctx: &Rc<ShardCtx>, tp: &TopicPartition) {
 /// Source, step 5: parked requests go to `to` in order, then `to`'s gate opens, by a
 /// message on the same channel after them.
 async fn unpark(ctx: &Rc<ShardCtx>, tp: &TopicPartition, to: ShardId) {
-    let Some(gate) = gate_of(tp) else { return };
+    let Some(gate) = gate_of(ctx, tp) else { return };
     gate.open();
     gate.drain().await;
-    remove_gate(tp);
+    remove_gate(ctx, tp);
     let open = ctx.call(to, ShardRequest::ShardMove(MoveCall::Open { tp: tp.clone() })).await;
     if let Err(err) = open.await {
         tracing::warn!(partition = %tp, "cannot open the target's gate: {err}");
@@ -355,7 +352,8 @@ pub async fn move_partition(
     let Some(node) = super::cluster::node(ctx) else {
         return Err(MoveError::Failed { tp, from, reason: "not the controller shard".into() });
     };
-    if MOVING.with(|m| m.replace(true)) {
+    let broker = crate::server::broker::of(ctx);
+    if broker.shard_move_running.replace(true) {
         return Err(MoveError::Busy);
     }
     crate::metrics::set(crate::metrics::Level::ShardMovesInProgress, 1);
@@ -364,7 +362,7 @@ pub async fn move_partition(
         let _publication = node.lock_publication().await;
         run_move(ctx, &node, &tp, to).await
     };
-    MOVING.with(|m| m.set(false));
+    broker.shard_move_running.set(false);
     crate::metrics::set(crate::metrics::Level::ShardMovesInProgress, 0);
     let from = result?;
     let counter = match trigger {

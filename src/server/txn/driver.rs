@@ -30,10 +30,11 @@ use super::{txn_partition_for, txn_partitions, TxnAnswer, TxnCall};
 use crate::constants::{TXN_MARKER_RETRY_MS, TXN_TIMER_TICK_MS};
 use crate::group::placement::partition_for;
 use crate::partition::ops::{PartitionOp, PartitionResult};
+use crate::partition::OwnedPartition;
 use crate::server::call::{ShardReply, ShardRequest};
 use crate::server::group::driver::{leading_partition, Leadership};
 use crate::server::group::leader_write::{append_acks_all, WriteError};
-use crate::shard::{now_ms, OwnedPartition, ShardCtx};
+use crate::shard::{now_ms, ShardCtx};
 use crate::txn::coordinator::{InitOutcome, Then, Transition};
 use crate::txn::records::{decode, encode_key, encode_value};
 use crate::txn::{Coordinator, TxnError, TxnState, TXN_TOPIC};
@@ -42,7 +43,7 @@ use crate::types::{Epoch, Offset};
 /// Bytes read per step while replaying a `__transaction_state` partition.
 const REPLAY_READ_BYTES: usize = 1024 * 1024;
 
-struct TxnShard {
+pub(crate) struct TxnShard {
     coordinator: RefCell<Coordinator>,
     /// Partitions loaded, with the leader epoch (= coordinator epoch) they were loaded at.
     loaded: RefCell<HashMap<i32, Epoch>>,
@@ -53,13 +54,10 @@ struct TxnShard {
     open_published: std::cell::Cell<i64>,
 }
 
-thread_local! {
-    static SHARD_STATE: RefCell<Option<Rc<TxnShard>>> = const { RefCell::new(None) };
-}
-
 fn state(ctx: &Rc<ShardCtx>) -> Rc<TxnShard> {
-    if let Some(s) = SHARD_STATE.with(|s| s.borrow().clone()) {
-        return s;
+    let broker = crate::server::broker::of(ctx);
+    if let Some(s) = broker.txns.get() {
+        return s.clone();
     }
     let s = Rc::new(TxnShard {
         coordinator: RefCell::new(Coordinator::new(ctx.config.txn.max_timeout_ms)),
@@ -68,7 +66,7 @@ fn state(ctx: &Rc<ShardCtx>) -> Rc<TxnShard> {
         writing: RefCell::new(HashSet::new()),
         open_published: std::cell::Cell::new(0),
     });
-    SHARD_STATE.with(|cell| *cell.borrow_mut() = Some(s.clone()));
+    let _ = broker.txns.set(s.clone());
     drop(ctx.spawn(timer_loop(ctx.clone(), s.clone())));
     s
 }

@@ -131,15 +131,10 @@ pub fn coordinator_shard(ctx: &ShardCtx, transactional_id: &str) -> Result<Shard
     ctx.owner_of(TXN_TOPIC, p).map(|(shard, _)| shard).ok_or(TxnError::CoordinatorNotAvailable)
 }
 
-thread_local! {
-    /// Whether this shard has seen `__transaction_state` created and opened everywhere.
-    static TXN_TOPIC_READY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
 /// Makes sure `__transaction_state` exists and every shard opened it (created on the first
 /// FindCoordinator of a transactional id, as Kafka does).
 pub async fn ensure_txn_topic(ctx: &Rc<ShardCtx>) -> Result<(), TxnError> {
-    if TXN_TOPIC_READY.with(std::cell::Cell::get) {
+    if crate::server::broker::of(ctx).txn_topic_ready.get() {
         return Ok(());
     }
     let c = &ctx.config.txn;
@@ -160,7 +155,7 @@ pub async fn ensure_txn_topic(ctx: &Rc<ShardCtx>) -> Result<(), TxnError> {
     if txn_partitions(ctx).is_none() {
         return Err(TxnError::CoordinatorNotAvailable);
     }
-    TXN_TOPIC_READY.with(|r| r.set(true));
+    crate::server::broker::of(ctx).txn_topic_ready.set(true);
     Ok(())
 }
 

@@ -15,7 +15,8 @@ use kafka_protocol::records::{
 use super::super::leader_write::{append_acks_all, WriteError};
 use super::load::offsets_partition;
 use crate::group::records::Record;
-use crate::shard::{now_ms, OwnedPartition, ShardCtx};
+use crate::partition::OwnedPartition;
+use crate::shard::{now_ms, ShardCtx};
 
 /// Appends transactional offset commits (one offsets partition: the group's) as a
 /// transactional batch of the producer and waits until it is durable. Returns the partition.

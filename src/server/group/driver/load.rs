@@ -19,7 +19,8 @@ use crate::group::load::decode_stored_batch;
 use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::group::records::Record;
 use crate::group::types::GroupError;
-use crate::shard::{now_ms, OwnedPartition, ShardCtx};
+use crate::partition::OwnedPartition;
+use crate::shard::{now_ms, ShardCtx};
 use crate::types::{Epoch, Offset};
 
 /// Bytes read per step while replaying an offsets partition.

@@ -45,7 +45,7 @@ type Parked = (Option<String>, oneshot::Sender<Reply>);
 /// transactional batch, applied when the COMMIT marker lands on that partition.
 type PendingTxnOffsets = HashMap<i64, Vec<(i32, Record)>>;
 
-struct GroupShard {
+pub(crate) struct GroupShard {
     coordinator: RefCell<Coordinator>,
     /// Producer id → (offsets partition, record) of its open transaction's offset commits.
     pending_txn: RefCell<PendingTxnOffsets>,
@@ -58,13 +58,10 @@ struct GroupShard {
     load_lock: futures::lock::Mutex<()>,
 }
 
-thread_local! {
-    static SHARD_STATE: RefCell<Option<Rc<GroupShard>>> = const { RefCell::new(None) };
-}
-
 fn state(ctx: &Rc<ShardCtx>) -> Rc<GroupShard> {
-    if let Some(s) = SHARD_STATE.with(|s| s.borrow().clone()) {
-        return s;
+    let broker = crate::server::broker::of(ctx);
+    if let Some(s) = broker.groups.get() {
+        return s.clone();
     }
     let s = Rc::new(GroupShard {
         coordinator: RefCell::new(Coordinator::new(ctx.config.group.clone())),
@@ -74,7 +71,7 @@ fn state(ctx: &Rc<ShardCtx>) -> Rc<GroupShard> {
         loaded: RefCell::new(HashMap::new()),
         load_lock: futures::lock::Mutex::new(()),
     });
-    SHARD_STATE.with(|cell| *cell.borrow_mut() = Some(s.clone()));
+    let _ = broker.groups.set(s.clone());
     drop(ctx.spawn(timer_loop(ctx.clone(), s.clone())));
     s
 }
@@ -84,7 +81,7 @@ fn state(ctx: &Rc<ShardCtx>) -> Rc<GroupShard> {
 /// first group request: a restarted broker that leads offsets partitions but is never asked
 /// about a group still expires their offsets.
 pub fn ensure_started(ctx: &Rc<ShardCtx>, image: &crate::controller::MetadataImage) {
-    if SHARD_STATE.with(|s| s.borrow().is_some()) {
+    if crate::server::broker::of(ctx).groups.get().is_some() {
         return;
     }
     let leads_offsets = image.topic(crate::group::placement::OFFSETS_TOPIC).is_some_and(|t| {
@@ -341,8 +338,7 @@ impl GroupShard {
 /// `partition` of this shard (durably): its pending offsets are applied (COMMIT) or
 /// dropped (ABORT). Called by `txn::partition::marker_written` on the owner shard.
 pub fn complete_txn_offsets(ctx: &ShardCtx, partition: i32, producer_id: i64, commit: bool) {
-    let _ = ctx;
-    let Some(s) = SHARD_STATE.with(|s| s.borrow().clone()) else { return };
+    let Some(s) = crate::server::broker::of(ctx).groups.get().cloned() else { return };
     s.complete_txn(partition, producer_id, commit, now_ms());
 }
 

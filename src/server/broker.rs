@@ -1,0 +1,60 @@
+//! The broker on one shard as one value: [`ShardBroker`] holds the Kafka server's per-shard
+//! state that used to hide in `thread_local!`s, so what a shard holds is visible in one
+//! struct and goes away with it.
+//!
+//! Lives on every shard, one per shard, in the runtime's type-erased application slot
+//! (`ShardCtx::app`: the runtime names no application type); [`of`] creates it on first use
+//! (the controller shard's start-up runs before any other server code on that shard). Never
+//! shared across threads. Invariants: each coordinator and the cluster node are set at most
+//! once (`OnceCell`); a shard-move gate exists only while its partition moves.
+//!
+//! Issue 33 moves state here step by step. Held today: the cluster node (controller shard),
+//! the group and transaction coordinators, the internal topics' readiness, whether the ISR
+//! loop runs, the shard-move lock and gates, this shard's connection and disk limits. Still
+//! elsewhere: the partition table and client quotas (in `ShardCtx`), the transaction marker
+//! connections (`server::txn::broker_client`), the replication throttle.
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::cluster::ClusterNode;
+use super::group::driver::GroupShard;
+use super::shard_move::Gate;
+use super::txn::driver::TxnShard;
+use crate::shard::ShardCtx;
+use crate::types::TopicPartition;
+
+/// The Kafka server's state on one shard (see the module docs).
+#[derive(Default)]
+pub struct ShardBroker {
+    /// This node's part of the cluster: the controller shard only, set at start-up.
+    pub(crate) cluster: OnceCell<Rc<ClusterNode>>,
+    /// The group coordinator of this shard (`group::driver`), started on first need.
+    pub(crate) groups: OnceCell<Rc<GroupShard>>,
+    /// The transaction coordinator of this shard (`txn::driver`), started with the shard.
+    pub(crate) txns: OnceCell<Rc<TxnShard>>,
+    /// `__consumer_offsets` exists and every shard opened it (set once; never deleted).
+    pub(crate) offsets_topic_ready: Cell<bool>,
+    /// `__transaction_state` exists and every shard opened it.
+    pub(crate) txn_topic_ready: Cell<bool>,
+    /// This shard's ISR loop runs (`server::isr`).
+    pub(crate) isr_loop_running: Cell<bool>,
+    /// Controller shard: a shard move is under way (one at a time).
+    pub(crate) shard_move_running: Cell<bool>,
+    /// Partitions moving to or from this shard, and the gate their requests wait at.
+    pub(crate) move_gates: RefCell<HashMap<TopicPartition, Rc<Gate>>>,
+    /// This shard's connection-creation rate, request-bytes budget and free-space sample.
+    pub(crate) limits: super::limits::ShardLimits,
+}
+
+/// This shard's broker value, created on first use.
+#[must_use]
+pub fn of(ctx: &ShardCtx) -> Rc<ShardBroker> {
+    if let Some(b) = ctx.app().and_then(|a| a.downcast::<ShardBroker>().ok()) {
+        return b;
+    }
+    let b = Rc::new(ShardBroker::default());
+    ctx.set_app(b.clone());
+    b
+}
