@@ -15,18 +15,21 @@
 
 mod cluster;
 mod kafka;
+pub mod listeners;
+pub mod security;
 pub mod units;
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use thiserror::Error;
 
 pub use cluster::{parse_voters, ClusterConfig, ClusterInput, Voter};
+use kafka::Settings;
 pub use kafka::{flag_name, KafkaArgs};
-use kafka::{parse_listener, render_listener, Settings};
+pub use listeners::{Listener, ListenerInput, Listeners, SecurityProtocol};
 
 use crate::constants::{
     BATCH_CACHE_BYTES_DEFAULT, BATCH_CACHE_BYTES_MIN, BATCH_CACHE_MEMORY_DIVISOR,
@@ -200,6 +203,12 @@ pub enum ConfigError {
 /// The resolved configuration every shard receives.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
+    /// Every Kafka listener (`listeners`); brokers talk over `listeners.inter_broker`.
+    pub listeners: Listeners,
+    /// Each listener's TLS and SASL (index-aligned with `listeners.all`).
+    pub listener_security: Vec<crate::security::ListenerSecurity>,
+    /// The inter-broker listener's bind address and advertised endpoint (the one this
+    /// broker registers first, so other brokers dial it).
     pub listen: SocketAddr,
     pub advertised_host: String,
     pub advertised_port: u16,
@@ -254,6 +263,16 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
+    /// The advertised host and port of listener `name` (`None`: the inter-broker listener).
+    #[must_use]
+    pub fn advertised(&self, name: Option<&str>) -> Option<(&str, u16)> {
+        let l = match name {
+            Some(name) => self.listeners.all.iter().find(|l| l.name == name)?,
+            None => &self.listeners.all[self.listeners.inter_broker],
+        };
+        Some((l.advertised_host.as_str(), l.advertised_port))
+    }
+
     /// This shard's share of the cleaner I/O limit, bytes/s (infinite when unlimited).
     #[must_use]
     pub fn cleaner_io_bytes_per_second_per_shard(&self) -> f64 {
@@ -273,11 +292,14 @@ impl ServeConfig {
     #[must_use]
     pub fn broker_defaults(&self) -> BrokerDefaults {
         let mut settings = self.broker_settings.clone();
+        let all = &self.listeners.all;
         if let Some(v) = settings.get_mut("listeners") {
-            *v = render_listener(&self.listen.ip().to_string(), self.listen.port());
+            *v = render_all(all.iter().map(|l| (&l.name, l.bind.ip().to_string(), l.bind.port())));
         }
         if let Some(v) = settings.get_mut("advertised.listeners") {
-            *v = render_listener(&self.advertised_host, self.advertised_port);
+            *v = render_all(
+                all.iter().map(|l| (&l.name, l.advertised_host.clone(), l.advertised_port)),
+            );
         }
         let s = Settings(&settings);
         BrokerDefaults {
@@ -314,38 +336,33 @@ impl ServeConfig {
         }
         let mut raw = file_settings;
         // Listeners: a flag (either spelling) beats the file (either spelling).
-        let listen_flag =
-            pick(args.listen.map(Ok), flag_settings.remove("listeners"), "listeners")?;
-        let listen_file = pick(file.listen.map(Ok), raw.remove("listeners"), "listeners")?;
-        let listen_set = listen_flag.is_some() || listen_file.is_some();
-        let listen = match listen_flag.or(listen_file) {
-            Some(addr) => addr?,
-            None => SocketAddr::from(([127, 0, 0, 1], KAFKA_PORT_DEFAULT)),
-        };
+        let plain = |a: SocketAddr| listeners::render("PLAINTEXT", &a.ip().to_string(), a.port());
+        let listen_flag = pick(args.listen.map(plain), flag_settings.remove("listeners"))?;
+        let listen_file = pick(file.listen.map(plain), raw.remove("listeners"))?;
+        let listeners_text = listen_flag.or(listen_file);
         let adv_flag = pick_text(
             args.advertised_listener.clone(),
             flag_settings.remove("advertised.listeners"),
         )?;
         let adv_file = pick_text(file.advertised_listener, raw.remove("advertised.listeners"))?;
-        let advertised_set = adv_flag.is_some() || adv_file.is_some();
-        let (advertised_host, advertised_port) = match adv_flag.or(adv_file) {
-            Some(text) => parse_advertised(&text)?,
-            None => (listen.ip().to_string(), listen.port()),
-        };
+        let advertised_text = adv_flag.or(adv_file);
         raw.extend(flag_settings);
         let mut broker = BrokerDefaults::from_settings(raw)?;
-        if listen_set {
-            broker.settings.insert(
-                "listeners".into(),
-                render_listener(&listen.ip().to_string(), listen.port()),
-            );
+        let listeners = resolve_listeners(
+            listeners_text.as_deref(),
+            advertised_text.as_deref(),
+            &broker.settings,
+        )?;
+        if let Some(text) = listeners_text {
+            broker.settings.insert("listeners".into(), text);
         }
-        if advertised_set {
-            broker.settings.insert(
-                "advertised.listeners".into(),
-                render_listener(&advertised_host, advertised_port),
-            );
+        if let Some(text) = advertised_text {
+            broker.settings.insert("advertised.listeners".into(), text);
         }
+        let listener_security = security::resolve(&listeners.all, &broker.settings)?;
+        let inter = &listeners.all[listeners.inter_broker];
+        let (listen, advertised_host, advertised_port) =
+            (inter.bind, inter.advertised_host.clone(), inter.advertised_port);
         let cpus = match (&args.cpus, &file.cpus) {
             (Some(list), _) => Some(list.0.clone()),
             (None, Some(text)) => {
@@ -384,7 +401,10 @@ impl ServeConfig {
             },
             node_id,
         )?;
+        security::check_inter_broker(inter, !cluster.is_single_node())?;
         Ok(Self {
+            listeners,
+            listener_security,
             listen,
             advertised_host,
             advertised_port,
@@ -567,17 +587,14 @@ fn once(map: &mut BTreeMap<String, String>, name: &str, value: String) -> Result
     Ok(())
 }
 
-/// The listen address from Shardlog's spelling or Kafka's `listeners` (not both).
-fn pick(
-    own: Option<Result<SocketAddr, ConfigError>>,
-    kafka: Option<String>,
-    name: &'static str,
-) -> Result<Option<Result<SocketAddr, ConfigError>>, ConfigError> {
+/// The listeners from Shardlog's spelling (`listen`, one PLAINTEXT address) or Kafka's
+/// `listeners` (not both).
+fn pick(own: Option<String>, kafka: Option<String>) -> Result<Option<String>, ConfigError> {
     match (own, kafka) {
-        (Some(_), Some(_)) => Err(invalid(name, "given as both listen and listeners; give one")),
-        (Some(addr), None) => Ok(Some(addr)),
-        (None, Some(text)) => Ok(Some(listener_addr(&text))),
-        (None, None) => Ok(None),
+        (Some(_), Some(_)) => {
+            Err(invalid("listeners", "given as both listen and listeners; give one"))
+        }
+        (own, kafka) => Ok(own.or(kafka)),
     }
 }
 
@@ -591,25 +608,32 @@ fn pick_text(own: Option<String>, kafka: Option<String>) -> Result<Option<String
     }
 }
 
-/// `PLAINTEXT://host:port` → a bindable address (an empty host is every interface).
-fn listener_addr(text: &str) -> Result<SocketAddr, ConfigError> {
-    let (host, port) = parse_listener("listeners", text)?;
-    let host = if host.is_empty() { "0.0.0.0".to_string() } else { host };
-    (host.as_str(), port).to_socket_addrs().ok().and_then(|mut a| a.next()).ok_or_else(|| {
-        invalid("listeners", &format!("cannot resolve {host}:{port} to an address to bind"))
-    })
+/// Resolves `listeners` and `advertised.listeners` with the listener settings among the
+/// validated broker settings.
+fn resolve_listeners(
+    listeners_text: Option<&str>,
+    advertised_text: Option<&str>,
+    settings: &BTreeMap<String, String>,
+) -> Result<Listeners, ConfigError> {
+    let get = |name: &str| settings.get(name).map(String::as_str);
+    listeners::resolve(
+        &ListenerInput {
+            listeners: listeners_text,
+            advertised: advertised_text,
+            protocol_map: get("listener.security.protocol.map"),
+            inter_broker_name: get("inter.broker.listener.name"),
+            inter_broker_protocol: get("security.inter.broker.protocol"),
+        },
+        SocketAddr::from(([127, 0, 0, 1], KAFKA_PORT_DEFAULT)),
+    )
 }
 
-/// The advertised listener: `host:port` or `PLAINTEXT://host:port`, with a host.
-fn parse_advertised(text: &str) -> Result<(String, u16), ConfigError> {
-    let (host, port) = parse_listener("advertised.listeners", text)?;
-    if host.is_empty() || port == 0 {
-        return Err(invalid(
-            "advertised.listeners",
-            &format!("expected host:port with a host and a port, got {text:?}"),
-        ));
-    }
-    Ok((host, port))
+/// `NAME://host:port,...` in Kafka's rendering.
+fn render_all<'a>(items: impl Iterator<Item = (&'a String, String, u16)>) -> String {
+    items
+        .map(|(name, host, port)| listeners::render(name, &host, port))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn invalid(name: &'static str, reason: &str) -> ConfigError {

@@ -160,6 +160,19 @@ pub const QUOTA_WINDOW_NUM_DEFAULT: u32 = 11;
 pub const QUOTA_WINDOW_SIZE_SECONDS_DEFAULT: u32 = 1;
 /// Default Kafka listener port.
 pub const KAFKA_PORT_DEFAULT: u16 = 9092;
+/// Kafka's default `listener.security.protocol.map`: each protocol is a listener name.
+pub const LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT: &str =
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
+/// A TLS handshake must finish within this (Kafka bounds it by the idle timeout; a client
+/// that trickles or stalls its handshake holds a connection slot no longer than this).
+pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// The largest SASL token (SaslAuthenticate `auth_bytes`, or a v0 raw token) read before
+/// authentication: a PLAIN or SCRAM message is far smaller; Kafka bounds it by
+/// `sasl.server.max.receive.size` (512 KiB) and so does Shardlog.
+pub const SASL_TOKEN_BYTES_MAX: usize = 512 * 1024;
+/// SCRAM iterations Kafka accepts (`ScramMechanism.minIterations` / `maxIterations`).
+pub const SCRAM_ITERATIONS_MIN: i32 = 4096;
+pub const SCRAM_ITERATIONS_MAX: i32 = 16_384;
 /// Requests a connection may have decoded but not yet answered (pipelining depth). Kafka
 /// clients use up to 5 in flight; beyond this the connection stops reading (back-pressure).
 pub const CONNECTION_IN_FLIGHT_MAX: usize = 32;

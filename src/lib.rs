@@ -34,6 +34,8 @@
 //! - [`top`]: `shardlog top`, a live per-shard view read from the admin endpoint.
 //! - [`quota`]: client byte-rate quotas: Kafka's windowed rate and throttle math, per-shard
 //!   client state.
+//! - [`security`]: TLS (rustls) and SASL (PLAIN, SCRAM) of Kafka listeners: per-listener
+//!   material, the SASL exchange, the principal of each connection ([`security::Session`]).
 //! - [`metrics`]: per-shard recorders, Prometheus/`.hgrm` rendering, the admin HTTP endpoint.
 #![warn(rustdoc::broken_intra_doc_links)]
 #![allow(async_fn_in_trait)]
@@ -55,6 +57,7 @@ pub mod protocol;
 pub mod quorum;
 pub mod quota;
 pub mod replication;
+pub mod security;
 pub mod server;
 pub mod shard;
 pub mod sim;

@@ -68,6 +68,8 @@ enum Command {
     /// Give a data directory its cluster id and node id before the first start of a cluster
     /// node (like kafka-storage.sh format).
     Format(shardlog::cli::format::FormatArgs),
+    /// Write a development CA and PEM certificates for a broker and clients (TLS tests).
+    Certs(shardlog::cli::certs::CertsArgs),
     /// Check the host (kernel, io_uring, limits, data directory) before serving.
     Doctor(shardlog::doctor::DoctorArgs),
     /// Live per-shard load and latency view of a running broker's admin endpoint.
@@ -100,6 +102,7 @@ impl Command {
         match self {
             Command::Serve(_) => ("serve", Uses::Neither),
             Command::Format(_) => ("format", Uses::Neither),
+            Command::Certs(_) => ("certs", Uses::Neither),
             Command::Doctor(_) => ("doctor", Uses::Neither),
             Command::Top(_) => ("top", Uses::Admin),
             Command::Bench(b) if matches!(b.command, BenchCommand::Plot(_)) => {
@@ -137,6 +140,7 @@ fn main() {
     let result = match cli.command {
         Command::Serve(args) => serve(&args),
         Command::Format(args) => shardlog::cli::format::run(&args),
+        Command::Certs(args) => shardlog::cli::certs::run(&args),
         Command::Doctor(args) => shardlog::doctor::run(&args),
         Command::Top(args) => shardlog::top::run(&args),
         Command::Bench(args) => shardlog::bench::run(args),

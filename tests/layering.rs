@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["replication"],
     &["partition"],
     &["quorum", "controller"],
-    &["group", "txn", "quota"],
+    &["group", "txn", "quota", "security"],
     &["config"],
     &["server"],
     &["cli", "bench", "top", "doctor", "sim"],

@@ -1,7 +1,8 @@
 //! Fuzz targets for every Shardlog decoder that reads bytes from outside the process:
 //! client request frames, record batches (every codec), segment files, indexes (offset, time,
 //! aborted transactions), checkpoints,
-//! producer-state snapshots, the metadata log, group records and the raft store.
+//! producer-state snapshots, the metadata log, group records, the raft store, and SASL
+//! tokens with the JAAS and PEM texts of listener settings.
 //!
 //! Each target is a plain `fn(&[u8])` that drives the broker's own decode path and panics
 //! only on a bug (a decoder panic, an allocation past its bound, a broken round trip). The
@@ -15,10 +16,12 @@ pub use bolero as _bolero;
 
 mod frames;
 mod records;
+mod security;
 mod state;
 
 pub use frames::request_frame;
 pub use records::{decompress, record_batch, segment_scan};
+pub use security::sasl_tokens;
 pub use state::{
     cleaner_checkpoint, epoch_checkpoint, group_records, metadata_log, offset_index,
     producer_snapshot, raft_store, time_index, txn_index,

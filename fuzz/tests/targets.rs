@@ -28,4 +28,5 @@ targets!(
     group_records,
     raft_store,
     txn_index,
+    sasl_tokens,
 );

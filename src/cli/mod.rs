@@ -11,6 +11,7 @@
 //! subcommand, after it, after its sub-subcommand); [`check_placement`] then refuses one
 //! given to a subcommand that does not read it, instead of ignoring it.
 
+pub mod certs;
 pub mod configs;
 pub mod elect_leaders;
 pub mod format;

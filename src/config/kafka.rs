@@ -121,6 +121,7 @@ fn kind_name(kind: ConfigType) -> &'static str {
         ConfigType::Double => "double",
         ConfigType::List => "list",
         ConfigType::String | ConfigType::Class => "string",
+        ConfigType::Password => "password",
     }
 }
 
@@ -131,6 +132,7 @@ fn value_name(kind: ConfigType) -> &'static str {
         ConfigType::Double => "X",
         ConfigType::List => "A,B",
         ConfigType::String | ConfigType::Class => "TEXT",
+        ConfigType::Password => "SECRET",
     }
 }
 
@@ -178,36 +180,6 @@ pub fn flatten(
         }
     }
     Ok(())
-}
-
-/// Parses Kafka's listener syntax, `PLAINTEXT://host:port` (a list with one entry; an empty
-/// host means all interfaces, as in Kafka), or a bare `host:port`. Other security
-/// protocols are refused: only PLAINTEXT is served.
-pub fn parse_listener(name: &'static str, text: &str) -> Result<(String, u16), ConfigError> {
-    let bad = |why: &str| ConfigError::Invalid { name, reason: format!("{why}, got {text:?}") };
-    let entries: Vec<&str> = text.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-    let [entry] = entries.as_slice() else {
-        return Err(bad("expected exactly one listener"));
-    };
-    let address = match entry.split_once("://") {
-        Some((protocol, rest)) if protocol.eq_ignore_ascii_case("PLAINTEXT") => rest,
-        Some(_) => return Err(bad("only PLAINTEXT listeners are served")),
-        None => entry,
-    };
-    let (host, port) = address.rsplit_once(':').ok_or_else(|| bad("expected host:port"))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port: u16 = port.parse().map_err(|_| bad("expected a port number"))?;
-    Ok((host.to_string(), port))
-}
-
-/// Kafka's rendering of a listener: `PLAINTEXT://host:port` (IPv6 hosts in brackets).
-#[must_use]
-pub fn render_listener(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("PLAINTEXT://[{host}]:{port}")
-    } else {
-        format!("PLAINTEXT://{host}:{port}")
-    }
 }
 
 /// Typed reads of validated settings: the explicit value, else the registry default.

@@ -179,10 +179,11 @@ fn listeners_accept_kafka_syntax_and_alias_listen() {
 
 #[test]
 fn advertised_listener_parses_ipv6() {
-    assert_eq!(parse_advertised("[::1]:9093").expect("parse"), ("::1".to_string(), 9093));
+    let parse = |text| listeners::parse_list("advertised.listeners", text).expect("parse");
+    assert_eq!(parse("[::1]:9093"), vec![("PLAINTEXT".to_string(), "::1".to_string(), 9093)]);
     assert_eq!(
-        parse_advertised("PLAINTEXT://[::1]:9093").expect("parse"),
-        ("::1".to_string(), 9093)
+        parse("PLAINTEXT://[::1]:9093"),
+        vec![("PLAINTEXT".to_string(), "::1".to_string(), 9093)]
     );
 }
 

@@ -31,6 +31,22 @@ pub struct BrokerImage {
     pub fenced: bool,
 }
 
+impl BrokerImage {
+    /// The endpoint of listener `name`, as Metadata gives it to a client that came in on a
+    /// listener of that name. A broker registered before listener names mattered (one
+    /// PLAINTEXT endpoint) is found by its PLAINTEXT endpoint when `name` is PLAINTEXT.
+    #[must_use]
+    pub fn endpoint(&self, name: &str) -> Option<&BrokerEndpoint> {
+        self.endpoints.iter().find(|e| e.listener == name)
+    }
+
+    /// The endpoint other brokers dial: the inter-broker listener, registered first.
+    #[must_use]
+    pub fn inter_broker_endpoint(&self) -> Option<&BrokerEndpoint> {
+        self.endpoints.first()
+    }
+}
+
 /// The state of one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionImage {
@@ -82,6 +98,8 @@ pub struct MetadataImage {
     pub broker_defaults: Arc<BrokerDefaults>,
     /// Client quotas (AlterClientQuotas), enforced by every shard.
     pub client_quotas: Arc<crate::quota::ClientQuotaConfigs>,
+    /// SCRAM credentials (AlterUserScramCredentials), read by every shard's SASL exchange.
+    pub scram_credentials: Arc<super::scram::ScramCredentials>,
     /// Registered brokers by node id (empty until brokers register: a single node).
     pub brokers: Arc<BTreeMap<NodeId, BrokerImage>>,
     /// Partition reassignments in progress by (topic id, partition): adding and removing
@@ -103,6 +121,7 @@ impl MetadataImage {
             topic_ids: HashMap::new(),
             broker_defaults: Arc::clone(defaults),
             client_quotas: Arc::default(),
+            scram_credentials: Arc::default(),
             brokers: Arc::default(),
             reassignments: Arc::default(),
         }

@@ -33,6 +33,7 @@ mod meta_properties;
 mod placement;
 pub mod reassign;
 pub mod records;
+pub mod scram;
 pub mod shard_assignment;
 pub mod state;
 mod topic_name;

@@ -56,6 +56,19 @@ pub enum MetadataRecord {
     /// `PartitionRecord`/`PartitionChangeRecord`); both lists empty: none. Always follows the
     /// partition's `Partition` record in the same frame.
     PartitionReassignment(PartitionReassignmentRecord),
+    /// A user's SCRAM credential for one mechanism, set or removed (Kafka's
+    /// `UserScramCredentialRecord` / `RemoveUserScramCredentialRecord`).
+    ScramCredential(ScramCredentialRecord),
+}
+
+/// A SCRAM credential set (`credential: Some`) or removed (`None`).
+/// Layout: `[user str][mechanism i8][present u8]([salt bytes][stored_key bytes]
+/// [server_key bytes][iterations i32])?`, each `bytes` a u32 length then the bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScramCredentialRecord {
+    pub user: String,
+    pub mechanism: super::scram::ScramMechanism,
+    pub credential: Option<super::scram::ScramCredential>,
 }
 
 /// The adding and removing replicas of one partition. Kept as its own record type (rather
@@ -161,6 +174,7 @@ const TYPE_UNFENCE_BROKER: u8 = 10;
 const TYPE_UNREGISTER_BROKER: u8 = 11;
 /// Numbered apart from the others so concurrent additions of record types do not collide.
 const TYPE_PARTITION_REASSIGNMENT: u8 = 20;
+const TYPE_SCRAM_CREDENTIAL: u8 = 21;
 /// The `node` field of a cluster-default broker config (Kafka's empty resource name).
 const NODE_CLUSTER_DEFAULT: i32 = -1;
 const VERSION_0: u8 = 0;
@@ -182,6 +196,8 @@ pub enum DecodeError {
     BadString,
     #[error("{0} trailing bytes after the record")]
     Trailing(usize),
+    #[error("unknown SCRAM mechanism {0}")]
+    UnknownMechanism(i8),
 }
 
 impl MetadataRecord {
@@ -274,6 +290,21 @@ impl MetadataRecord {
                 put_nodes(&mut p, &r.removing);
                 TYPE_PARTITION_REASSIGNMENT
             }
+            MetadataRecord::ScramCredential(r) => {
+                put_str(&mut p, &r.user);
+                p.push(r.mechanism.code().to_be_bytes()[0]);
+                match &r.credential {
+                    Some(c) => {
+                        p.push(1);
+                        put_bytes(&mut p, &c.salt);
+                        put_bytes(&mut p, &c.stored_key);
+                        put_bytes(&mut p, &c.server_key);
+                        p.extend_from_slice(&c.iterations.to_be_bytes());
+                    }
+                    None => p.push(0),
+                }
+                TYPE_SCRAM_CREDENTIAL
+            }
         };
         out.push(kind);
         out.push(match self {
@@ -350,6 +381,7 @@ impl MetadataRecord {
                     removing: p.nodes()?,
                 })
             }
+            TYPE_SCRAM_CREDENTIAL => MetadataRecord::ScramCredential(decode_scram(&mut p)?),
             other => return Err(DecodeError::UnknownType(other)),
         };
         if p.pos != payload.len() {
@@ -384,6 +416,24 @@ fn decode_client_quota(p: &mut Reader<'_>) -> Result<ClientQuotaRecord, DecodeEr
     Ok(ClientQuotaRecord { entity, key, value })
 }
 
+fn decode_scram(p: &mut Reader<'_>) -> Result<ScramCredentialRecord, DecodeError> {
+    use super::scram::{ScramCredential, ScramMechanism};
+    let user = p.string()?;
+    let code = i8::from_be_bytes([p.u8()?]);
+    let mechanism = ScramMechanism::from_code(code).ok_or(DecodeError::UnknownMechanism(code))?;
+    let credential = if p.u8()? == 0 {
+        None
+    } else {
+        Some(ScramCredential {
+            salt: p.bytes()?,
+            stored_key: p.bytes()?,
+            server_key: p.bytes()?,
+            iterations: p.i32()?,
+        })
+    };
+    Ok(ScramCredentialRecord { user, mechanism, credential })
+}
+
 fn decode_register(p: &mut Reader<'_>) -> Result<RegisterBrokerRecord, DecodeError> {
     let node = NodeId(p.i32()?);
     let broker_epoch = p.i64()?;
@@ -411,6 +461,11 @@ fn put_broker_epoch(out: &mut Vec<u8>, b: &BrokerEpochRecord, kind: u8) -> u8 {
     out.extend_from_slice(&b.node.0.to_be_bytes());
     out.extend_from_slice(&b.broker_epoch.to_be_bytes());
     kind
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&u32::try_from(b.len()).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend_from_slice(b);
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -470,6 +525,10 @@ impl<'a> Reader<'a> {
     }
     fn uuid(&mut self) -> Result<Uuid, DecodeError> {
         Ok(Uuid::from_bytes(self.array()?))
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>, DecodeError> {
+        let len = self.u32()? as usize;
+        Ok(self.take(len)?.to_vec())
     }
     fn string(&mut self) -> Result<String, DecodeError> {
         let len = self.u32()? as usize;

@@ -60,6 +60,8 @@ pub struct ControllerState {
     pub(super) broker_configs: BTreeMap<Option<NodeId>, BTreeMap<String, String>>,
     /// Client quotas by entity, as recorded (published in every image).
     pub(super) client_quotas: Arc<ClientQuotaConfigs>,
+    /// SCRAM credentials (AlterUserScramCredentials), checked by every shard's SASL.
+    pub(super) scram_credentials: Arc<super::scram::ScramCredentials>,
     pub(super) topics: BTreeMap<String, Arc<TopicImage>>,
     pub(super) topic_ids: HashMap<Uuid, String>,
     pub(super) producer_id_block_end: i64,
@@ -96,6 +98,7 @@ impl ControllerState {
             version: 0,
             broker_configs: BTreeMap::new(),
             client_quotas: Arc::default(),
+            scram_credentials: Arc::default(),
             topics: BTreeMap::new(),
             topic_ids: HashMap::new(),
             producer_id_block_end: 0,
@@ -229,6 +232,7 @@ impl ControllerState {
                 }));
             }
         }
+        cluster.extend(self.scram_snapshot_records());
         out.extend_from_slice(&encode_frame(&cluster));
         // One frame per topic keeps every frame within the size a live change may have.
         for t in self.topics.values() {
@@ -404,6 +408,7 @@ impl ControllerState {
             MetadataRecord::UnfenceBroker(b) => self.apply_fence(b, false)?,
             MetadataRecord::UnregisterBroker(b) => self.apply_unregister(b)?,
             MetadataRecord::PartitionReassignment(r) => self.apply_reassignment(r)?,
+            MetadataRecord::ScramCredential(r) => self.apply_scram_credential(r),
         }
         Ok(())
     }
@@ -423,6 +428,7 @@ impl ControllerState {
         image.topics = self.topics.clone();
         image.topic_ids = self.topic_ids.clone();
         image.client_quotas = Arc::clone(&self.client_quotas);
+        image.scram_credentials = Arc::clone(&self.scram_credentials);
         image.brokers = Arc::clone(&self.brokers);
         image.reassignments = Arc::new(self.reassignments.clone());
         self.image = Arc::new(image);

@@ -62,10 +62,10 @@ impl<F: FileSystem> Default for FollowerSet<F> {
     }
 }
 
-/// The address a follower dials for `broker` (its first listener).
+/// The address a follower dials for `broker` (its inter-broker listener, registered first).
 #[must_use]
 pub fn broker_addr(broker: &BrokerImage) -> Option<String> {
-    broker.endpoints.first().map(|e| format!("{}:{}", e.host, e.port))
+    broker.inter_broker_endpoint().map(|e| format!("{}:{}", e.host, e.port))
 }
 
 impl<F: FileSystem> FollowerSet<F> {

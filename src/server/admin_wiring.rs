@@ -4,9 +4,9 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
-    AlterClientQuotasRequest, AlterConfigsRequest, ApiKey, CreatePartitionsRequest,
-    CreateTopicsRequest, DeleteTopicsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest,
+    AlterClientQuotasRequest, AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, ElectLeadersRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest,
 };
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest,
@@ -32,6 +32,7 @@ pub const CONTROLLER_APIS: &[ApiKey] = &[
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
     ApiKey::ListPartitionReassignments,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 pub(super) fn run(
@@ -64,6 +65,11 @@ pub(super) fn run(
         ApiKey::IncrementalAlterConfigs => {
             mutate::<IncrementalAlterConfigsRequest, _>(c, api, version, frame, |c, r| {
                 admin::incremental_alter_configs::handle(c, r, version)
+            })
+        }
+        ApiKey::AlterUserScramCredentials => {
+            mutate::<AlterUserScramCredentialsRequest, _>(c, api, version, frame, |c, r| {
+                admin::alter_user_scram_credentials::handle(c, r, version)
             })
         }
         ApiKey::AlterClientQuotas => {

@@ -30,18 +30,27 @@ use futures::{SinkExt, StreamExt};
 
 use super::dispatch::{Outcome, ResponseFuture};
 use super::limits::{self, ConnectionPermit, QueuedBytes, RequestBudget};
+use super::sasl_gate::{SaslGate, Verdict};
 use super::throttle::Mute;
-use crate::constants::CONNECTION_IN_FLIGHT_MAX;
+use crate::constants::{CONNECTION_IN_FLIGHT_MAX, TLS_HANDSHAKE_TIMEOUT_MS};
 use crate::metrics::RequestTimer;
+use crate::security::Session;
 use crate::shard::{Notify, ShardCtx};
 
 /// A request on its way to the writer, with its bytes' charge on the shard's budget.
 type InFlight = (ResponseFuture, RequestTimer, QueuedBytes);
 
-/// Admits a connection just accepted from `peer` (synchronously, so it is counted before
-/// the accept loop checks `max.connections` again) and serves it; a connection over its
-/// address's limit is closed at once, as Kafka does.
-pub fn serve<S>(ctx: Rc<ShardCtx>, stream: S, peer: Option<IpAddr>) -> LocalBoxFuture<'static, ()>
+/// Admits a connection just accepted from `peer` on listener `listener` (an index of
+/// `config.listeners.all`) synchronously, so it is counted before the accept loop checks
+/// `max.connections` again, and serves it; a connection over its address's limit is closed
+/// at once, as Kafka does. On a TLS listener the handshake comes first, bounded by
+/// `TLS_HANDSHAKE_TIMEOUT_MS`.
+pub fn serve<S>(
+    ctx: Rc<ShardCtx>,
+    stream: S,
+    peer: Option<IpAddr>,
+    listener: usize,
+) -> LocalBoxFuture<'static, ()>
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
@@ -50,7 +59,7 @@ where
             // Accepted just as the broker reached max.connections: not read until a slot
             // frees, as if it still waited in the kernel's accept queue.
             if permit.wait_for_slot(&ctx).await {
-                run_admitted(ctx, stream, peer, permit).await;
+                secure_then_run(ctx, stream, peer, listener, permit).await;
             }
         }),
         Err(refusal) => {
@@ -61,12 +70,57 @@ where
     }
 }
 
-/// Serves a connection from `peer` until the client leaves, bad input arrives, or shutdown.
+/// Serves a connection from `peer` on the first listener until the client leaves, bad input
+/// arrives, or shutdown.
 pub async fn run<S>(ctx: Rc<ShardCtx>, stream: S, peer: Option<IpAddr>)
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    serve(ctx, stream, peer).await;
+    serve(ctx, stream, peer, 0).await;
+}
+
+/// The TLS handshake (on a TLS listener), then the connection's requests.
+async fn secure_then_run<S>(
+    ctx: Rc<ShardCtx>,
+    stream: S,
+    peer: Option<IpAddr>,
+    listener: usize,
+    permit: ConnectionPermit,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let name: Rc<str> =
+        ctx.config.listeners.all.get(listener).map_or("PLAINTEXT", |l| &l.name).into();
+    let security = ctx.config.listener_security.get(listener).cloned().unwrap_or_default();
+    let session = Session::new(name, crate::quota::Principal::anonymous());
+    let gate = security.sasl.map(SaslGate::new);
+    let Some(tls) = security.tls else {
+        return run_admitted(ctx, stream, peer, permit, (session, gate)).await;
+    };
+    let limit = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
+    let accept = futures_rustls::TlsAcceptor::from(tls).accept(stream);
+    let tls_stream = match crate::shard::with_timeout(limit, accept).await {
+        Some(Ok(s)) => s,
+        Some(Err(err)) => {
+            tracing::info!(shard = %ctx.id, ?peer, listener = %session.listener, "closing connection: TLS handshake failed: {err}");
+            return;
+        }
+        None => {
+            tracing::info!(shard = %ctx.id, ?peer, listener = %session.listener, "closing connection: TLS handshake not done within {TLS_HANDSHAKE_TIMEOUT_MS} ms");
+            return;
+        }
+    };
+    let certificate = tls_stream.get_ref().1.peer_certificates().and_then(|c| c.first());
+    match certificate.and_then(crate::security::tls::subject_dn) {
+        Some(dn) => {
+            session.authenticated(crate::quota::Principal::named(&dn));
+            tracing::info!(shard = %ctx.id, ?peer, listener = %session.listener, principal = %format_args!("User:{dn}"), "TLS client certificate accepted");
+        }
+        None => {
+            tracing::debug!(shard = %ctx.id, ?peer, listener = %session.listener, "TLS handshake done");
+        }
+    }
+    run_admitted(ctx, tls_stream, peer, permit, (session, gate)).await;
 }
 
 async fn run_admitted<S>(
@@ -74,6 +128,7 @@ async fn run_admitted<S>(
     stream: S,
     peer: Option<IpAddr>,
     permit: ConnectionPermit,
+    (session, sasl): (Session, Option<SaslGate>),
 ) where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
@@ -86,9 +141,7 @@ async fn run_admitted<S>(
     let mute = Rc::new(Mute::default());
     let writer_task =
         ctx.spawn(write_loop(writer, rx, closed.clone(), activity.clone(), mute.clone()));
-    // No authentication yet: every connection is Kafka's `User:ANONYMOUS`.
-    let principal = crate::quota::Principal::anonymous();
-    let conn = Conn { closed: &closed, peer, activity: &activity, mute: &mute, principal };
+    let conn = Conn { closed: &closed, peer, activity: &activity, mute: &mute, session, sasl };
     read_loop(&ctx, &mut reader, tx, &conn).await;
     let _ = writer_task.await;
     drop(permit);
@@ -103,8 +156,11 @@ struct Conn<'a> {
     peer: Option<IpAddr>,
     activity: &'a Activity,
     mute: &'a Mute,
-    /// Who the connection authenticated as (user quotas are keyed by its name).
-    principal: crate::quota::Principal,
+    /// The listener and the principal the connection authenticated as (user quotas are
+    /// keyed by its name; `User:ANONYMOUS` without authentication).
+    session: Session,
+    /// On a SASL listener: the exchange, until the connection authenticated.
+    sasl: Option<SaslGate>,
 }
 
 /// Waits out a mute, unless shutdown or the writer's close comes first (then `false`).
@@ -135,7 +191,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Ok(Some(read)) => read,
             Ok(None) => return,
             Err(reason) => {
-                tracing::info!(shard = %ctx.id, ?peer, "closing connection: {reason}");
+                tracing::info!(shard = %ctx.id, ?peer, principal = %principal_of(conn), "closing connection: {reason}");
                 return;
             }
         };
@@ -147,8 +203,38 @@ async fn read_loop<R: AsyncRead + Unpin>(
         let api_key = crate::protocol::peek_api(&frame).map_or(-1, |p| p.api_key);
         let mut timer = RequestTimer::start(api_key, frame.len());
         timer.handler_started();
-        match super::throttle::dispatch_timed(ctx, frame, peer, (&conn.principal, conn.mute)).await
-        {
+        let verdict =
+            conn.sasl.as_ref().map_or(Verdict::Pass, |g| g.on_frame(ctx, &frame, &conn.session));
+        match verdict {
+            Verdict::Pass => {}
+            Verdict::Answer(outcome) => {
+                let fut: ResponseFuture = Box::pin(timer.watch(super::dispatch::ready(outcome)));
+                if tx.send((fut, timer, charge)).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Verdict::Close { outcome, delay_ms, reason } => {
+                tracing::info!(shard = %ctx.id, ?peer, listener = %conn.session.listener, "closing connection: {reason}");
+                if let Some(outcome) = outcome {
+                    let fut: ResponseFuture =
+                        Box::pin(timer.watch(super::dispatch::ready(outcome)));
+                    let _ = tx.send((fut, timer, charge)).await;
+                }
+                // Kafka's connection.failed.authentication.delay.ms: the close comes late,
+                // so a password guesser gets few tries per connection slot.
+                if delay_ms > 0 {
+                    let _ = unless_stopped(
+                        ctx,
+                        closed,
+                        crate::shard::sleep(Duration::from_millis(delay_ms)),
+                    )
+                    .await;
+                }
+                return;
+            }
+        }
+        match super::throttle::dispatch_timed(ctx, frame, peer, (&conn.session, conn.mute)).await {
             Ok(fut) => {
                 let fut: ResponseFuture = Box::pin(timer.watch(fut));
                 if tx.send((fut, timer, charge)).await.is_err() {
@@ -156,11 +242,16 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 }
             }
             Err(reason) => {
-                tracing::info!(shard = %ctx.id, "closing connection: {reason}");
+                tracing::info!(shard = %ctx.id, ?peer, principal = %principal_of(conn), "closing connection: {reason}");
                 return;
             }
         }
     }
+}
+
+/// `User:<name>` of a connection, for its log lines.
+fn principal_of(conn: &Conn<'_>) -> String {
+    format!("User:{}", conn.session.principal().name())
 }
 
 /// Races `fut` against shutdown and the writer's close (`None` when one of them wins).

@@ -76,6 +76,9 @@ pub const API_TABLE: &[ApiRange] = &[
         ApiKey::DescribeUserScramCredentials,
         admin::describe_user_scram_credentials::VERSIONS,
     ),
+    ApiRange::new(ApiKey::AlterUserScramCredentials, admin::alter_user_scram_credentials::VERSIONS),
+    ApiRange::new(ApiKey::SaslHandshake, super::sasl_gate::HANDSHAKE_VERSIONS),
+    ApiRange::new(ApiKey::SaslAuthenticate, super::sasl_gate::AUTHENTICATE_VERSIONS),
     ApiRange::new(ApiKey::FindCoordinator, group::find_coordinator::VERSIONS),
     ApiRange::new(ApiKey::JoinGroup, group::join_group::VERSIONS),
     ApiRange::new(ApiKey::SyncGroup, group::sync_group::VERSIONS),
@@ -106,8 +109,10 @@ pub async fn dispatch(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     peer: Option<IpAddr>,
-    (principal, mute): (&crate::quota::Principal, &super::throttle::Mute),
+    (session, mute): (&crate::security::Session, &super::throttle::Mute),
 ) -> Result<ResponseFuture, String> {
+    let principal = &session.principal();
+    let listener = &session.listener;
     let peek = peek_api(&frame).map_err(|e| e.to_string())?;
     let api =
         ApiKey::try_from(peek.api_key).map_err(|()| format!("unknown api key {}", peek.api_key))?;
@@ -126,10 +131,10 @@ pub async fn dispatch(
     let version = peek.version;
     tracing::trace!(shard = %ctx.id, ?api, version, correlation_id = peek.correlation_id, "request");
     match api {
-        ApiKey::Produce => produce::start(ctx, frame, version, principal, mute).await,
-        ApiKey::Fetch => fetch::start(ctx, frame, version, principal).await,
+        ApiKey::Produce => produce::start(ctx, frame, version, session, mute).await,
+        ApiKey::Fetch => fetch::start(ctx, frame, version, session).await,
         ApiKey::ListOffsets => list_offsets::start(ctx, frame, version).await,
-        ApiKey::Metadata => metadata::start(ctx, frame, version),
+        ApiKey::Metadata => metadata::start(ctx, frame, version, listener),
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
         ApiKey::DeleteRecords => delete_records::start(ctx, frame, version).await,
         ApiKey::DescribeProducers => describe_producers::start(ctx, frame, version).await,
@@ -140,7 +145,7 @@ pub async fn dispatch(
         | ApiKey::DescribeTopicPartitions
         | ApiKey::DescribeClientQuotas
         | ApiKey::DescribeUserScramCredentials => {
-            metadata::start_read_only(ctx, api, frame, version)
+            metadata::start_read_only(ctx, api, frame, version, listener)
         }
         // A transactional id's InitProducerId goes to its transaction coordinator.
         ApiKey::InitProducerId if txn::init_producer_id::is_transactional(&frame, version) => {
@@ -159,7 +164,7 @@ pub async fn dispatch(
             // KIP-599, permissive version over quota: answered, but late.
             Ok(Box::pin(async move { super::throttle::wrap(fut.await, delay_ms, false) }))
         }
-        ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version),
+        ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version, listener),
         ApiKey::JoinGroup => group::join_group::start(ctx, frame, version, peer).await,
         ApiKey::SyncGroup => group::sync_group::start(ctx, frame, version).await,
         ApiKey::Heartbeat => group::heartbeat::start(ctx, frame, version).await,
@@ -179,6 +184,10 @@ pub async fn dispatch(
             txn::describe_transactions::start(ctx, frame, version).await
         }
         ApiKey::ListTransactions => txn::list_transactions::start(ctx, frame, version).await,
+        // On a listener without SASL, or after authentication: Kafka's ILLEGAL_SASL_STATE.
+        ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => {
+            super::unserved::answer(api, version, peek.correlation_id).map(ready)
+        }
         ApiKey::DescribeAcls | ApiKey::CreateAcls | ApiKey::DeleteAcls => {
             super::unserved::start_acls(api, frame, version)
         }

@@ -95,6 +95,8 @@ struct Plan {
     read_committed: bool,
     /// The connection's principal name (the `user` of user quotas).
     user: String,
+    /// The connection's listener (leader hints name endpoints of this listener).
+    listener: std::rc::Rc<str>,
     /// A follower's fetch: its broker id and broker epoch (-1 before v15).
     replica: Option<(NodeId, i64)>,
 }
@@ -114,8 +116,9 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
-    principal: &crate::quota::Principal,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
+    let principal = &session.principal();
     let (header, req) =
         decode_request::<FetchRequest>(frame, ApiKey::Fetch, version).map_err(|e| e.to_string())?;
     let client_id = header.client_id.as_ref().map(ToString::to_string);
@@ -172,6 +175,7 @@ pub async fn start(
         session_error: (req.session_id != 0).then_some(ResponseError::FetchSessionIdNotFound),
         client_id,
         user: principal.name().to_string(),
+        listener: session.listener.clone(),
         replica,
         read_committed: req.isolation_level == 1,
     };
@@ -194,7 +198,7 @@ async fn run(ctx: &Rc<ShardCtx>, plan: Plan) -> Outcome {
         parts = read_all(ctx, &plan).await;
     }
     trim_to_max_bytes(&mut parts, plan.max_bytes);
-    let leaders = Leaders::of(ctx);
+    let leaders = Leaders::of(ctx, &plan.listener);
     let (version, correlation_id) = (plan.version, plan.correlation_id);
     let client_id = plan.client_id.clone();
     let user = plan.user.clone();
@@ -338,17 +342,19 @@ fn trim_to_max_bytes(parts: &mut [FetchPart], max_bytes: usize) {
 
 /// KIP-951: the advertised endpoint (host, port, rack) of `node` for a leader hint: this
 /// broker's own from its config, another broker's from its registration in the image (its
-/// PLAINTEXT listener, the one Metadata advertises; none while fenced or unregistered).
+/// endpoint of the client's `listener`, as Metadata advertises; none while fenced or
+/// unregistered).
 pub(crate) fn node_endpoint(
     image: &crate::controller::MetadataImage,
     (me, host, port): (i32, &str, i32),
     node: i32,
+    listener: &str,
 ) -> Option<(String, i32, Option<String>)> {
     if node == me {
         return Some((host.to_string(), port, None));
     }
     let b = image.brokers.get(&crate::types::NodeId(node)).filter(|b| !b.fenced)?;
-    let e = b.endpoints.iter().find(|e| e.security_protocol == 0)?;
+    let e = b.endpoint(listener)?;
     Some((e.host.clone(), i32::from(e.port), b.rack.clone()))
 }
 
@@ -356,16 +362,20 @@ pub(crate) fn node_endpoint(
 /// when the response is built.
 struct Leaders {
     image: std::sync::Arc<crate::controller::MetadataImage>,
-    /// This broker's advertised endpoint.
+    /// This broker's advertised endpoint of the client's listener.
     node: (i32, String, i32),
+    /// The client's listener.
+    listener: std::rc::Rc<str>,
 }
 
 impl Leaders {
-    fn of(ctx: &ShardCtx) -> Self {
+    fn of(ctx: &ShardCtx, listener: &std::rc::Rc<str>) -> Self {
         let c = &ctx.config;
+        let (host, port) = c.advertised(Some(listener)).unwrap_or(("", 0));
         Self {
             image: ctx.image(),
-            node: (c.node_id.0, c.advertised_host.clone(), i32::from(c.advertised_port)),
+            node: (c.node_id.0, host.to_string(), i32::from(port)),
+            listener: listener.clone(),
         }
     }
 
@@ -377,7 +387,8 @@ impl Leaders {
     /// The endpoint of `node`: this broker or a live registered one.
     fn endpoint(&self, node: i32) -> Option<NodeEndpoint> {
         let (id, host, port) = &self.node;
-        let (host, port, rack) = node_endpoint(&self.image, (*id, host, *port), node)?;
+        let (host, port, rack) =
+            node_endpoint(&self.image, (*id, host, *port), node, &self.listener)?;
         Some(
             NodeEndpoint::default()
                 .with_node_id(BrokerId(node))
@@ -484,6 +495,7 @@ pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
         }],
     };
     MetadataImage {
+        scram_credentials: std::sync::Arc::default(),
         version: 1,
         cluster_id: "c".into(),
         node_id: NodeId(1),
@@ -535,6 +547,7 @@ mod tests {
         let l = Leaders {
             image: std::sync::Arc::new(remote_leader_image()),
             node: (3, "h3".into(), 9292),
+            listener: "PLAINTEXT".into(),
         };
         let e = l.endpoint(1).unwrap();
         assert_eq!((e.node_id.0, e.host.as_str(), e.port), (1, "b1", 9192));
@@ -567,11 +580,16 @@ mod tests {
     }
 
     fn leaders() -> Leaders {
-        Leaders { image: std::sync::Arc::new(one_partition_image()), node: (1, "h".into(), 9092) }
+        Leaders {
+            image: std::sync::Arc::new(one_partition_image()),
+            node: (1, "h".into(), 9092),
+            listener: "PLAINTEXT".into(),
+        }
     }
 
     fn plan(version: i16, partitions: &[i32]) -> Plan {
         Plan {
+            listener: "PLAINTEXT".into(),
             version,
             correlation_id: 1,
             topics: vec![TopicKey {

@@ -18,22 +18,34 @@ use super::dispatch::{ready, respond, ResponseFuture};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
 
-fn advertised(ctx: &ShardCtx) -> Vec<Advertised> {
+/// This broker's endpoint of `listener`, for the answers before it registered.
+fn advertised(ctx: &ShardCtx, listener: &str) -> Vec<Advertised> {
     let c = &ctx.config;
-    vec![(c.node_id, c.advertised_host.clone(), i32::from(c.advertised_port))]
+    c.advertised(Some(listener))
+        .map(|(host, port)| (c.node_id, host.to_string(), i32::from(port)))
+        .into_iter()
+        .collect()
 }
 
-pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+/// Metadata for a client that came in on `listener`: each broker's endpoint of that listener.
+pub fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+    listener: &Rc<str>,
+) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<MetadataRequest>(frame, ApiKey::Metadata, version)
         .map_err(|e| e.to_string())?;
     let ctx = ctx.clone();
+    let listener = listener.clone();
     Ok(Box::pin(async move {
-        let listeners = advertised(&ctx);
+        let own = advertised(&ctx, &listener);
+        let listeners = (own.as_slice(), &*listener);
         let (mut response, to_create) =
-            admin::metadata::build_metadata(&ctx.image(), &req, version, &listeners);
+            admin::metadata::build_metadata(&ctx.image(), &req, version, listeners);
         if !to_create.is_empty() {
             call_controller(&ctx, ControllerRequest::AutoCreate(to_create)).await;
-            response = admin::metadata::build_metadata(&ctx.image(), &req, version, &listeners).0;
+            response = admin::metadata::build_metadata(&ctx.image(), &req, version, listeners).0;
         }
         respond(ApiKey::Metadata, version, header.correlation_id, &response)
     }))
@@ -45,6 +57,7 @@ pub fn start_read_only(
     api: ApiKey,
     frame: Bytes,
     version: i16,
+    listener: &str,
 ) -> Result<ResponseFuture, String> {
     let image = ctx.image();
     let outcome = match api {
@@ -57,7 +70,12 @@ pub fn start_read_only(
         ApiKey::DescribeCluster => {
             let (header, req) = decode_request::<DescribeClusterRequest>(frame, api, version)
                 .map_err(|e| e.to_string())?;
-            let response = admin::describe_cluster::handle(&image, &req, version, &advertised(ctx));
+            let response = admin::describe_cluster::handle(
+                &image,
+                &req,
+                version,
+                (&advertised(ctx, listener), listener),
+            );
             respond(api, version, header.correlation_id, &response)
         }
         ApiKey::DescribeTopicPartitions => {
@@ -77,7 +95,11 @@ pub fn start_read_only(
             let (header, req) =
                 decode_request::<DescribeUserScramCredentialsRequest>(frame, api, version)
                     .map_err(|e| e.to_string())?;
-            let response = admin::describe_user_scram_credentials::handle(&req, version);
+            let response = admin::describe_user_scram_credentials::handle(
+                &image.scram_credentials,
+                &req,
+                version,
+            );
             respond(api, version, header.correlation_id, &response)
         }
         other => return Err(format!("{other:?} is not a read-only metadata API")),

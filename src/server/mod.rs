@@ -26,6 +26,7 @@ mod mutation_quota;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod route;
+pub mod sasl_gate;
 pub mod shard_balance;
 pub mod shard_move;
 pub mod throttle;
@@ -44,8 +45,8 @@ use crate::shard::runtime::App;
 const APP: App = App {
     handle: call::handle,
     start_controller: |ctx| Box::pin(start_controller(ctx)),
-    serve_connection: |ctx, stream, peer| {
-        connection::serve(ctx, crate::io::vectored::VectoredStream::new(stream), peer)
+    serve_connection: |ctx, stream, peer, listener| {
+        connection::serve(ctx, crate::io::vectored::VectoredStream::new(stream), peer, listener)
     },
     accept_gate: |ctx| Box::pin(limits::accept_gate(ctx)),
     admin_post: |ctx, method, target| Box::pin(shard_move::admin_post(ctx, method, target)),

@@ -58,9 +58,11 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
-    principal: &crate::quota::Principal,
+    session: &crate::security::Session,
     connection: &super::throttle::Mute,
 ) -> Result<ResponseFuture, String> {
+    let principal = &session.principal();
+    let listener = session.listener.clone();
     if version < SERVED_MIN_VERSION {
         return Err(format!("Produce v{version} uses a message format Kafka 4 no longer accepts"));
     }
@@ -141,9 +143,10 @@ pub async fn start(
                 && part.error_code == ResponseError::NotLeaderOrFollower.code()
             {
                 let c = &ctx.config;
-                let me = (c.node_id.0, c.advertised_host.as_str(), i32::from(c.advertised_port));
+                let (host, port) = c.advertised(Some(&listener)).unwrap_or(("", 0));
+                let me = (c.node_id.0, host, i32::from(port));
                 let endpoints = &mut response.node_endpoints;
-                point_at_leader(&ctx.image(), me, &slot.name, &mut part, endpoints);
+                point_at_leader(&ctx.image(), (me, &listener), &slot.name, &mut part, endpoints);
             }
             if part.error_code != 0 && first_error.is_none() {
                 first_error = Some((slot.partition, part.error_code));
@@ -169,7 +172,7 @@ pub async fn start(
 /// trip.
 fn point_at_leader(
     image: &MetadataImage,
-    me: (i32, &str, i32),
+    (me, listener): ((i32, &str, i32), &str),
     topic: &str,
     part: &mut PartitionProduceResponse,
     endpoints: &mut Vec<NodeEndpoint>,
@@ -182,7 +185,7 @@ fn point_at_leader(
     if endpoints.iter().any(|n| n.node_id.0 == leader) {
         return;
     }
-    if let Some((host, port, rack)) = super::fetch::node_endpoint(image, me, leader) {
+    if let Some((host, port, rack)) = super::fetch::node_endpoint(image, me, leader, listener) {
         endpoints.push(
             NodeEndpoint::default()
                 .with_node_id(BrokerId(leader))
@@ -246,7 +249,7 @@ mod tests {
             .map(|i| PartitionProduceResponse::default().with_index(i))
             .collect();
         for part in &mut parts {
-            point_at_leader(&image, (1, "h", 9092), "t", part, &mut endpoints);
+            point_at_leader(&image, ((1, "h", 9092), "PLAINTEXT"), "t", part, &mut endpoints);
         }
         let leaders: Vec<(i32, i32)> = parts
             .iter()
@@ -263,7 +266,7 @@ mod tests {
         let image = super::super::fetch::remote_leader_image();
         let mut endpoints = Vec::new();
         let mut part = PartitionProduceResponse::default().with_index(0);
-        point_at_leader(&image, (3, "h3", 9292), "t", &mut part, &mut endpoints);
+        point_at_leader(&image, ((3, "h3", 9292), "PLAINTEXT"), "t", &mut part, &mut endpoints);
         assert_eq!((part.current_leader.leader_id.0, part.current_leader.leader_epoch), (1, 7));
         let e = &endpoints[0];
         assert_eq!((e.node_id.0, e.host.as_str(), e.port), (1, "b1", 9192));

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::dispatch::{dispatch, Outcome, ResponseFuture};
-use crate::quota::{Principal, QuotaKind, REQUEST_PERCENTAGE};
+use crate::quota::{QuotaKind, REQUEST_PERCENTAGE};
 use crate::shard::ShardCtx;
 
 /// What the writer does with a throttled outcome.
@@ -135,17 +135,15 @@ pub async fn dispatch_timed(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     peer: Option<IpAddr>,
-    (principal, mute): (&Principal, &Mute),
+    (session, mute): (&crate::security::Session, &Mute),
 ) -> Result<ResponseFuture, String> {
     if !ctx.image().client_quotas.uses(REQUEST_PERCENTAGE) {
-        return dispatch(ctx, frame, peer, (principal, mute)).await;
+        return dispatch(ctx, frame, peer, (session, mute)).await;
     }
-    let who = (principal.name().to_string(), client_id_of(&frame).to_string());
+    let who = (session.principal().name().to_string(), client_id_of(&frame).to_string());
     let (api, version) = api_and_version(&frame);
-    let timed = Timed {
-        fut: Box::pin(dispatch(ctx, frame, peer, (principal, mute))),
-        spent: Duration::ZERO,
-    };
+    let timed =
+        Timed { fut: Box::pin(dispatch(ctx, frame, peer, (session, mute))), spent: Duration::ZERO };
     let (started, spent) = timed.await;
     let fut = started?;
     let ctx = ctx.clone();

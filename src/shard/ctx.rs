@@ -226,6 +226,7 @@ fn placeholder_image(config: &ServeConfig) -> MetadataImage {
         // from the image).
         broker_defaults: Arc::new(config.broker_defaults()),
         client_quotas: Arc::default(),
+        scram_credentials: Arc::default(),
         brokers: Arc::default(),
         reassignments: Arc::default(),
     }

@@ -110,9 +110,10 @@ pub type AdminPost = fn(Rc<ShardCtx>, String, String) -> LocalBoxFuture<'static,
 /// Starts the controller-shard side of the application (on shard 0, before the listener
 /// opens) and installs the first metadata image on every shard.
 pub type StartController = fn(Rc<ShardCtx>) -> LocalBoxFuture<'static, anyhow::Result<()>>;
-/// Serves one accepted connection (with its peer's address) until it closes.
+/// Serves one accepted connection (with its peer's address and the index of its listener in
+/// `config.listeners.all`) until it closes.
 pub type ServeConnection =
-    fn(Rc<ShardCtx>, TcpStream, Option<std::net::IpAddr>) -> LocalBoxFuture<'static, ()>;
+    fn(Rc<ShardCtx>, TcpStream, Option<std::net::IpAddr>, usize) -> LocalBoxFuture<'static, ()>;
 
 /// Resolves when the shard may accept its next connection.
 pub type AcceptGate = fn(Rc<ShardCtx>) -> LocalBoxFuture<'static, ()>;
@@ -123,7 +124,9 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     start_signal_thread()?;
-    ensure_port_free(config.listen)?;
+    for l in &config.listeners.all {
+        ensure_port_free(l.bind)?;
+    }
     // A configured admin port is bound before anything starts, so a taken one fails the
     // start like a taken Kafka port; the default is bound later, with a fallback.
     let admin = match config.admin_listen {
@@ -133,17 +136,11 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let first_listener = bind_listener(config.listen)
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let local =
-        first_listener.local_addr()?.as_socket().ok_or_else(|| anyhow!("not an inet socket"))?;
+    let (first_listeners, config) = bind_first_listeners(config)?;
     let shard_count = config.shards as usize;
-    // With `--listen host:0` the advertised port (derived from it) is the one just bound.
-    let advertised_port =
-        if config.advertised_port == 0 { local.port() } else { config.advertised_port };
-    let config = Arc::new(ServeConfig { listen: local, advertised_port, ..config });
+    let config = Arc::new(config);
     let shared = Arc::new(Shared {
-        first_listener: Mutex::new(Some(first_listener)),
+        first_listeners: Mutex::new(first_listeners.into_iter().map(Some).collect()),
         admin: Mutex::new(admin),
         started: AtomicBool::new(false),
         ready: AtomicUsize::new(0),
@@ -176,7 +173,9 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
 }
 
 struct Shared {
-    first_listener: Mutex<Option<socket2::Socket>>,
+    /// Each listener's first socket (index: `config.listeners.all`), until a shard takes it;
+    /// the other shards bind the same address with SO_REUSEPORT.
+    first_listeners: Mutex<Vec<Option<socket2::Socket>>>,
     /// The configured admin endpoint's listener, until the shard serving it takes it.
     admin: Mutex<Option<std::net::TcpListener>>,
     /// Shard 0's start-up (controller, registration, the image that follows it) finished:
@@ -288,6 +287,29 @@ fn bind_exclusive_waiting(addr: std::net::SocketAddr) -> std::io::Result<std::ne
     }
 }
 
+/// Binds each listener once on the main thread; a `:0` port becomes the one bound, in the
+/// listener's bind address and (when it was 0 too) its advertised port.
+fn bind_first_listeners(
+    mut config: ServeConfig,
+) -> anyhow::Result<(Vec<socket2::Socket>, ServeConfig)> {
+    let mut sockets = Vec::new();
+    for l in &mut config.listeners.all {
+        let socket = bind_listener(l.bind)
+            .with_context(|| format!("cannot listen on {} (listener {})", l.bind, l.name))?;
+        let local =
+            socket.local_addr()?.as_socket().ok_or_else(|| anyhow!("not an inet socket"))?;
+        l.bind = local;
+        if l.advertised_port == 0 {
+            l.advertised_port = local.port();
+        }
+        sockets.push(socket);
+    }
+    let inter = &config.listeners.all[config.listeners.inter_broker];
+    config.listen = inter.bind;
+    config.advertised_port = inter.advertised_port;
+    Ok((sockets, config))
+}
+
 fn bind_listener(addr: std::net::SocketAddr) -> std::io::Result<socket2::Socket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
@@ -369,14 +391,21 @@ async fn shard_main(
     }
     tracing::debug!(shard = %me, "metadata image installed");
     shared.reached(me, STAGE_LISTENER);
-    let listener = take_listener(&shared, config.listen)?;
+    let listeners = (0..config.listeners.all.len())
+        .map(|i| take_listener(&shared, i, config.listeners.all[i].bind))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     shared.reached(me, STAGE_LISTENING);
     if shared.ready.fetch_add(1, Ordering::SeqCst) + 1 == config.shards as usize {
-        tracing::info!(listen = %config.listen, shards = config.shards, cache_mib_per_shard = config.cache_bytes >> 20, "shardlog listening on {}", config.listen);
+        let first = config.listeners.all[0].bind;
+        tracing::info!(listen = %first, shards = config.shards, cache_mib_per_shard = config.cache_bytes >> 20, "shardlog listening on {first}");
+        for l in &config.listeners.all {
+            tracing::info!(listener = %l.name, protocol = l.protocol.name(), "listener {} listening on {} (advertised {}:{})", l.name, l.bind, l.advertised_host, l.advertised_port);
+        }
     }
     drop(ctx.spawn(watch_shutdown_flag(ctx.clone())));
     (app.start_shard)(ctx.clone());
-    accept_loop(&ctx, listener, app).await;
+    let loops = listeners.into_iter().enumerate().map(|(i, l)| accept_loop(&ctx, i, l, app));
+    futures::future::join_all(loops).await;
     drain(&ctx, &shared).await;
     (app.stop_shard)(ctx.clone()).await;
     ctx.close_mesh();
@@ -387,8 +416,13 @@ async fn publish_initial_image(ctx: &Rc<ShardCtx>, app: App) -> anyhow::Result<(
     (app.start_controller)(ctx.clone()).await
 }
 
-fn take_listener(shared: &Shared, addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
-    let socket = match shared.first_listener.lock().map(|mut s| s.take()) {
+fn take_listener(
+    shared: &Shared,
+    index: usize,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<TcpListener> {
+    let first = shared.first_listeners.lock().map(|mut s| s.get_mut(index).and_then(Option::take));
+    let socket = match first {
         Ok(Some(socket)) => socket,
         _ => bind_listener(addr).with_context(|| format!("cannot listen on {addr}"))?,
     };
@@ -397,7 +431,8 @@ fn take_listener(shared: &Shared, addr: std::net::SocketAddr) -> anyhow::Result<
     Ok(unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) })
 }
 
-async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener, app: App) {
+/// Accepts connections of listener `index` (of `config.listeners.all`) until shutdown.
+async fn accept_loop(ctx: &Rc<ShardCtx>, index: usize, listener: TcpListener, app: App) {
     loop {
         let seen = ctx.shutdown.version();
         if ctx.is_shutting_down() {
@@ -426,7 +461,7 @@ async fn accept_loop(ctx: &Rc<ShardCtx>, listener: TcpListener, app: App) {
                 }
                 let ctx2 = ctx.clone();
                 crate::metrics::count(crate::metrics::Count::ConnectionsAccepted, 1);
-                drop(ctx.spawn((app.serve_connection)(ctx2, stream, peer)));
+                drop(ctx.spawn((app.serve_connection)(ctx2, stream, peer, index)));
             }
             Err(err) => {
                 tracing::warn!(shard = %ctx.id, "accept failed: {err}");

@@ -105,7 +105,14 @@ impl Cluster {
                         let refs: Vec<&str> = a.iter().map(String::as_str).collect();
                         let env: Vec<(&str, &str)> =
                             env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                        (*i, Broker::start_env(dir, &refs, &env))
+                        // A node given its listeners (`--listeners`) is started without
+                        // the harness's `--listen 127.0.0.1:0`.
+                        let listen: &[&str] = if refs.contains(&"--listeners") {
+                            &[]
+                        } else {
+                            &["--listen", "127.0.0.1:0"]
+                        };
+                        (*i, Broker::start_listening(dir, listen, &refs, &env))
                     })
                 })
                 .collect();

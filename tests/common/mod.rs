@@ -40,11 +40,22 @@ impl Broker {
     /// A start the broker itself reports as stalled ("start-up stalled", its watchdog) is
     /// tried once more, said on stderr; any other failure to start panics with the log.
     pub fn start_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Broker {
-        match Self::try_start(data_dir, extra, env) {
+        Self::start_listening(data_dir, &["--listen", "127.0.0.1:0"], extra, env)
+    }
+
+    /// [`Broker::start_env`] with `listen` in place of `--listen 127.0.0.1:0` (e.g. a
+    /// `--config` file naming several listeners); `addr` is the first listener's.
+    pub fn start_listening(
+        data_dir: &Path,
+        listen: &[&str],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Broker {
+        match Self::try_start(data_dir, listen, extra, env) {
             Ok(broker) => broker,
             Err(log) if log.iter().any(|l| l.contains("start-up stalled")) => {
                 eprintln!("[harness] the broker's start stalled; starting it once more");
-                Self::try_start(data_dir, extra, env)
+                Self::try_start(data_dir, listen, extra, env)
                     .unwrap_or_else(|log| panic!("broker did not start twice: {log:?}"))
             }
             Err(log) => panic!("broker did not start: last lines {log:?}"),
@@ -53,12 +64,14 @@ impl Broker {
 
     fn try_start(
         data_dir: &Path,
+        listen: &[&str],
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Result<Broker, Vec<String>> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_shardlog"))
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(listen)
+            .args(["--admin-listen", "127.0.0.1:0"])
             .args(["--log-level", &std::env::var("SHARDLOG_TEST_LOG").unwrap_or("info".into())])
             .arg("--data-dir")
             .arg(data_dir)
@@ -125,6 +138,12 @@ impl Broker {
     }
 
     /// Whether one of the broker's last [`LOG_LINES_KEPT_MAX`] stderr lines contains `needle`.
+    /// The broker's kept stderr lines containing `needle`.
+    pub fn log_lines(&self, needle: &str) -> Vec<String> {
+        let kept = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.iter().filter(|l| l.contains(needle)).cloned().collect()
+    }
+
     pub fn log_contains(&self, needle: &str) -> bool {
         let kept = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         kept.iter().any(|l| l.contains(needle))

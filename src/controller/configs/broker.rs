@@ -78,6 +78,9 @@ pub fn broker_setting_names() -> Vec<&'static str> {
 /// `log.flush.scheduler.interval.ms`) are read-only.
 #[must_use]
 pub fn update_mode(name: &str) -> Option<UpdateMode> {
+    if let Some(base) = listener_base(name) {
+        return update_mode(base);
+    }
     if let Some(c) = BROKER_ONLY_CONFIGS.iter().find(|c| c.name == name) {
         return Some(c.update);
     }
@@ -145,6 +148,9 @@ impl Default for BrokerDefaults {
 pub fn broker_config_def(
     name: &str,
 ) -> Option<(ConfigType, Validator, Option<&'static str>, &'static str)> {
+    if let Some(base) = listener_base(name) {
+        return broker_config_def(base);
+    }
     if let Some(c) = BROKER_ONLY_CONFIGS.iter().find(|c| c.name == name) {
         return Some((c.kind, c.validator, c.default, c.doc));
     }
@@ -157,6 +163,37 @@ pub fn broker_config_def(
             (s.kind, validator, s.default, def.doc)
         })
     })
+}
+
+/// Listener settings Kafka takes with the prefix `listener.name.<listener>.`.
+const LISTENER_SETTINGS: &[&str] = &[
+    "sasl.enabled.mechanisms",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.truststore.certificates",
+    "ssl.truststore.location",
+    "ssl.truststore.type",
+];
+
+/// The setting a per-listener name stands for: `listener.name.<l>.ssl.keystore.location` is
+/// `ssl.keystore.location`, `listener.name.<l>.<mechanism>.sasl.jaas.config` is
+/// `sasl.jaas.config` (a mechanism Shardlog serves). `None` for any other name.
+#[must_use]
+pub fn listener_base(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("listener.name.")?;
+    let (listener, setting) = rest.split_once('.')?;
+    if listener.is_empty() {
+        return None;
+    }
+    if let Some(mechanism) = setting.strip_suffix(".sasl.jaas.config") {
+        let served = ["plain", "scram-sha-256", "scram-sha-512"];
+        return served.contains(&mechanism).then_some("sasl.jaas.config");
+    }
+    LISTENER_SETTINGS.contains(&setting).then_some(setting)
 }
 
 /// Why a dynamic broker config change is refused, with Kafka's wording; the admin handlers

@@ -19,7 +19,7 @@ const fn only(
 
 use ConfigType::{Boolean as B, Double as D, Int as I, Long as L, String as S};
 use UpdateMode::{ClusterWide as DYNAMIC, ReadOnly as READ_ONLY};
-use Validator::{AtLeast, Between, None as Any};
+use Validator::{AtLeast, Between, ListOf, None as Any, OneOf};
 
 /// Kafka's default of the replication throttles, `Long.MAX_VALUE` bytes/s (no throttle).
 const THROTTLE_DEFAULT: &str = "9223372036854775807";
@@ -32,8 +32,9 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         None,
         Any,
         UpdateMode::StartOnly("the advertised listener is read at start (Kafka: per-broker)"),
-        "Listeners to publish to clients, as PLAINTEXT://host:port (alias of \
-         --advertised-listener); null means the listeners value.",
+        "Listeners to publish to clients, as NAME://host:port,... (alias of \
+         --advertised-listener); null means the listeners value. Metadata answers each client \
+         with the endpoints of the listener it connected to.",
     ),
     only(
         "auto.create.topics.enable",
@@ -70,6 +71,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         READ_ONLY,
         "The length of time in milliseconds that a broker lease lasts if no heartbeats are \
          made: the active controller then fences the broker.",
+    ),
+    only(
+        "connection.failed.authentication.delay.ms",
+        I,
+        Some("100"),
+        AtLeast(0),
+        READ_ONLY,
+        "Connection close delay on failed authentication: the time (in milliseconds) by which \
+         connection close is delayed on authentication failure, against password guessing.",
     ),
     only(
         "connections.max.idle.ms",
@@ -189,6 +199,17 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          which can overwhelm broker resources.",
     ),
     only(
+        "inter.broker.listener.name",
+        S,
+        None,
+        Any,
+        READ_ONLY,
+        "Name of listener used for communication between brokers. If this is unset, the \
+         listener name is defined by security.inter.broker.protocol (a broker without a \
+         PLAINTEXT listener uses its first). Shardlog's brokers speak PLAINTEXT to each other: \
+         in a cluster this listener must be a PLAINTEXT one.",
+    ),
+    only(
         "leader.imbalance.check.interval.seconds",
         L,
         Some("300"),
@@ -208,13 +229,23 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          each shard's replica traffic (`replication::throttle`).",
     ),
     only(
+        "listener.security.protocol.map",
+        S,
+        Some(crate::constants::LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT),
+        Any,
+        READ_ONLY,
+        "Map between listener names and security protocols, as NAME:PROTOCOL,... Each \
+         listener's own settings take Kafka's prefix listener.name.<lower-case name>.",
+    ),
+    only(
         "listeners",
         S,
         Some("PLAINTEXT://127.0.0.1:9092"),
         Any,
         READ_ONLY,
-        "The address the socket server listens on, as PLAINTEXT://host:port (alias of \
-         --listen). Only one PLAINTEXT listener is served.",
+        "Comma-separated list of listeners, NAME://host:port (alias of --listen for one \
+         PLAINTEXT listener). Names are security protocols or names given in \
+         listener.security.protocol.map; an empty host binds every interface.",
     ),
     only(
         "log.cleaner.backoff.ms",
@@ -432,6 +463,35 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          received whole within this many milliseconds, or the connection is closed.",
     ),
     only(
+        "sasl.enabled.mechanisms",
+        ConfigType::List,
+        Some("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"),
+        ListOf(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+        READ_ONLY,
+        "The list of SASL mechanisms enabled in the server (per listener with the \
+         listener.name prefix). Kafka's default, GSSAPI, is not served: Shardlog enables the \
+         mechanisms it serves.",
+    ),
+    only(
+        "sasl.jaas.config",
+        ConfigType::Password,
+        None,
+        Any,
+        READ_ONLY,
+        "JAAS login context parameters, only as listener.name.<listener>.<mechanism \
+         lower-case>.sasl.jaas.config. For PLAIN: org.apache.kafka.common.security.plain.\
+         PlainLoginModule required user_<name>=\"<password>\" ...; the users it lists.",
+    ),
+    only(
+        "security.inter.broker.protocol",
+        S,
+        Some("PLAINTEXT"),
+        Any,
+        READ_ONLY,
+        "Security protocol used to communicate between brokers (names the listener when \
+         inter.broker.listener.name is unset). Only PLAINTEXT is served between brokers.",
+    ),
+    only(
         "shard.balance.enable",
         B,
         Some("true"),
@@ -467,6 +527,83 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         AtLeast(64),
         READ_ONLY,
         "The maximum number of bytes in a socket request",
+    ),
+    only(
+        "ssl.client.auth",
+        S,
+        Some("none"),
+        OneOf(&["none", "requested", "required"]),
+        READ_ONLY,
+        "Whether the broker asks for client certificates (mutual TLS): required, requested \
+         or none. An authenticated certificate's subject DN is the principal (User:<DN>).",
+    ),
+    only(
+        "ssl.enabled.protocols",
+        ConfigType::List,
+        Some("TLSv1.2,TLSv1.3"),
+        ListOf(&["TLSv1.2", "TLSv1.3"]),
+        READ_ONLY,
+        "The list of protocols enabled for TLS connections.",
+    ),
+    only(
+        "ssl.keystore.certificate.chain",
+        ConfigType::Password,
+        None,
+        Any,
+        READ_ONLY,
+        "Certificate chain in PEM format (ssl.keystore.type=PEM), with ssl.keystore.key.",
+    ),
+    only(
+        "ssl.keystore.key",
+        ConfigType::Password,
+        None,
+        Any,
+        READ_ONLY,
+        "Private key in PEM format (PKCS#8, PKCS#1 or SEC1, not encrypted), with \
+         ssl.keystore.certificate.chain.",
+    ),
+    only(
+        "ssl.keystore.location",
+        S,
+        None,
+        Any,
+        READ_ONLY,
+        "The location of the key store file: a PEM file holding the private key and the \
+         certificate chain (ssl.keystore.type=PEM).",
+    ),
+    only(
+        "ssl.keystore.type",
+        S,
+        Some("PEM"),
+        OneOf(&["PEM"]),
+        READ_ONLY,
+        "The file format of the key store file. Shardlog reads PEM (Kafka's default, JKS, is \
+         Java's own format).",
+    ),
+    only(
+        "ssl.truststore.certificates",
+        ConfigType::Password,
+        None,
+        Any,
+        READ_ONLY,
+        "Trusted certificates in PEM format, the CAs client certificates must chain to.",
+    ),
+    only(
+        "ssl.truststore.location",
+        S,
+        None,
+        Any,
+        READ_ONLY,
+        "The location of the trust store file: PEM certificates of the CAs client \
+         certificates must chain to.",
+    ),
+    only(
+        "ssl.truststore.type",
+        S,
+        Some("PEM"),
+        OneOf(&["PEM"]),
+        READ_ONLY,
+        "The file format of the trust store file (PEM).",
     ),
     only(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",

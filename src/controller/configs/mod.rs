@@ -31,6 +31,9 @@ pub enum ConfigType {
     Double,
     List,
     Class,
+    /// Kafka's PASSWORD: a secret (a JAAS config with passwords, an inline private key),
+    /// never shown by DescribeConfigs.
+    Password,
 }
 
 impl ConfigType {
@@ -45,6 +48,7 @@ impl ConfigType {
             ConfigType::Double => 6,
             ConfigType::List => 7,
             ConfigType::Class => 8,
+            ConfigType::Password => 9,
         }
     }
 
@@ -57,6 +61,7 @@ impl ConfigType {
             ConfigType::Double => "DOUBLE",
             ConfigType::List => "LIST",
             ConfigType::Class => "CLASS",
+            ConfigType::Password => "PASSWORD",
         }
     }
 }
@@ -231,6 +236,7 @@ pub(crate) fn validate_value(
             check_string(name, trimmed, validator).map_err(invalid)?;
             trimmed.to_string()
         }
+        ConfigType::Password => value.to_string(),
         ConfigType::List => {
             let items: Vec<&str> =
                 trimmed.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();

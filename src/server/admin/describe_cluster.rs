@@ -24,7 +24,7 @@ pub fn handle(
     image: &MetadataImage,
     request: &DescribeClusterRequest,
     version: i16,
-    advertised: &[Advertised],
+    advertised: (&[Advertised], &str),
 ) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default()
         .with_cluster_id(sb(image.cluster_id.clone()))

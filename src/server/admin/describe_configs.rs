@@ -262,25 +262,27 @@ fn to_wire(
     request: &DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResourceResult {
+    let sensitive = e.kind == ConfigType::Password;
     let synonyms = if request.include_synonyms {
         e.synonyms
             .into_iter()
             .map(|(n, v, s)| {
                 DescribeConfigsSynonym::default()
                     .with_name(sb(n))
-                    .with_value(v.map(sb))
+                    .with_value(if sensitive { None } else { v.map(sb) })
                     .with_source(s)
             })
             .collect()
     } else {
         Vec::new()
     };
+    let value = if sensitive { None } else { e.value.map(sb) };
     let mut r = DescribeConfigsResourceResult::default()
         .with_name(sb(e.name))
-        .with_value(e.value.map(sb))
+        .with_value(value)
         .with_read_only(e.read_only)
         .with_config_source(e.source)
-        .with_is_sensitive(false)
+        .with_is_sensitive(sensitive)
         .with_synonyms(synonyms);
     if version >= 3 {
         r = r.with_config_type(e.kind.describe_code());

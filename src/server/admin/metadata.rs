@@ -35,7 +35,7 @@ pub fn build_metadata(
     image: &MetadataImage,
     request: &MetadataRequest,
     version: i16,
-    advertised: &[Advertised],
+    advertised: (&[Advertised], &str),
 ) -> (MetadataResponse, Vec<String>) {
     let mut response = MetadataResponse::default().with_brokers(
         brokers(image, advertised)

@@ -16,6 +16,7 @@ pub mod acls;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_user_scram_credentials;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
@@ -99,16 +100,20 @@ pub(crate) fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
-/// The brokers to list: the registered, unfenced brokers of the image with their PLAINTEXT
-/// endpoint; before any broker registered (a single node starting), the listeners the
-/// server passes for itself.
-pub(crate) fn brokers(image: &MetadataImage, advertised: &[Advertised]) -> Vec<Advertised> {
+/// The brokers to list for a client of listener `listener`: the registered, unfenced brokers
+/// of the image with their endpoint of that listener (as Kafka, a broker without one is not
+/// listed); before any broker registered (a single node starting), the endpoints the server
+/// passes for itself.
+pub(crate) fn brokers(
+    image: &MetadataImage,
+    (advertised, listener): (&[Advertised], &str),
+) -> Vec<Advertised> {
     let live: Vec<Advertised> = image
         .brokers
         .iter()
         .filter(|(_, b)| !b.fenced)
         .filter_map(|(id, b)| {
-            let e = b.endpoints.iter().find(|e| e.security_protocol == 0)?;
+            let e = b.endpoint(listener)?;
             Some((*id, e.host.clone(), i32::from(e.port)))
         })
         .collect();

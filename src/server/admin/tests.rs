@@ -311,7 +311,7 @@ fn describe_cluster_lists_this_broker() {
     for v in lo..=hi {
         let req =
             DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
-        let resp = describe_cluster::handle(&image, &req, v, &advertised());
+        let resp = describe_cluster::handle(&image, &req, v, (&advertised(), "PLAINTEXT"));
         encodes(&resp, v);
         assert_eq!(resp.error_code, 0);
         assert_eq!(resp.cluster_id.as_str(), image.cluster_id);
@@ -320,7 +320,7 @@ fn describe_cluster_lists_this_broker() {
         assert_eq!((resp.brokers[0].host.as_str(), resp.brokers[0].port), ("127.0.0.1", 9092));
     }
     let req = DescribeClusterRequest::default().with_endpoint_type(2);
-    let resp = describe_cluster::handle(&image, &req, 1, &advertised());
+    let resp = describe_cluster::handle(&image, &req, 1, (&advertised(), "PLAINTEXT"));
     encodes(&resp, 1);
     assert_eq!(resp.error_code, 115);
 }
@@ -342,7 +342,8 @@ fn metadata_every_version_with_auto_create_and_errors() {
     let (lo, hi) = metadata::VERSIONS;
     for v in lo..=hi {
         let all = if v == 0 { md_request(Some(vec![])) } else { md_request(None) };
-        let (resp, create) = metadata::build_metadata(&image, &all, v, &advertised());
+        let (resp, create) =
+            metadata::build_metadata(&image, &all, v, (&advertised(), "PLAINTEXT"));
         encodes(&resp, v);
         assert!(create.is_empty());
         assert_eq!(resp.topics.len(), 2);
@@ -366,20 +367,22 @@ fn metadata_every_version_with_auto_create_and_errors() {
             assert_eq!(t.topic_id, image.topic("t").unwrap().topic_id);
         }
         let req = md_request(Some(vec!["t", "new", "bad name", "__transaction_state", "new"]));
-        let (resp, create) = metadata::build_metadata(&image, &req, v, &advertised());
+        let (resp, create) =
+            metadata::build_metadata(&image, &req, v, (&advertised(), "PLAINTEXT"));
         encodes(&resp, v);
         assert_eq!(create, vec!["new".to_string()]);
         let codes: Vec<i16> = resp.topics.iter().map(|t| t.error_code).collect();
         assert_eq!(codes, vec![0, 5, 17, 3], "v{v}");
         if v >= 4 {
             let req = md_request(Some(vec!["new"])).with_allow_auto_topic_creation(false);
-            let (resp, create) = metadata::build_metadata(&image, &req, v, &advertised());
+            let (resp, create) =
+                metadata::build_metadata(&image, &req, v, (&advertised(), "PLAINTEXT"));
             assert!(create.is_empty());
             assert_eq!(resp.topics[0].error_code, 3);
         }
         if v >= 8 {
             let req = md_request(Some(vec!["t"])).with_include_topic_authorized_operations(true);
-            let (resp, _) = metadata::build_metadata(&image, &req, v, &advertised());
+            let (resp, _) = metadata::build_metadata(&image, &req, v, (&advertised(), "PLAINTEXT"));
             encodes(&resp, v);
             assert_eq!(resp.topics[0].topic_authorized_operations, metadata::TOPIC_OPERATIONS);
         }
@@ -390,7 +393,7 @@ fn metadata_every_version_with_auto_create_and_errors() {
         MetadataRequestTopic::default().with_name(None).with_topic_id(id),
         MetadataRequestTopic::default().with_name(None).with_topic_id(unknown),
     ]));
-    let (resp, _) = metadata::build_metadata(&image, &req, 12, &advertised());
+    let (resp, _) = metadata::build_metadata(&image, &req, 12, (&advertised(), "PLAINTEXT"));
     encodes(&resp, 12);
     assert_eq!(resp.topics[0].name.as_ref().unwrap().0.as_str(), "t");
     assert_eq!((resp.topics[1].error_code, resp.topics[1].topic_id), (100, unknown));
@@ -401,8 +404,12 @@ fn auto_create_disabled_by_the_broker() {
     let dir = tempfile::tempdir().unwrap();
     let defaults = BrokerDefaults::from_settings([("auto.create.topics.enable", "false")]).unwrap();
     let c = Controller::open(dir.path(), NodeId(1), 1, defaults).unwrap();
-    let (resp, create) =
-        metadata::build_metadata(&c.image(), &md_request(Some(vec!["x"])), 12, &advertised());
+    let (resp, create) = metadata::build_metadata(
+        &c.image(),
+        &md_request(Some(vec!["x"])),
+        12,
+        (&advertised(), "PLAINTEXT"),
+    );
     assert!(create.is_empty());
     assert_eq!(resp.topics[0].error_code, 3);
 }

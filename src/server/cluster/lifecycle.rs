@@ -68,12 +68,19 @@ pub async fn run(node: Rc<ClusterNode>, ctx: Rc<ShardCtx>) {
     // shutdown until this task drops it.
     let hold = (!node.voters.is_empty()).then(ShutdownHold::new);
     let incarnation_id = node.incarnation_id;
-    let endpoints = vec![BrokerEndpoint {
-        listener: "PLAINTEXT".into(),
-        host: ctx.config.advertised_host.clone(),
-        port: ctx.config.advertised_port,
-        security_protocol: 0,
-    }];
+    // Every listener, the inter-broker one first: other brokers dial the first endpoint.
+    let listeners = &ctx.config.listeners;
+    let inter = std::iter::once(&listeners.all[listeners.inter_broker]);
+    let others = listeners.all.iter().enumerate().filter(|(i, _)| *i != listeners.inter_broker);
+    let endpoints = inter
+        .chain(others.map(|(_, l)| l))
+        .map(|l| BrokerEndpoint {
+            listener: l.name.clone(),
+            host: l.advertised_host.clone(),
+            port: l.advertised_port,
+            security_protocol: l.protocol.code(),
+        })
+        .collect();
     let registration =
         BrokerRegistration { node: node.node_id, incarnation_id, endpoints, rack: None };
     let mut epoch: Option<BrokerEpoch> = None;

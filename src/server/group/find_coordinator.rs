@@ -32,7 +32,13 @@ const TRANSACTION_KEY_TYPE: i8 = 1;
 /// A coordinator's node id, host and port.
 type Endpoint = (i32, StrBytes, i32);
 
-pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+    listener: &Rc<str>,
+) -> Result<ResponseFuture, String> {
+    let listener = listener.clone();
     let (header, req) =
         decode_request::<FindCoordinatorRequest>(frame, ApiKey::FindCoordinator, version)
             .map_err(|e| e.to_string())?;
@@ -54,7 +60,7 @@ pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseF
         let image = ctx.image();
         let lookup = |key: &StrBytes| match ready {
             Some(e) => Err(e),
-            None => coordinator_for(&ctx, &image, topic, key.as_str()),
+            None => coordinator_for(&ctx, &image, topic, key.as_str(), &listener),
         };
         let mut response = FindCoordinatorResponse::default();
         if version >= 4 {
@@ -96,6 +102,7 @@ fn coordinator_for(
     image: &MetadataImage,
     topic: &str,
     key: &str,
+    listener: &str,
 ) -> Result<Endpoint, GroupError> {
     let n = image
         .topic(topic)
@@ -107,17 +114,26 @@ fn coordinator_for(
         .map(|p| p.leader)
         .filter(|l| l.0 >= 0)
         .ok_or(GroupError::CoordinatorNotAvailable)?;
-    leader_endpoint(ctx, image, leader.0).ok_or(GroupError::CoordinatorNotAvailable)
+    leader_endpoint(ctx, image, leader.0, Some(listener)).ok_or(GroupError::CoordinatorNotAvailable)
 }
 
-/// A broker's advertised PLAINTEXT endpoint from the image; this node's own listener while
-/// no broker registered (a single node).
-pub fn leader_endpoint(ctx: &ShardCtx, image: &MetadataImage, node: i32) -> Option<Endpoint> {
+/// A broker's advertised endpoint of `listener` from the image (`None`: the inter-broker
+/// listener, for broker-to-broker calls); this node's own listener while no broker
+/// registered (a single node).
+pub fn leader_endpoint(
+    ctx: &ShardCtx,
+    image: &MetadataImage,
+    node: i32,
+    listener: Option<&str>,
+) -> Option<Endpoint> {
     if image.brokers.is_empty() && node == ctx.config.node_id.0 {
-        let host = StrBytes::from_string(ctx.config.advertised_host.clone());
-        return Some((node, host, i32::from(ctx.config.advertised_port)));
+        let (host, port) = ctx.config.advertised(listener)?;
+        return Some((node, StrBytes::from_string(host.to_string()), i32::from(port)));
     }
     let broker = image.brokers.get(&crate::types::NodeId(node)).filter(|b| !b.fenced)?;
-    let e = broker.endpoints.iter().find(|e| e.security_protocol == 0)?;
+    let e = match listener {
+        Some(name) => broker.endpoint(name)?,
+        None => broker.inter_broker_endpoint()?,
+    };
     Some((node, StrBytes::from_string(e.host.clone()), i32::from(e.port)))
 }

@@ -358,7 +358,7 @@ async fn write_round(
         let target = if pi.leader == image.node_id {
             Target::Local(pi.owner_shard)
         } else if let Some((_, host, port)) =
-            crate::server::group::find_coordinator::leader_endpoint(ctx, &image, pi.leader.0)
+            crate::server::group::find_coordinator::leader_endpoint(ctx, &image, pi.leader.0, None)
         {
             Target::Remote(format!("{host}:{port}"))
         } else {

@@ -120,7 +120,7 @@ async fn verify(
         };
     }
     let Some((_, host, port)) =
-        crate::server::group::find_coordinator::leader_endpoint(ctx, image, leader.0)
+        crate::server::group::find_coordinator::leader_endpoint(ctx, image, leader.0, None)
     else {
         return all(Some(ResponseError::NotEnoughReplicas));
     };

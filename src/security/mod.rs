@@ -1,0 +1,60 @@
+//! Encryption and authentication of Kafka connections: TLS ([`tls`], rustls) and SASL
+//! ([`sasl`]: the mechanism negotiation; [`plain`] and [`scram`]: the mechanisms), plus what
+//! a listener needs of them ([`ListenerSecurity`]) and who a connection is ([`Session`]).
+//!
+//! What it owns: the per-listener TLS server configs and SASL settings, built once on the
+//! main thread at start-up (bad material fails the start) and then shared read-only; the
+//! SCRAM exchange state of each authenticating connection. Which shard: every shard; a
+//! handshake and a SASL exchange run entirely on the shard that accepted the connection,
+//! nothing about them crosses shards (SCRAM credentials come from that shard's metadata
+//! image). Invariants: a connection on a SASL listener reaches no request handler before it
+//! authenticated; the principal of a connection is set once, by its authentication, and every
+//! request handler sees it ([`Session`]). Kafka error codes are chosen at the protocol
+//! boundary (`server::sasl_gate`), not here.
+
+pub mod plain;
+pub mod sasl;
+pub mod scram;
+pub mod tls;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::quota::Principal;
+
+/// What a listener asks of its connections beyond TCP.
+#[derive(Clone, Debug, Default)]
+pub struct ListenerSecurity {
+    /// TLS (SSL, SASL_SSL listeners).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// SASL (SASL_PLAINTEXT, SASL_SSL listeners).
+    pub sasl: Option<Arc<sasl::SaslConfig>>,
+}
+
+/// One connection's identity as its request handlers see it: the listener it came in on
+/// and the principal it authenticated as (`User:ANONYMOUS` until then, and on PLAINTEXT).
+#[derive(Debug)]
+pub struct Session {
+    /// The listener's name (upper case), e.g. to answer Metadata with its endpoints.
+    pub listener: Rc<str>,
+    principal: RefCell<Principal>,
+}
+
+impl Session {
+    #[must_use]
+    pub fn new(listener: Rc<str>, principal: Principal) -> Self {
+        Self { listener, principal: RefCell::new(principal) }
+    }
+
+    /// The principal now (cloned: cheap, an `Rc`).
+    #[must_use]
+    pub fn principal(&self) -> Principal {
+        self.principal.borrow().clone()
+    }
+
+    /// Set by a successful authentication.
+    pub fn authenticated(&self, principal: Principal) {
+        *self.principal.borrow_mut() = principal;
+    }
+}

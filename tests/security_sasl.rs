@@ -1,0 +1,286 @@
+//! SASL and TLS listeners at the wire (issue 34), against the real broker binary with four
+//! listeners (PLAINTEXT, SSL with mutual TLS, SASL_PLAINTEXT, SASL_SSL) from a config file
+//! and certificates from `shardlog certs`: Kafka's error codes for an unknown mechanism
+//! (UNSUPPORTED_SASL_MECHANISM with the enabled list), a wrong password
+//! (SASL_AUTHENTICATION_FAILED with a message, then a closed connection), a request before
+//! authentication (closed, ILLEGAL_SASL_STATE); PLAIN and a hand-run SCRAM-SHA-256 exchange
+//! against a credential written by AlterUserScramCredentials, which survives a restart;
+//! Metadata answering with the endpoints of the listener the client came in on; a plaintext
+//! client and garbage on the TLS port closed, while other clients carry on.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::Broker;
+use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use shardlog::controller::scram::{ScramCredential, ScramMechanism};
+use shardlog::protocol::blocking::BlockingConn;
+
+const JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                    user_alice=\"alice-secret\" user_admin=\"admin-secret\";";
+
+fn write_config(dir: &Path) -> std::path::PathBuf {
+    let certs = dir.join("certs");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .args(["certs", "--client", "alice", "--out"])
+        .arg(&certs)
+        .status()
+        .expect("shardlog certs");
+    assert!(status.success());
+    let config = format!(
+        "listeners = \"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,\
+         SASL_SSL://127.0.0.1:0\"\n\
+         \"ssl.keystore.location\" = \"{ks}\"\n\
+         \"ssl.truststore.location\" = \"{ts}\"\n\
+         \"listener.name.ssl.ssl.client.auth\" = \"required\"\n\
+         \"listener.name.sasl_plaintext.plain.sasl.jaas.config\" = '{JAAS}'\n\
+         \"listener.name.sasl_plaintext.sasl.enabled.mechanisms\" = \"PLAIN,SCRAM-SHA-256\"\n\
+         \"connection.failed.authentication.delay.ms\" = 300\n",
+        ks = certs.join("broker.pem").display(),
+        ts = certs.join("ca.pem").display(),
+    );
+    let path = dir.join("broker.toml");
+    std::fs::write(&path, config).expect("write config");
+    path
+}
+
+fn start(dir: &Path, config: &Path) -> Broker {
+    let config = config.to_str().expect("utf8 path");
+    Broker::start_listening(&dir.join("data"), &["--config", config], &["--shards", "2"], &[])
+}
+
+/// The bound address of listener `name`, from its "listener NAME listening on" line.
+fn port_of(broker: &Broker, name: &str) -> String {
+    let needle = format!("listener {name} listening on ");
+    // Logged right after the "shardlog listening on" line the harness waits for.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        match broker.log_lines(&needle).pop() {
+            Some(line) => break line,
+            None if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            None => panic!("no line for {name}"),
+        }
+    };
+    line.split(&needle).nth(1).and_then(|r| r.split_whitespace().next()).expect("addr").into()
+}
+
+/// Whether the broker logs a line with `needle` within a few seconds (its stderr is read by
+/// another thread).
+fn logs(broker: &Broker, needle: &str) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !broker.log_contains(needle) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+fn open(addr: &str) -> BlockingConn {
+    BlockingConn::open(addr, "security-test").expect("connect")
+}
+
+fn handshake(conn: &mut BlockingConn, mechanism: &'static str) -> SaslHandshakeResponse {
+    let req = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+    conn.call(ApiKey::SaslHandshake, 1, &req).expect("SaslHandshake")
+}
+
+fn authenticate(conn: &mut BlockingConn, token: &[u8]) -> SaslAuthenticateResponse {
+    let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token));
+    conn.call(ApiKey::SaslAuthenticate, 2, &req).expect("SaslAuthenticate")
+}
+
+fn metadata(conn: &mut BlockingConn) -> Result<MetadataResponse, String> {
+    conn.call(ApiKey::Metadata, 12, &MetadataRequest::default().with_topics(Some(Vec::new())))
+        .map_err(|e| e.to_string())
+}
+
+/// The port Metadata gives for the only broker.
+fn advertised_port(conn: &mut BlockingConn) -> i32 {
+    metadata(conn).expect("metadata").brokers[0].port
+}
+
+#[test]
+fn sasl_and_tls_listeners() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path());
+    let mut broker = start(dir.path(), &config);
+    let plain_addr = port_of(&broker, "PLAINTEXT");
+    let sasl_addr = port_of(&broker, "SASL_PLAINTEXT");
+    let ssl_addr = port_of(&broker, "SSL");
+    // A PLAINTEXT client, open through all that follows, must carry on.
+    let mut bystander = open(&plain_addr);
+    let plain_port: i32 = plain_addr.rsplit(':').next().unwrap().parse().unwrap();
+    assert_eq!(advertised_port(&mut bystander), plain_port, "its own listener's endpoint");
+
+    // An unknown mechanism: UNSUPPORTED_SASL_MECHANISM with the enabled list, then closed.
+    let mut c = open(&sasl_addr);
+    let r = handshake(&mut c, "GSSAPI");
+    assert_eq!(r.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    let names: Vec<&str> = r.mechanisms.iter().map(|m| m.as_str()).collect();
+    assert_eq!(names, ["PLAIN", "SCRAM-SHA-256"]);
+    assert!(metadata(&mut c).is_err(), "closed after an unsupported mechanism");
+
+    // A request before authentication closes the connection (ILLEGAL_SASL_STATE).
+    let mut c = open(&sasl_addr);
+    assert!(metadata(&mut c).is_err());
+
+    // A wrong password: SASL_AUTHENTICATION_FAILED with a message, then closed (late).
+    let mut c = open(&sasl_addr);
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, 0);
+    let r = authenticate(&mut c, b"\0alice\0wrong");
+    assert_eq!(r.error_code, 58, "SASL_AUTHENTICATION_FAILED");
+    let message = r.error_message.map(|m| m.to_string()).unwrap_or_default();
+    assert!(message.contains("Invalid username or password"), "{message}");
+    assert!(metadata(&mut c).is_err());
+
+    // PLAIN: then the listener's own endpoint in Metadata.
+    let mut c = open(&sasl_addr);
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, 0);
+    assert_eq!(authenticate(&mut c, b"\0alice\0alice-secret").error_code, 0);
+    let sasl_port: i32 = sasl_addr.rsplit(':').next().unwrap().parse().unwrap();
+    assert_eq!(advertised_port(&mut c), sasl_port);
+    assert!(logs(&broker, "principal=User:alice"));
+
+    // SCRAM-SHA-256 with a credential made by AlterUserScramCredentials.
+    alter_scram(&mut bystander, "bob", "bob-secret");
+    assert_eq!(describe_iterations(&mut bystander, "bob"), Some(4096));
+    assert!(scram_login(&sasl_addr, "bob", "bob-secret"));
+    assert!(!scram_login(&sasl_addr, "bob", "not-bob"));
+
+    // A plaintext Kafka client and garbage on the TLS port are closed; others carry on.
+    let mut c = open(&ssl_addr);
+    assert!(metadata(&mut c).is_err(), "plaintext on a TLS port");
+    let mut raw = TcpStream::connect(&ssl_addr).expect("connect");
+    raw.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    raw.write_all(&[0x16, 0x03, 0x01, 0xff, 0xff, 1, 2, 3]).expect("write");
+    let mut buf = [0u8; 64];
+    // A TLS alert at most, then end of stream.
+    while matches!(raw.read(&mut buf), Ok(n) if n > 0) {}
+    assert!(logs(&broker, "TLS handshake failed"));
+    assert_eq!(advertised_port(&mut bystander), plain_port, "the bystander carries on");
+
+    // The credential is in the metadata log: it survives a restart.
+    broker.terminate();
+    let broker = start(dir.path(), &config);
+    let sasl_addr = port_of(&broker, "SASL_PLAINTEXT");
+    assert!(scram_login(&sasl_addr, "bob", "bob-secret"), "after a restart");
+}
+
+fn alter_scram(conn: &mut BlockingConn, user: &'static str, password: &str) {
+    let m = ScramMechanism::Sha256;
+    let salt = b"0123456789abcdef".to_vec();
+    let salted = m.salted_password(password.as_bytes(), &salt, 4096);
+    let req = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+        ScramCredentialUpsertion::default()
+            .with_name(StrBytes::from_static_str(user))
+            .with_mechanism(m.code())
+            .with_iterations(4096)
+            .with_salt(Bytes::from(salt))
+            .with_salted_password(Bytes::from(salted)),
+        // Too few iterations: refused for this user only.
+        ScramCredentialUpsertion::default()
+            .with_name(StrBytes::from_static_str("weak"))
+            .with_mechanism(m.code())
+            .with_iterations(10)
+            .with_salt(Bytes::from_static(b"s"))
+            .with_salted_password(Bytes::from(vec![0u8; 32])),
+    ]);
+    let r: AlterUserScramCredentialsResponse =
+        conn.call(ApiKey::AlterUserScramCredentials, 0, &req).expect("alter");
+    let codes: Vec<(String, i16)> =
+        r.results.iter().map(|x| (x.user.to_string(), x.error_code)).collect();
+    assert_eq!(codes, [(user.to_string(), 0), ("weak".to_string(), 93)], "UNACCEPTABLE_CREDENTIAL");
+}
+
+fn describe_iterations(conn: &mut BlockingConn, user: &'static str) -> Option<i32> {
+    let req = DescribeUserScramCredentialsRequest::default()
+        .with_users(Some(vec![UserName::default().with_name(StrBytes::from_static_str(user))]));
+    let r: DescribeUserScramCredentialsResponse =
+        conn.call(ApiKey::DescribeUserScramCredentials, 0, &req).expect("describe");
+    r.results.first().and_then(|u| u.credential_infos.first()).map(|c| c.iterations)
+}
+
+/// The client side of SCRAM-SHA-256 (RFC 5802); whether the broker accepted the proof and
+/// its server signature verified.
+fn scram_login(addr: &str, user: &str, password: &str) -> bool {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let m = ScramMechanism::Sha256;
+    let mut c = open(addr);
+    assert_eq!(handshake(&mut c, "SCRAM-SHA-256").error_code, 0);
+    let client_nonce = "fyko+d2lbbFgONRv9qkxdawL";
+    let first_bare = format!("n={user},r={client_nonce}");
+    let r = authenticate(&mut c, format!("n,,{first_bare}").as_bytes());
+    if r.error_code != 0 {
+        assert_eq!(r.error_code, 58, "an unknown user");
+        return false;
+    }
+    let server_first = String::from_utf8(r.auth_bytes.to_vec()).expect("utf8");
+    let attr = |k: &str| {
+        server_first.split(',').find_map(|p| p.strip_prefix(k)).expect("attribute").to_string()
+    };
+    let (nonce, salt, iterations) = (attr("r="), b64.decode(attr("s=")).expect("salt"), attr("i="));
+    assert!(nonce.starts_with(client_nonce));
+    let iterations: i32 = iterations.parse().expect("iterations");
+    let cred = ScramCredential::from_password(m, password, &salt, iterations);
+    let salted = m.salted_password(password.as_bytes(), &salt, iterations.unsigned_abs());
+    let client_key = m.hmac(&salted, b"Client Key");
+    let without_proof = format!("c=biws,r={nonce}");
+    let auth_message = format!("{first_bare},{server_first},{without_proof}");
+    let signature = m.hmac(&cred.stored_key, auth_message.as_bytes());
+    let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(k, s)| k ^ s).collect();
+    let r = authenticate(&mut c, format!("{without_proof},p={}", b64.encode(proof)).as_bytes());
+    if r.error_code != 0 {
+        assert_eq!(r.error_code, 58);
+        return false;
+    }
+    let expected = m.hmac(&cred.server_key, auth_message.as_bytes());
+    assert_eq!(r.auth_bytes.as_ref(), format!("v={}", b64.encode(expected)).as_bytes());
+    metadata(&mut c).is_ok()
+}
+
+/// Three nodes with a PLAINTEXT listener (inter-broker) and a SASL_PLAINTEXT one: a SCRAM
+/// credential written through one node reaches every node through the quorum, and Metadata on
+/// the SASL listener lists every broker with its SASL_PLAINTEXT endpoint.
+#[test]
+fn cluster_listeners_and_replicated_credentials() {
+    use common::cluster::Cluster;
+    let listeners = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0";
+    let extra = ["--listeners", listeners, "--sasl-jaas-config", JAAS];
+    let c = Cluster::start_with(3, 34000, &extra);
+    c.wait_brokers(3, Duration::from_secs(60));
+    let sasl: Vec<String> = (0..3).map(|i| port_of(c.broker(i), "SASL_PLAINTEXT")).collect();
+    let mut admin = open(&c.broker(0).addr);
+    alter_scram(&mut admin, "dora", "dora-secret");
+    // The answer leaves once the controller committed it; the other nodes apply it shortly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !scram_login(&sasl[2], "dora", "dora-secret") {
+        assert!(std::time::Instant::now() < deadline, "credential did not reach node 3");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut conn = open(&sasl[1]);
+    assert_eq!(handshake(&mut conn, "PLAIN").error_code, 0);
+    assert_eq!(authenticate(&mut conn, b"\0alice\0alice-secret").error_code, 0);
+    let mut listed: Vec<String> = metadata(&mut conn)
+        .expect("metadata")
+        .brokers
+        .iter()
+        .map(|b| format!("{}:{}", b.host.as_str(), b.port))
+        .collect();
+    listed.sort();
+    let mut want = sasl.clone();
+    want.sort();
+    assert_eq!(listed, want, "every broker's SASL_PLAINTEXT endpoint");
+}
