@@ -284,3 +284,27 @@ fn cluster_listeners_and_replicated_credentials() {
     want.sort();
     assert_eq!(listed, want, "every broker's SASL_PLAINTEXT endpoint");
 }
+
+/// A client that opens a TLS connection and never sends its hello is closed once the
+/// handshake timeout passes (`TLS_HANDSHAKE_TIMEOUT_MS`), and other clients carry on.
+#[test]
+fn a_stalled_tls_handshake_is_closed_after_the_timeout() {
+    use shardlog::constants::TLS_HANDSHAKE_TIMEOUT_MS;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path());
+    let broker = start(dir.path(), &config);
+    let ssl_addr = port_of(&broker, "SSL");
+    let started = std::time::Instant::now();
+    let mut stalled = TcpStream::connect(&ssl_addr).expect("connect");
+    let limit = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
+    stalled.set_read_timeout(Some(limit * 3)).expect("timeout");
+    let mut bystander = open(&broker.addr);
+    assert!(metadata(&mut bystander).is_ok(), "others are served meanwhile");
+    let mut buf = [0u8; 16];
+    let read = stalled.read(&mut buf);
+    let waited = started.elapsed();
+    assert!(matches!(read, Ok(0)), "closed, got {read:?}");
+    assert!(waited >= limit - Duration::from_millis(500), "closed after {waited:?}");
+    assert!(logs(&broker, "TLS handshake not done within"));
+    assert!(metadata(&mut bystander).is_ok());
+}

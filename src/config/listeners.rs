@@ -171,8 +171,8 @@ fn bound(
     })
 }
 
-/// Applies `advertised.listeners`: each entry names a listener (a bare `host:port` is the
-/// first listener's, as before listener names existed).
+/// Applies `advertised.listeners`: each entry names a listener (a bare `host:port`, the
+/// spelling from before listener names, is the PLAINTEXT listener's).
 fn advertise(all: &mut [Listener], text: &str) -> Result<(), ConfigError> {
     let name = "advertised.listeners";
     for (listener, host, port) in parse_list(name, text)? {
