@@ -182,13 +182,6 @@ pub async fn run_ops(ctx: &Rc<ShardCtx>, ops: Vec<PartitionOp>) -> Vec<Partition
 }
 
 async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
-    // A follower's Fetch names every partition it follows from this leader (thousands at
-    // scale, issue 43), and `join_all` polls them all in one go: a read-only op gives the
-    // shard back first if its time slice is used up, so one request cannot stall the event
-    // loop. Appends never yield here: they start in the request's order.
-    if matches!(op, PartitionOp::Fetch { .. } | PartitionOp::ReplicaFetch(_)) {
-        crate::shard::yield_if_needed().await;
-    }
     match op {
         PartitionOp::Produce { topic, partition, records, acks, timeout_ms } => {
             let wait = AckWait { acks, timeout_ms };
