@@ -11,9 +11,8 @@
 //! Issue 33 moves state here step by step. Held today: the cluster node (controller shard),
 //! the group and transaction coordinators, the internal topics' readiness, whether the ISR
 //! loop runs, the shard-move lock and gates, this shard's connection and disk limits and
-//! client-quota meters. Still
-//! elsewhere: the partition table (in `ShardCtx`), the transaction marker
-//! connections (`server::txn::broker_client`), the replication throttle.
+//! client-quota meters. Still elsewhere: the partition table (in `ShardCtx`), the
+//! transaction marker connections (`server::txn::broker_client`), the replication throttle.
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;

@@ -180,16 +180,18 @@ pub fn node(ctx: &ShardCtx) -> Option<Rc<ClusterNode>> {
 /// took writes under a dying epoch and answered idempotent retries from a producer state
 /// that lacked their first copy (OUT_OF_ORDER_SEQUENCE_NUMBER; the client then bumps its
 /// epoch and writes them again: issue 32's duplicate).
+/// Whether `image` holds `node_id` registered as `incarnation_id` and unfenced.
+fn holds_unfenced(image: &MetadataImage, node_id: NodeId, incarnation_id: uuid::Uuid) -> bool {
+    image.brokers.get(&node_id).is_some_and(|b| b.incarnation_id == incarnation_id && !b.fenced)
+}
+
 #[must_use]
 pub fn led_view(
     image: &Arc<MetadataImage>,
     node_id: NodeId,
     incarnation_id: uuid::Uuid,
 ) -> Arc<MetadataImage> {
-    let unfenced = image
-        .brokers
-        .get(&node_id)
-        .is_some_and(|b| b.incarnation_id == incarnation_id && !b.fenced);
+    let unfenced = holds_unfenced(image, node_id, incarnation_id);
     let leads =
         |t: &crate::controller::TopicImage| t.partitions.iter().any(|p| p.leader == node_id);
     if unfenced || !image.topics.values().any(|t| leads(t)) {
@@ -282,11 +284,7 @@ impl ClusterNode {
     /// Whether the committed metadata holds this process's incarnation registered and
     /// unfenced: from then on the shards serve this node's leaderships ([`led_view`]).
     pub(crate) fn unfenced_in_committed(&self) -> bool {
-        let image = self.committed.borrow().image();
-        image
-            .brokers
-            .get(&self.node_id)
-            .is_some_and(|b| b.incarnation_id == self.incarnation_id && !b.fenced)
+        holds_unfenced(&self.committed.borrow().image(), self.node_id, self.incarnation_id)
     }
 
     pub(crate) fn is_ready_leader(&self) -> bool {
