@@ -226,8 +226,12 @@ pub const FOLLOWER_RELEASE_WAIT_MS_MAX: u64 = 5_000;
 /// AlterPartition (Kafka checks shrinks every `replica.lag.time.max.ms / 2` and expansions
 /// on every follower fetch; one short period serves both here).
 pub const ISR_CHECK_INTERVAL_MS: u64 = 250;
+/// Threads per shard for blocking file-system calls (directory and small-file fsyncs,
+/// unlinks): they sleep in the kernel, so several let a batch of new partitions sync in
+/// parallel instead of one after another.
+pub const BLOCKING_THREADS_PER_SHARD: usize = 8;
 /// Partition logs a shard opens at once while applying an image (new topics): each open
-/// waits on file creation and a `partition.metadata` fsync.
+/// waits on file creation and a directory fsync.
 pub const PARTITION_OPENS_IN_FLIGHT_MAX: usize = 32;
 /// After a refused or failed AlterPartition, how long a leader waits before proposing
 /// another change of that partition's ISR, unless an image changes its ISR first.

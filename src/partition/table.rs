@@ -215,9 +215,30 @@ impl PartitionTable {
                     (*tp, self.open(tp, topic, &image.broker_defaults, w.leader_epoch).await)
                 })
             });
-            for (tp, opened) in futures::future::join_all(opens).await {
+            let opened = futures::future::join_all(opens).await;
+            // New directories' entries made durable once per chunk, before any of them
+            // serves (and acknowledges) a write.
+            if opened.iter().any(|(_, o)| o.as_ref().is_ok_and(|(_, created)| *created)) {
+                let data_dir = self.data_dir.clone();
+                let synced = crate::shard::spawn_blocking(move || {
+                    std::fs::File::open(&data_dir)?.sync_all()
+                })
+                .await;
+                if let Err(err) = synced {
+                    let reason = format!("{}: sync dir: {err}", self.data_dir.display());
+                    tracing::error!("cannot open new partitions: {reason}");
+                    failures.push(reason);
+                    for (_, o) in opened {
+                        if let Ok((partition, _)) = o {
+                            let _ = close_log(partition).await;
+                        }
+                    }
+                    continue;
+                }
+            }
+            for (tp, opened) in opened {
                 match opened {
-                    Ok(partition) => {
+                    Ok((partition, _)) => {
                         if let Some(hw) = self.handoff.borrow_mut().remove(tp) {
                             partition.follower_hw.set(hw);
                         }
@@ -261,6 +282,7 @@ impl PartitionTable {
             previous.as_deref().is_some_and(|prev| same_topic(prev, image, &tp.topic))
                 && !fresh.contains(tp)
         };
+        let mut epoch_starts = Vec::new();
         for (i, (tp, w)) in wanted.into_iter().enumerate() {
             if i % IMAGE_PARTITIONS_PER_YIELD == IMAGE_PARTITIONS_PER_YIELD - 1 {
                 crate::shard::yield_if_needed().await;
@@ -294,11 +316,18 @@ impl PartitionTable {
             existing.is_leader.set(leads);
             existing.leader_epoch.set(w.leader_epoch);
             sync_replication(&existing, image, topic);
-            start_leader_epoch(&existing, w.leader_epoch).await;
             // Live topic configs (AlterConfigs): a no-op when nothing changed.
             existing.log.set_config(log_config(topic, &image.broker_defaults));
-            // Long-polls re-check leadership and the high watermark.
-            existing.hw_changed.notify_all();
+            epoch_starts.push((existing, w.leader_epoch));
+        }
+        // Each start writes and syncs the leader-epoch checkpoint: many at once, not one
+        // after another (a batch of new topics leads a hundred partitions here).
+        for chunk in epoch_starts.chunks(PARTITION_OPENS_IN_FLIGHT_MAX) {
+            futures::future::join_all(chunk.iter().map(|(p, e)| start_leader_epoch(p, *e))).await;
+            for (p, _) in chunk {
+                // Long-polls re-check leadership and the high watermark.
+                p.hw_changed.notify_all();
+            }
         }
         if failures.is_empty() && !ctx.is_shutting_down() {
             *self.applied.borrow_mut() = Some(image.clone());
@@ -316,13 +345,13 @@ impl PartitionTable {
         topic: &TopicImage,
         broker: &BrokerDefaults,
         epoch: Epoch,
-    ) -> Result<OwnedPartition, String> {
+    ) -> Result<(OwnedPartition, bool), String> {
         let topic_id = topic.topic_id;
         let dir = self.data_dir.join(tp.dir_name());
-        // Off the reactor: its fsync took milliseconds per new partition, so an image
-        // creating hundreds stalled the shard for seconds (issue 43).
+        // Off the reactor: creating a directory and a file allocates inodes, which took
+        // milliseconds each on a busy ext4, and an image creates hundreds (issue 43).
         let target = dir.clone();
-        crate::shard::spawn_blocking(move || prepare_dir(&target, topic_id))
+        let created = crate::shard::spawn_blocking(move || prepare_dir(&target, topic_id))
             .await
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let log = Log::open(self.fs.clone(), &dir, log_config(topic, broker), self.cache.clone())
@@ -330,7 +359,7 @@ impl PartitionTable {
             .map_err(|e| e.to_string())?;
         tracing::debug!(partition = %tp, "opened partition log");
         let hw = self.checkpointed_hw(tp).await.min(log.log_end_offset());
-        Ok(OwnedPartition {
+        let partition = OwnedPartition {
             tp: tp.clone(),
             topic_id,
             log: Rc::new(log),
@@ -342,7 +371,8 @@ impl PartitionTable {
             bytes_in: Cell::new(0),
             bytes_out: Cell::new(0),
             coordinator_epochs: RefCell::default(),
-        })
+        };
+        Ok((partition, created))
     }
 
     /// Closes a partition that left the image and schedules its directory's removal.
@@ -615,18 +645,32 @@ pub(crate) async fn wait_sole_owner(mut partition: Rc<OwnedPartition>) -> Option
     }
 }
 
-/// Creates the directory and its `partition.metadata` (Kafka's format) if missing.
-fn prepare_dir(dir: &Path, topic_id: Uuid) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+/// Creates the directory and its `partition.metadata` (Kafka's format) if missing or torn.
+/// Returns whether the directory was created now: its entry in the data directory is not
+/// durable until the caller syncs the data directory.
+///
+/// The file is not fsynced (Kafka too flushes it lazily, on the first log flush): nothing
+/// here reads it back, and a copy a power loss left empty or torn is rewritten on the next
+/// open. Its fsync was one of two per new partition (issue 43).
+fn prepare_dir(dir: &Path, topic_id: Uuid) -> std::io::Result<bool> {
+    let created = match std::fs::create_dir(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)?;
+            true
+        }
+        Err(e) => return Err(e),
+    };
     let meta = dir.join("partition.metadata");
-    if !meta.exists() {
+    let whole = |t: &str| t.starts_with("version: 0\ntopic_id: ") && t.ends_with('\n');
+    if created || !std::fs::read_to_string(&meta).is_ok_and(|t| whole(&t)) {
         let text = format!("version: 0\ntopic_id: {}\n", kafka_topic_id(topic_id));
         let tmp = dir.join("partition.metadata.tmp");
         std::fs::write(&tmp, text)?;
-        std::fs::File::open(&tmp)?.sync_all()?;
         std::fs::rename(&tmp, &meta)?;
     }
-    Ok(())
+    Ok(created)
 }
 
 /// Kafka prints topic ids as URL-safe base64 without padding.

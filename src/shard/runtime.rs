@@ -23,9 +23,9 @@ use super::ctx::{CtxParts, ShardCtx};
 use super::mesh::{receive_loop, Handler, MeshMsg};
 use crate::config::ServeConfig;
 use crate::constants::{
-    MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY, NOFILE_MIN, NOFILE_WANTED,
-    PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS, SHUTDOWN_HARD_LIMIT_MS,
-    SHUTDOWN_POLL_INTERVAL_MS, STARTUP_STALL_LIMIT_MS,
+    BLOCKING_THREADS_PER_SHARD, MEMLOCK_BYTES_MIN, MEMLOCK_BYTES_WANTED, MESH_CHANNEL_CAPACITY,
+    NOFILE_MIN, NOFILE_WANTED, PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS,
+    SHUTDOWN_HARD_LIMIT_MS, SHUTDOWN_POLL_INTERVAL_MS, STARTUP_STALL_LIMIT_MS,
 };
 use crate::partition::table::PartitionTable;
 use crate::types::ShardId;
@@ -153,6 +153,10 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
     let handles = LocalExecutorPoolBuilder::new(placement(shard_count, config.cpus.as_deref())?)
         .name("shard")
         .spin_before_park(spin)
+        // glommio's default is one blocking thread per pool, pinned to the first shard's
+        // core: every fsync of a directory or small file (new partitions, checkpoints)
+        // queued behind one another (issue 43: 300 new partitions took 0.5–0.9 s per node).
+        .blocking_thread_pool_placement(PoolPlacement::Unbound(BLOCKING_THREADS_PER_SHARD))
         .on_all_shards(move || async move { shard_main(config, mesh, shared, app).await })
         .map_err(|err| anyhow!("cannot start shard executors: {err}"))?;
     let mut failure = None;

@@ -1,9 +1,10 @@
 //! Many idle partitions at replication factor 3 on three real broker processes (issue 43):
 //! topics are created through CreateTopics in batches of 100 (3 partitions each, RF 3, no
 //! traffic), every partition must reach a full ISR, and the ISR must then stay unchanged
-//! over a quiet window: no shrink, no expansion, as Kafka's idle cluster. Figures (time to
-//! create, time to a full ISR, ISR changes per node, the longest event-loop stall) are
-//! printed; `perf/results/2026-12-07-many-partitions.md` keeps them.
+//! over a quiet window: no shrink, no expansion, as Kafka's idle cluster. Then one acks=all
+//! record goes to every partition (one Produce per leader and 1,000 partitions). Figures
+//! (time to create, time to a full ISR, ISR changes per node, the longest event-loop stall,
+//! the time until every partition acknowledged its record) are printed; `perf/results/2026-12-07-many-partitions.md` keeps them.
 //!
 //! Long (minutes on this 2-core machine), so behind `SHARDLOG_SCALE_TEST=1`;
 //! `SHARDLOG_SCALE_TOPICS` (default 1,000 topics = 3,000 partitions, 9,000 replicas) and
@@ -20,14 +21,21 @@ use std::time::{Duration, Instant};
 use common::cluster::Cluster;
 use common::Wire;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, MetadataRequest, MetadataResponse, TopicName,
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use shardlog::storage::records::build_simple_batch;
 
 const PARTITIONS: i32 = 3;
 const BATCH: usize = 100;
 const PREFIX: &str = "scale-";
+
+/// Partitions per Produce request when writing one record to every partition: Kafka's
+/// producer batches per broker the same way (one request carries many partitions).
+const PRODUCE_PARTITIONS_PER_REQUEST: usize = 1000;
 
 fn env_count(var: &str, default: u64) -> u64 {
     std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -103,6 +111,60 @@ fn counters(admin: &str) -> (f64, f64, f64) {
 }
 
 /// Resident memory of a process, in KiB.
+/// Sends one acks=all record to each of `partitions` (all led by the broker at `addr`), in
+/// requests of [`PRODUCE_PARTITIONS_PER_REQUEST`]; retries (bounded) what was refused.
+fn one_record_each(addr: &str, mut partitions: Vec<(String, i32)>) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut w = Wire::connect(addr);
+    while !partitions.is_empty() {
+        assert!(Instant::now() < deadline, "{} partitions never acknowledged", partitions.len());
+        let mut refused = Vec::new();
+        for chunk in partitions.chunks(PRODUCE_PARTITIONS_PER_REQUEST) {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis() as i64;
+            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            for (t, p) in chunk {
+                by_topic.entry(t).or_default().push(*p);
+            }
+            let topic_data = by_topic
+                .iter()
+                .map(|(t, ps)| {
+                    let parts = ps
+                        .iter()
+                        .map(|p| {
+                            PartitionProduceData::default()
+                                .with_index(*p)
+                                .with_records(Some(build_simple_batch(1, 16, now)))
+                        })
+                        .collect();
+                    TopicProduceData::default()
+                        .with_name(TopicName(StrBytes::from_string((*t).to_string())))
+                        .with_partition_data(parts)
+                })
+                .collect();
+            let req = ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(60_000)
+                .with_topic_data(topic_data);
+            let resp: ProduceResponse = w.call(ApiKey::Produce, 9, &req);
+            for t in &resp.responses {
+                for p in &t.partition_responses {
+                    if p.error_code != 0 {
+                        refused.push((t.name.0.to_string(), p.index));
+                    }
+                }
+            }
+        }
+        if !refused.is_empty() {
+            eprintln!("[scale] {} partitions refused a write; retrying", refused.len());
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        partitions = refused;
+    }
+}
+
 fn rss_kib(pid: i32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -194,6 +256,23 @@ fn thousands_of_idle_partitions_reach_a_full_isr_that_stays() {
             a.2
         );
     }
+    // One acks=all record to every partition, each leader's partitions in parallel.
+    let mut by_leader: BTreeMap<i32, Vec<(String, i32)>> = BTreeMap::new();
+    for ((t, p), (leader, _)) in &settled {
+        by_leader.entry(*leader).or_default().push((t.clone(), *p));
+    }
+    let produce_start = Instant::now();
+    std::thread::scope(|s| {
+        for (leader, parts) in by_leader {
+            let addr = c.broker(c.index_of(leader)).addr.clone();
+            s.spawn(move || one_record_each(&addr, parts));
+        }
+    });
+    eprintln!(
+        "[scale] one acks=all record to each of the {partitions} partitions acknowledged in \
+         {:.1?}",
+        produce_start.elapsed()
+    );
     assert_eq!(changed, 0, "leaders or ISRs changed over a quiet window");
     assert_eq!(isr_changes, 0.0, "ISR shrinks or expansions over a quiet window");
 }
