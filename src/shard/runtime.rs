@@ -150,13 +150,18 @@ pub fn serve(config: ServeConfig, app: App) -> anyhow::Result<()> {
     start_watchdog(shared.clone())?;
     let mesh = MeshBuilder::<MeshMsg, _>::full(shard_count, MESH_CHANNEL_CAPACITY);
     let spin = Duration::from_micros(config.spin_before_park_us);
-    let handles = LocalExecutorPoolBuilder::new(placement(shard_count, config.cpus.as_deref())?)
+    let cores = shard_cores(shard_count, config.cpus.as_deref())?;
+    // Each blocking thread pinned to one of the shards' cores: several brokers on one host
+    // stay on their own cores (`--cpus`).
+    let blocking: Vec<CpuSet> =
+        (0..BLOCKING_THREADS_PER_SHARD).map(|i| cores[i % cores.len()].clone()).collect();
+    let handles = LocalExecutorPoolBuilder::new(PoolPlacement::Custom(cores))
         .name("shard")
         .spin_before_park(spin)
         // glommio's default is one blocking thread per pool, pinned to the first shard's
         // core: every fsync of a directory or small file (new partitions, checkpoints)
         // queued behind one another (issue 43: 300 new partitions took 0.5–0.9 s per node).
-        .blocking_thread_pool_placement(PoolPlacement::Unbound(BLOCKING_THREADS_PER_SHARD))
+        .blocking_thread_pool_placement(PoolPlacement::Custom(blocking))
         .on_all_shards(move || async move { shard_main(config, mesh, shared, app).await })
         .map_err(|err| anyhow!("cannot start shard executors: {err}"))?;
     let mut failure = None;
@@ -244,7 +249,7 @@ fn start_watchdog(shared: Arc<Shared>) -> anyhow::Result<()> {
 
 /// Shard i runs on the i-th core of `--cpus` or, without it, on allowed core i (wrapping
 /// when there are more shards than cores).
-fn placement(shard_count: usize, cpus: Option<&[usize]>) -> anyhow::Result<PoolPlacement> {
+fn shard_cores(shard_count: usize, cpus: Option<&[usize]>) -> anyhow::Result<Vec<CpuSet>> {
     let cores = cpus.map_or_else(allowed_cores, <[usize]>::to_vec);
     let online = CpuSet::online().map_err(|err| anyhow!("cannot read CPU topology: {err}"))?;
     let mut sets = Vec::with_capacity(shard_count);
@@ -256,7 +261,7 @@ fn placement(shard_count: usize, cpus: Option<&[usize]>) -> anyhow::Result<PoolP
         }
         sets.push(set);
     }
-    Ok(PoolPlacement::Custom(sets))
+    Ok(sets)
 }
 
 /// Every shard binds the Kafka port with SO_REUSEPORT, which would also let a second broker
