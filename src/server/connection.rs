@@ -92,7 +92,7 @@ async fn secure_then_run<S>(
     let name: Rc<str> =
         ctx.config.listeners.all.get(listener).map_or("PLAINTEXT", |l| &l.name).into();
     let security = ctx.config.listener_security.get(listener).cloned().unwrap_or_default();
-    let session = Session::new(name, crate::quota::Principal::anonymous());
+    let session = Session::new(name, crate::quota::Principal::anonymous()).with_peer(peer);
     let gate = security.sasl.map(SaslGate::new);
     let Some(tls) = security.tls else {
         return run_admitted(ctx, stream, peer, permit, (session, gate)).await;

@@ -151,6 +151,10 @@ pub async fn dispatch(
         ApiKey::InitProducerId if txn::init_producer_id::is_transactional(&frame, version) => {
             txn::init_producer_id::start(ctx, frame, version).await
         }
+        // Before the controller APIs: CreateAcls and DeleteAcls are checked here first.
+        ApiKey::DescribeAcls | ApiKey::CreateAcls | ApiKey::DeleteAcls => {
+            super::acl_apis::start(ctx, api, frame, version, session)
+        }
         api if CONTROLLER_APIS.contains(&api) || api == ApiKey::DescribeQuorum => {
             let delay_ms = match super::mutation_quota::gate(ctx, api, version, &frame, principal)?
             {
@@ -188,15 +192,17 @@ pub async fn dispatch(
         ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => {
             super::unserved::answer(api, version, peek.correlation_id).map(ready)
         }
-        ApiKey::DescribeAcls | ApiKey::CreateAcls | ApiKey::DeleteAcls => {
-            super::unserved::start_acls(api, frame, version)
-        }
         other => Err(format!("no handler for {other:?}")),
     }
 }
 
 /// Forwards an admin request to the controller shard.
-fn controller_api(ctx: &Rc<ShardCtx>, api: ApiKey, version: i16, frame: Bytes) -> ResponseFuture {
+pub(super) fn controller_api(
+    ctx: &Rc<ShardCtx>,
+    api: ApiKey,
+    version: i16,
+    frame: Bytes,
+) -> ResponseFuture {
     use super::control::{call_controller, ControllerReply, ControllerRequest};
     let ctx = ctx.clone();
     Box::pin(async move {

@@ -496,6 +496,7 @@ pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
     };
     MetadataImage {
         scram_credentials: std::sync::Arc::default(),
+        acls: std::sync::Arc::default(),
         version: 1,
         cluster_id: "c".into(),
         node_id: NodeId(1),

@@ -5,9 +5,11 @@
 //! Runs on every shard: a connection is served entirely by the shard that accepted it;
 //! partition work runs on each partition's owner shard.
 
+pub mod acl_apis;
 pub mod admin;
 mod admin_wiring;
 pub mod api_versions;
+pub mod authz;
 pub mod broker;
 pub mod call;
 pub mod cluster;
