@@ -222,3 +222,218 @@ fn acl_apis_with_the_standard_authorizer() {
     let mut admin = login(&port_of(&broker, "SASL_PLAINTEXT"), "admin");
     assert_eq!(acl_count(&describe_all(&mut admin)), 2, "after a restart");
 }
+
+fn acl(
+    rt: ResourceType,
+    name: &str,
+    pattern: PatternType,
+    principal: &str,
+    op: Operation,
+    permission: Permission,
+) -> AclCreation {
+    creation(rt, name, pattern, principal, op).with_permission_type(permission.code())
+}
+
+fn create_topic(c: &mut BlockingConn, name: &str) -> i16 {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let req = CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(vec![
+        CreatableTopic::default()
+            .with_name(TopicName(s(name)))
+            .with_num_partitions(1)
+            .with_replication_factor(1),
+    ]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req).expect("CreateTopics");
+    r.topics[0].error_code
+}
+
+fn produce(c: &mut BlockingConn, topic: &str) -> i16 {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let batch = shardlog::storage::records::build_simple_batch(1, 16, 1_700_000_000_000);
+    let part = PartitionProduceData::default().with_index(0).with_records(Some(batch));
+    let data =
+        TopicProduceData::default().with_name(TopicName(s(topic))).with_partition_data(vec![part]);
+    let req =
+        ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![data]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req).expect("Produce");
+    r.responses[0].partition_responses[0].error_code
+}
+
+fn fetch(c: &mut BlockingConn, topic: &str) -> i16 {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let part = FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20);
+    let t = FetchTopic::default().with_topic(TopicName(s(topic))).with_partitions(vec![part]);
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![t]);
+    let r: FetchResponse = c.call(ApiKey::Fetch, 11, &req).expect("Fetch");
+    r.responses[0].partitions[0].error_code
+}
+
+/// (name, error code) of each topic Metadata answers (`None`: every topic).
+fn metadata(c: &mut BlockingConn, topics: Option<&[&str]>) -> Vec<(String, i16)> {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    let topics = topics.map(|ts| {
+        ts.iter()
+            .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(s(t)))))
+            .collect()
+    });
+    let req = MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(false);
+    let r: MetadataResponse = c.call(ApiKey::Metadata, 12, &req).expect("Metadata");
+    let mut out: Vec<(String, i16)> = r
+        .topics
+        .iter()
+        .map(|t| (t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(), t.error_code))
+        .collect();
+    out.sort();
+    out
+}
+
+fn find_coordinator(c: &mut BlockingConn, key: &str, key_type: i8) -> i16 {
+    let req = FindCoordinatorRequest::default()
+        .with_key_type(key_type)
+        .with_coordinator_keys(vec![s(key)]);
+    let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &req).expect("FindCoord");
+    r.coordinators[0].error_code
+}
+
+fn join_group(c: &mut BlockingConn, group: &str) -> i16 {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    let req = JoinGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(s(""))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(Bytes::from_static(&[0, 1, 0, 0, 0, 0, 0, 0, 0, 0]))]);
+    let r: JoinGroupResponse = c.call(ApiKey::JoinGroup, 5, &req).expect("JoinGroup");
+    r.error_code
+}
+
+fn offset_commit(c: &mut BlockingConn, group: &str, topic: &str) -> i16 {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(s(""))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(topic)))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(1)])]);
+    let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req).expect("OffsetCommit");
+    r.topics[0].partitions[0].error_code
+}
+
+fn init_producer_id(c: &mut BlockingConn, txn: Option<&str>) -> i16 {
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(txn.map(|t| TransactionalId(s(t))))
+        .with_transaction_timeout_ms(30_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let r: InitProducerIdResponse =
+        c.call(ApiKey::InitProducerId, 4, &req).expect("InitProducerId");
+    r.error_code
+}
+
+/// A user with and without the ACLs Kafka's documentation lists for a producer (WRITE on
+/// the topic; IDEMPOTENT_WRITE or WRITE on some topic for an idempotent one; WRITE on the
+/// transactional id) and a consumer (READ on the topic and the group), with Kafka's codes
+/// for each refusal, and a DENY taking effect on a connection that was allowed before.
+#[test]
+fn requests_are_authorized_as_kafka_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), true);
+    let broker = start(dir.path(), &config);
+    let sasl = port_of(&broker, "SASL_PLAINTEXT");
+    let mut admin = login(&sasl, "admin");
+    let mut alice = login(&sasl, "alice");
+    let mut anonymous =
+        BlockingConn::open(&port_of(&broker, "PLAINTEXT"), "acl-test").expect("connect");
+    assert_eq!(create_topic(&mut admin, "orders"), 0, "a super user creates");
+    assert_eq!(create_topic(&mut admin, "secret"), 0);
+    assert_eq!(produce(&mut admin, "orders"), 0);
+
+    // No ACLs: refused with Kafka's code for each API.
+    assert_eq!(metadata(&mut alice, None), [], "a listing hides what alice may not see");
+    assert_eq!(metadata(&mut alice, Some(&["orders"])), [("orders".into(), 29)]);
+    assert_eq!(metadata(&mut anonymous, Some(&["orders"])), [("orders".into(), 29)]);
+    assert_eq!(produce(&mut alice, "orders"), 29, "TOPIC_AUTHORIZATION_FAILED");
+    assert_eq!(fetch(&mut alice, "orders"), 29);
+    assert_eq!(create_topic(&mut alice, "alice-topic"), 29);
+    assert_eq!(find_coordinator(&mut alice, "g1", 0), 30, "GROUP_AUTHORIZATION_FAILED");
+    assert_eq!(join_group(&mut alice, "g1"), 30);
+    assert_eq!(offset_commit(&mut alice, "g1", "orders"), 30);
+    assert_eq!(find_coordinator(&mut alice, "tx1", 1), 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED");
+    assert_eq!(init_producer_id(&mut alice, Some("tx1")), 53);
+    assert_eq!(init_producer_id(&mut alice, None), 31, "CLUSTER_AUTHORIZATION_FAILED");
+
+    // Kafka's documented ACLs for a producer and a consumer of "orders" in group g1.
+    let alice_acls = vec![
+        acl(
+            ResourceType::Topic,
+            "orders",
+            PatternType::Literal,
+            "User:alice",
+            Operation::Write,
+            Permission::Allow,
+        ),
+        acl(
+            ResourceType::Topic,
+            "ord",
+            PatternType::Prefixed,
+            "User:alice",
+            Operation::Read,
+            Permission::Allow,
+        ),
+        acl(
+            ResourceType::Group,
+            "g",
+            PatternType::Prefixed,
+            "User:alice",
+            Operation::Read,
+            Permission::Allow,
+        ),
+        acl(
+            ResourceType::TransactionalId,
+            "tx1",
+            PatternType::Literal,
+            "User:alice",
+            Operation::Write,
+            Permission::Allow,
+        ),
+    ];
+    assert_eq!(create_acls(&mut admin, alice_acls), [0, 0, 0, 0]);
+    assert_eq!(metadata(&mut alice, None), [("orders".into(), 0)], "WRITE implies DESCRIBE");
+    assert_eq!(
+        metadata(&mut alice, Some(&["orders", "secret"])),
+        [("orders".into(), 0), ("secret".into(), 29)]
+    );
+    assert_eq!(produce(&mut alice, "orders"), 0);
+    assert_eq!(fetch(&mut alice, "orders"), 0);
+    assert_eq!(produce(&mut alice, "secret"), 29);
+    assert_eq!(find_coordinator(&mut alice, "g1", 0), 0);
+    assert_eq!(join_group(&mut alice, "g1"), 79, "MEMBER_ID_REQUIRED: past the check");
+    assert_eq!(offset_commit(&mut alice, "g1", "secret"), 29);
+    assert_eq!(init_producer_id(&mut alice, None), 0, "WRITE on a topic allows idempotence");
+    assert_eq!(init_producer_id(&mut alice, Some("tx1")), 0);
+    assert_eq!(metadata(&mut anonymous, Some(&["orders"])), [("orders".into(), 29)]);
+
+    // A DENY wins over the prefixed ALLOW, on the connection that read before.
+    let deny = acl(
+        ResourceType::Topic,
+        "orders",
+        PatternType::Literal,
+        "User:alice",
+        Operation::Read,
+        Permission::Deny,
+    );
+    assert_eq!(create_acls(&mut admin, vec![deny]), [0]);
+    assert_eq!(fetch(&mut alice, "orders"), 29, "the connection's cached decision is gone");
+    assert_eq!(produce(&mut alice, "orders"), 0, "a DENY of READ does not deny WRITE");
+    assert!(broker.log_contains("authorization denied"), "denials are logged");
+}

@@ -12,9 +12,12 @@
 //! `logIfDenied = false`) are neither counted nor logged.
 
 use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::authz::{AclSet, Operation, ResourceType, Who, CLUSTER_NAME};
 use crate::constants::AUTHZ_DENIAL_LOGS_PER_SECOND_MAX;
+use crate::controller::MetadataImage;
 use crate::security::Session;
 use crate::shard::ShardCtx;
 
@@ -102,6 +105,77 @@ pub fn operations(
     let principal = session.acl_principal();
     let who = Who { principal: &principal, host: session.host() };
     authorizer.authorized_operations(acls, who, rt, name)
+}
+
+/// What the pure handlers (`server::admin`, `server::group`) ask of the authorizer: the
+/// server's [`Auth`], or [`AllowAll`] (tests; no authorizer configured).
+pub trait Authorize {
+    /// A check whose denial is counted and logged.
+    fn allowed(&self, op: Operation, rt: ResourceType, name: &str) -> bool;
+    /// A check deciding what a listing shows: a denial is neither counted nor logged.
+    fn visible(&self, op: Operation, rt: ResourceType, name: &str) -> bool;
+    /// The `*_authorized_operations` field of a resource.
+    fn operations(&self, rt: ResourceType, name: &str) -> i32;
+    /// A check on the cluster resource.
+    fn cluster(&self, op: Operation) -> bool {
+        self.allowed(op, ResourceType::Cluster, CLUSTER_NAME)
+    }
+}
+
+/// Everything allowed (what Kafka does without an authorizer).
+pub struct AllowAll;
+
+impl Authorize for AllowAll {
+    fn allowed(&self, _: Operation, _: ResourceType, _: &str) -> bool {
+        true
+    }
+    fn visible(&self, _: Operation, _: ResourceType, _: &str) -> bool {
+        true
+    }
+    fn operations(&self, rt: ResourceType, _: &str) -> i32 {
+        crate::authz::authorizer::all_operations(rt)
+    }
+}
+
+/// One request's authorization: the connection's session and the image the request is
+/// answered from, owned so a handler's future may keep it.
+#[derive(Clone)]
+pub struct Auth {
+    ctx: Rc<ShardCtx>,
+    session: Rc<Session>,
+    image: Arc<MetadataImage>,
+}
+
+impl Auth {
+    /// Against this shard's image now.
+    #[must_use]
+    pub fn new(ctx: &Rc<ShardCtx>, session: &Rc<Session>) -> Self {
+        Self { ctx: ctx.clone(), session: session.clone(), image: ctx.image() }
+    }
+
+    /// Whether an authorizer is configured.
+    #[must_use]
+    pub fn enabled(&self) -> bool {
+        enabled(&self.ctx)
+    }
+
+    /// Kafka's `authorizeByResourceType`.
+    #[must_use]
+    pub fn by_resource_type(&self, op: Operation, rt: ResourceType) -> bool {
+        by_resource_type(&self.ctx, &self.session, op, rt)
+    }
+}
+
+impl Authorize for Auth {
+    fn allowed(&self, op: Operation, rt: ResourceType, name: &str) -> bool {
+        allowed_in(&self.ctx, &self.session, &self.image.acls, (op, rt, name))
+    }
+    fn visible(&self, op: Operation, rt: ResourceType, name: &str) -> bool {
+        filter(&self.ctx, &self.session, &self.image.acls, (op, rt, name))
+    }
+    fn operations(&self, rt: ResourceType, name: &str) -> i32 {
+        operations(&self.ctx, &self.session, &self.image.acls, rt, name)
+    }
 }
 
 fn check(

@@ -141,6 +141,7 @@ async fn run_admitted<S>(
     let mute = Rc::new(Mute::default());
     let writer_task =
         ctx.spawn(write_loop(writer, rx, closed.clone(), activity.clone(), mute.clone()));
+    let session = Rc::new(session);
     let conn = Conn { closed: &closed, peer, activity: &activity, mute: &mute, session, sasl };
     read_loop(&ctx, &mut reader, tx, &conn).await;
     let _ = writer_task.await;
@@ -158,7 +159,7 @@ struct Conn<'a> {
     mute: &'a Mute,
     /// The listener and the principal the connection authenticated as (user quotas are
     /// keyed by its name; `User:ANONYMOUS` without authentication).
-    session: Session,
+    session: Rc<Session>,
     /// On a SASL listener: the exchange, until the connection authenticated.
     sasl: Option<SaslGate>,
 }

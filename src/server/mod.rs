@@ -15,6 +15,7 @@ pub mod call;
 pub mod cluster;
 pub mod connection;
 pub mod control;
+mod controller_authz;
 pub mod delete_records;
 pub mod describe_producers;
 pub mod dispatch;
