@@ -27,7 +27,7 @@ fn write_config(dir: &Path, authorizer: bool) -> std::path::PathBuf {
     let mut config = format!(
         "listeners = \"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0\"\n\
          \"listener.name.sasl_plaintext.plain.sasl.jaas.config\" = '{JAAS}'\n\
-         \"listener.name.sasl_plaintext.sasl.enabled.mechanisms\" = \"PLAIN\"\n"
+         \"listener.name.sasl_plaintext.sasl.enabled.mechanisms\" = \"PLAIN,SCRAM-SHA-256\"\n"
     );
     if authorizer {
         config.push_str(
@@ -436,4 +436,101 @@ fn requests_are_authorized_as_kafka_does() {
     assert_eq!(fetch(&mut alice, "orders"), 29, "the connection's cached decision is gone");
     assert_eq!(produce(&mut alice, "orders"), 0, "a DENY of READ does not deny WRITE");
     assert!(broker.log_contains("authorization denied"), "denials are logged");
+}
+
+/// `shardlog acls` as `kafka-acls.sh`: add (literal and prefixed), list in Kafka's format,
+/// remove; SCRAM and PLAIN logins; a user without ALTER on the cluster refused.
+#[test]
+fn acls_cli() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), true);
+    let broker = start(dir.path(), &config);
+    let sasl = port_of(&broker, "SASL_PLAINTEXT");
+    let run = |user: &str, args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+            .arg("acls")
+            .args(args)
+            .args(["-b", &sasl, "--user", user, "--password", &format!("{user}-secret")])
+            .output()
+            .expect("run shardlog acls");
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, text) = run(
+        "admin",
+        &[
+            "add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read,Describe",
+            "--topic",
+            "t1",
+        ],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("Added (principal=User:alice, host=*, operation=READ"), "{text}");
+    let (code, text) = run(
+        "admin",
+        &[
+            "add",
+            "--deny-principal",
+            "User:bob",
+            "--operation",
+            "write",
+            "--topic",
+            "pay-",
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    // A SCRAM login: the super user's credential, written with AlterUserScramCredentials.
+    scram_credential(&mut login(&sasl, "admin"), "admin");
+    let (code, text) = run("admin", &["list", "--sasl-mechanism", "SCRAM-SHA-256"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains(
+            "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=pay-, \
+             patternType=PREFIXED)`: \n\t(principal=User:bob, host=*, operation=WRITE, \
+             permissionType=DENY)"
+        ),
+        "{text}"
+    );
+    let (_, text) =
+        run("admin", &["list", "--topic", "pay-eu", "--resource-pattern-type", "match"]);
+    assert!(text.contains("name=pay-") && !text.contains("name=t1"), "{text}");
+    let (code, text) = run("alice", &["add", "--allow-principal", "User:alice", "--cluster"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("CLUSTER_AUTHORIZATION_FAILED"), "{text}");
+    let (code, text) = run(
+        "admin",
+        &["remove", "--allow-principal", "User:alice", "--operation", "read", "--topic", "t1"],
+    );
+    assert_eq!((code, text.trim()), (Some(0), "Removed 1 ACL(s)."));
+    let (_, text) = run("admin", &["list", "--topic", "t1"]);
+    assert!(text.contains("operation=DESCRIBE") && !text.contains("operation=READ"), "{text}");
+    let (code, text) =
+        run("admin", &["remove", "--topic", "pay-", "--resource-pattern-type", "prefixed"]);
+    assert_eq!((code, text.trim()), (Some(0), "Removed 1 ACL(s)."));
+}
+
+fn scram_credential(c: &mut BlockingConn, user: &str) {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+    use shardlog::controller::scram::ScramMechanism;
+    let m = ScramMechanism::Sha256;
+    let salt = b"0123456789abcdef".to_vec();
+    let salted = m.salted_password(format!("{user}-secret").as_bytes(), &salt, 4096);
+    let req = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+        ScramCredentialUpsertion::default()
+            .with_name(s(user))
+            .with_mechanism(m.code())
+            .with_iterations(4096)
+            .with_salt(Bytes::from(salt))
+            .with_salted_password(Bytes::from(salted)),
+    ]);
+    let r: AlterUserScramCredentialsResponse =
+        c.call(ApiKey::AlterUserScramCredentials, 0, &req).expect("alter");
+    assert_eq!(r.results[0].error_code, 0);
 }
