@@ -4,7 +4,7 @@
 //! - Without an authorizer: SECURITY_DISABLED ("No Authorizer is configured.") for the
 //!   request (DescribeAcls), each creation or each filter ([`disabled_describe`] and kin).
 //! - A principal without DESCRIBE (DescribeAcls) or ALTER (CreateAcls, DeleteAcls) on the
-//!   cluster: CLUSTER_AUTHORIZATION_FAILED the same way ([`refused_describe`] and kin).
+//!   cluster: CLUSTER_AUTHORIZATION_FAILED the same way ([`describe_error`] and kin).
 //! - Otherwise DescribeAcls answers from the image's ACLs on any shard ([`describe`]), grouped
 //!   by resource pattern; CreateAcls and DeleteAcls run on the active controller
 //!   ([`create`], [`delete`]) and answer once their records are committed. A bad creation
