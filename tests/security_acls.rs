@@ -4,7 +4,8 @@
 //! with Kafka's error codes for a principal without the cluster permission
 //! (CLUSTER_AUTHORIZATION_FAILED) and bad creations (INVALID_REQUEST); ACLs surviving a
 //! restart; and the checks of produce, fetch, metadata, groups and transactions for a user
-//! with and without the ACLs Kafka's documentation lists.
+//! with and without the ACLs Kafka's documentation lists; `shardlog acls`; and quotas per
+//! authenticated user (`users/alice` and `users/alice/clients/fast`).
 
 mod common;
 
@@ -60,7 +61,12 @@ fn port_of(broker: &Broker, name: &str) -> String {
 
 /// A connection authenticated with PLAIN as `user`.
 fn login(addr: &str, user: &str) -> BlockingConn {
-    let mut c = BlockingConn::open(addr, "acl-test").expect("connect");
+    login_as(addr, user, "acl-test")
+}
+
+/// [`login`] with a client id of its own.
+fn login_as(addr: &str, user: &str, client_id: &'static str) -> BlockingConn {
+    let mut c = BlockingConn::open(addr, client_id).expect("connect");
     let hs = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
     let r: SaslHandshakeResponse = c.call(ApiKey::SaslHandshake, 1, &hs).expect("handshake");
     assert_eq!(r.error_code, 0);
@@ -533,4 +539,67 @@ fn scram_credential(c: &mut BlockingConn, user: &str) {
     let r: AlterUserScramCredentialsResponse =
         c.call(ApiKey::AlterUserScramCredentials, 0, &req).expect("alter");
     assert_eq!(r.results[0].error_code, 0);
+}
+
+/// The throttle time of a produce of `bytes` record bytes to `topic`.
+fn produce_throttle(c: &mut BlockingConn, topic: &str, bytes: usize) -> i32 {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let batch = shardlog::storage::records::build_simple_batch(1, bytes, 1_700_000_000_000);
+    let part = PartitionProduceData::default().with_index(0).with_records(Some(batch));
+    let data =
+        TopicProduceData::default().with_name(TopicName(s(topic))).with_partition_data(vec![part]);
+    let req =
+        ProduceRequest::default().with_acks(1).with_timeout_ms(10_000).with_topic_data(vec![data]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req).expect("Produce");
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    r.throttle_time_ms
+}
+
+fn set_quota(c: &mut BlockingConn, entity: &[(&str, Option<&str>)], rate: f64) {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    let entity = entity
+        .iter()
+        .map(|(kind, name)| {
+            EntityData::default().with_entity_type(s(kind)).with_entity_name(name.map(s))
+        })
+        .collect();
+    let op = OpData::default().with_key(s("producer_byte_rate")).with_value(rate);
+    let req = AlterClientQuotasRequest::default()
+        .with_entries(vec![EntryData::default().with_entity(entity).with_ops(vec![op])]);
+    let r: AlterClientQuotasResponse = c.call(ApiKey::AlterClientQuotas, 1, &req).expect("quota");
+    assert_eq!(r.entries[0].error_code, 0);
+}
+
+/// Quotas per authenticated user (issue 35): `users/alice` throttles alice's produce and not
+/// bob's; `users/alice/clients/fast` wins over `users/alice` for that client id (KIP-55's
+/// order), with the principal from SASL rather than ANONYMOUS.
+#[test]
+fn quotas_follow_the_authenticated_user() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), true);
+    let broker = start(dir.path(), &config);
+    let sasl = port_of(&broker, "SASL_PLAINTEXT");
+    let mut admin = login(&sasl, "admin");
+    assert_eq!(create_topic(&mut admin, "q"), 0);
+    let all = acl(
+        ResourceType::Topic,
+        "q",
+        PatternType::Literal,
+        "User:*",
+        Operation::Write,
+        Permission::Allow,
+    );
+    assert_eq!(create_acls(&mut admin, vec![all]), [0]);
+    set_quota(&mut admin, &[("user", Some("alice"))], 1024.0);
+    set_quota(&mut admin, &[("user", Some("alice")), ("client-id", Some("fast"))], 1e9);
+    let mut alice = login(&sasl, "alice");
+    let mut bob = login(&sasl, "bob");
+    let mut alice_fast = login_as(&sasl, "alice", "fast");
+    // The first throttled answer ends a client's turn: its connection is muted after it.
+    let throttled = |c: &mut BlockingConn| {
+        (0..3).map(|_| produce_throttle(c, "q", 64 * 1024)).find(|t| *t > 0).unwrap_or(0)
+    };
+    assert!(throttled(&mut alice) > 0, "alice is over users/alice");
+    assert_eq!(throttled(&mut bob), 0, "bob has no quota");
+    assert_eq!(throttled(&mut alice_fast), 0, "users/alice/clients/fast wins");
 }
