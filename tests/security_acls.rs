@@ -252,6 +252,44 @@ fn create_topic(c: &mut BlockingConn, name: &str) -> i16 {
     r.topics[0].error_code
 }
 
+/// CreateTopics of several topics: (name, error code) sorted by name.
+fn create_topics(c: &mut BlockingConn, names: &[&str]) -> Vec<(String, i16)> {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let topics = names
+        .iter()
+        .map(|n| {
+            CreatableTopic::default()
+                .with_name(TopicName(s(n)))
+                .with_num_partitions(1)
+                .with_replication_factor(1)
+        })
+        .collect();
+    let req = CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(topics);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req).expect("CreateTopics");
+    let mut out: Vec<(String, i16)> =
+        r.topics.iter().map(|t| (t.name.0.to_string(), t.error_code)).collect();
+    out.sort();
+    out
+}
+
+/// DeleteTopics (v6, by name): (name, error code) sorted by name.
+fn delete_topics(c: &mut BlockingConn, names: &[&str]) -> Vec<(String, i16)> {
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    let topics = names
+        .iter()
+        .map(|n| DeleteTopicState::default().with_name(Some(TopicName(s(n)))))
+        .collect();
+    let req = DeleteTopicsRequest::default().with_timeout_ms(10_000).with_topics(topics);
+    let r: DeleteTopicsResponse = c.call(ApiKey::DeleteTopics, 6, &req).expect("DeleteTopics");
+    let mut out: Vec<(String, i16)> = r
+        .responses
+        .iter()
+        .map(|t| (t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(), t.error_code))
+        .collect();
+    out.sort();
+    out
+}
+
 fn produce(c: &mut BlockingConn, topic: &str) -> i16 {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     let batch = shardlog::storage::records::build_simple_batch(1, 16, 1_700_000_000_000);
@@ -428,6 +466,37 @@ fn requests_are_authorized_as_kafka_does() {
     assert_eq!(init_producer_id(&mut alice, None), 0, "WRITE on a topic allows idempotence");
     assert_eq!(init_producer_id(&mut alice, Some("tx1")), 0);
     assert_eq!(metadata(&mut anonymous, Some(&["orders"])), [("orders".into(), 29)]);
+
+    // Controller requests partly allowed: the refused topics are answered on this broker, the
+    // others go to the controller (KRaft's ControllerApis does the same).
+    let own = [
+        acl(
+            ResourceType::Topic,
+            "alice-",
+            PatternType::Prefixed,
+            "User:alice",
+            Operation::Create,
+            Permission::Allow,
+        ),
+        acl(
+            ResourceType::Topic,
+            "alice-",
+            PatternType::Prefixed,
+            "User:alice",
+            Operation::Delete,
+            Permission::Allow,
+        ),
+    ];
+    assert_eq!(create_acls(&mut admin, own.to_vec()), [0, 0]);
+    let created = create_topics(&mut alice, &["alice-1", "bob-1"]);
+    assert_eq!(created, [("alice-1".into(), 0), ("bob-1".into(), 29)]);
+    let deleted = delete_topics(&mut alice, &["alice-1", "orders", "secret"]);
+    assert_eq!(
+        deleted,
+        [("alice-1".into(), 0), ("orders".into(), 29), ("secret".into(), 29)],
+        "DELETE on alice-*, DESCRIBE (from WRITE) but no DELETE on orders, nothing on secret"
+    );
+    assert_eq!(metadata(&mut admin, Some(&["orders"])), [("orders".into(), 0)], "not deleted");
 
     // A DENY wins over the prefixed ALLOW, on the connection that read before.
     let deny = acl(
