@@ -38,7 +38,7 @@ acls += [AclBinding(T, "bench", ResourcePatternType.LITERAL, "User:ANONYMOUS", "
 for i in range(0, len(acls), 1000):
     for f in admin.create_acls(acls[i:i + 1000]).values():
         f.result(60)
-print(len(acls), file=sys.stderr)
+print(f"{len(acls)} ACLs created", file=sys.stderr)
 PY
 }
 
@@ -58,7 +58,7 @@ TOML
     --data-dir "$data/d" --shards 1 --log-level error --spin-before-park-us 0 >/dev/null 2>&1 &
   local pid=$!
   for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
-  [[ "$1" == acls ]] && create_acls 2>/dev/null
+  [[ "$1" == acls ]] && create_acls
   taskset -c 0 "$BIN" bench produce -b "127.0.0.1:$PORT" --topic bench --partitions 4 \
     --duration "${SECS}s" --warmup 2s --record-size 1KiB --connections 2 \
     --json "$data/produce.json" --quiet >/dev/null 2>&1
