@@ -260,6 +260,9 @@ pub struct ServeConfig {
     pub broker_settings: BTreeMap<String, String>,
     /// Cores to pin shard i to (`cpus[i % len]`); `None`: the process's allowed cores.
     pub cpus: Option<Vec<usize>>,
+    /// `authorizer.class.name` with `super.users` and `allow.everyone.if.no.acl.found`:
+    /// `None` (the default) authorizes nothing and leaves every request allowed.
+    pub authorizer: Option<std::sync::Arc<crate::authz::Authorizer>>,
 }
 
 impl ServeConfig {
@@ -468,8 +471,24 @@ impl ServeConfig {
             default_replication_factor: broker.default_replication_factor,
             broker_settings: broker.settings.clone(),
             cpus,
+            authorizer: authorizer(&s)?,
         })
     }
+}
+
+/// The authorizer the settings ask for (`None` without `authorizer.class.name`).
+fn authorizer(
+    s: &Settings<'_>,
+) -> Result<Option<std::sync::Arc<crate::authz::Authorizer>>, ConfigError> {
+    let class = s.text("authorizer.class.name").unwrap_or_default();
+    if class.trim().is_empty() {
+        return Ok(None);
+    }
+    let super_users = s.text("super.users").unwrap_or_default();
+    let authorizer =
+        crate::authz::Authorizer::new(&super_users, s.boolean("allow.everyone.if.no.acl.found"))
+            .map_err(|e| invalid("super.users", &e.to_string()))?;
+    Ok(Some(std::sync::Arc::new(authorizer)))
 }
 
 /// Connection and request-memory limits, enforced by `server::limits`.

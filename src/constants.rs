@@ -173,6 +173,13 @@ pub const SASL_TOKEN_BYTES_MAX: usize = 512 * 1024;
 /// SCRAM iterations Kafka accepts (`ScramMechanism.minIterations` / `maxIterations`).
 pub const SCRAM_ITERATIONS_MIN: i32 = 4096;
 pub const SCRAM_ITERATIONS_MAX: i32 = 16_384;
+/// Resource names one connection's authorization cache keeps decisions for
+/// (`authz::DecisionCache`); past this it starts over. A producer or consumer names a few
+/// topics, a group and a transactional id; an admin listing thousands of topics refills it.
+pub const AUTHZ_CACHE_NAMES_MAX: usize = 4096;
+/// Denials logged per shard per second (`server::authz`); the rest are counted and summed
+/// into the next logged line.
+pub const AUTHZ_DENIAL_LOGS_PER_SECOND_MAX: u32 = 10;
 /// Requests a connection may have decoded but not yet answered (pipelining depth). Kafka
 /// clients use up to 5 in flight; beyond this the connection stops reading (back-pressure).
 pub const CONNECTION_IN_FLIGHT_MAX: usize = 32;

@@ -5,6 +5,8 @@
 //! appends it through [`io`], and Fetch reads it back the same way; [`controller`] owns
 //! cluster metadata; [`bench`](mod@bench) is the bundled load generator):
 //!
+//! - [`authz`]: Kafka's ACL model, the indexed ACL set, the `StandardAuthorizer` decision
+//!   and a connection's decision cache (pure; the controller stores ACLs, the server checks).
 //! - [`types`]: newtypes for offsets, epochs, node/shard/producer ids, topic-partitions.
 //! - [`constants`]: every limit and default with its unit.
 //! - [`io`]: the file trait, the glommio DMA implementation and a fault-injecting
@@ -40,6 +42,7 @@
 #![warn(rustdoc::broken_intra_doc_links)]
 #![allow(async_fn_in_trait)]
 
+pub mod authz;
 pub mod bench;
 pub mod cli;
 pub mod config;

@@ -88,6 +88,8 @@ enum Command {
     Transactions(shardlog::cli::transactions::TransactionsArgs),
     /// Describe or alter client quotas (user / client-id entities, like kafka-configs.sh).
     Quotas(shardlog::cli::quotas::QuotasArgs),
+    /// List, add or remove ACLs (like kafka-acls.sh).
+    Acls(shardlog::cli::acls::AclsArgs),
     /// Which shard owns each partition; move a partition to another shard, online.
     Shards(shardlog::cli::shards::ShardsArgs),
     /// Each broker's log directory with the size and lag of its replicas (like
@@ -115,6 +117,7 @@ impl Command {
             Command::ElectLeaders(_) => ("elect-leaders", Uses::Bootstrap),
             Command::Transactions(_) => ("transactions", Uses::Bootstrap),
             Command::Quotas(_) => ("quotas", Uses::Bootstrap),
+            Command::Acls(_) => ("acls", Uses::Bootstrap),
             Command::Shards(_) => ("shards", Uses::Admin),
             Command::LogDirs(_) => ("log-dirs", Uses::Bootstrap),
         }
@@ -150,6 +153,7 @@ fn main() {
         Command::ElectLeaders(args) => shardlog::cli::elect_leaders::run(args),
         Command::Transactions(args) => shardlog::cli::transactions::run(&args),
         Command::Quotas(args) => shardlog::cli::quotas::run(args),
+        Command::Acls(args) => shardlog::cli::acls::run(args),
         Command::Shards(args) => shardlog::cli::shards::run(&args),
         Command::LogDirs(args) => shardlog::cli::log_dirs::run(args),
     };

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// Lowest first. ARCHITECTURE.md names the same order.
 const LAYERS: &[&[&str]] = &[
-    &["types", "constants", "sync", "crashpoint", "planted"],
+    &["types", "constants", "sync", "crashpoint", "planted", "authz"],
     &["metrics"],
     &["io"],
     &["storage"],

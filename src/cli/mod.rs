@@ -3,7 +3,8 @@
 //! duration and size parsers ([`units`]), and how an error becomes one line and an exit
 //! status (2 for usage errors, 1 for runtime failures); and the admin subcommands over
 //! the Kafka protocol, one file each ([`configs`], [`topics`], [`elect_leaders`],
-//! [`groups`], [`quotas`], [`transactions`], [`log_dirs`], [`shards`]), above the subsystems
+//! [`groups`], [`quotas`], [`acls`] (with [`sasl`] logins), [`transactions`], [`log_dirs`],
+//! [`shards`]), above the subsystems
 //! they speak to so that no subsystem imports the command line.
 //!
 //! Runs on the main thread of the CLI process before anything else. Invariant: both
@@ -11,6 +12,7 @@
 //! subcommand, after it, after its sub-subcommand); [`check_placement`] then refuses one
 //! given to a subcommand that does not read it, instead of ignoring it.
 
+pub mod acls;
 pub mod certs;
 pub mod configs;
 pub mod elect_leaders;
@@ -18,6 +20,7 @@ pub mod format;
 pub mod groups;
 pub mod log_dirs;
 pub mod quotas;
+pub mod sasl;
 pub mod shards;
 pub mod topics;
 pub mod transactions;

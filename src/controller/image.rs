@@ -100,6 +100,8 @@ pub struct MetadataImage {
     pub client_quotas: Arc<crate::quota::ClientQuotaConfigs>,
     /// SCRAM credentials (AlterUserScramCredentials), read by every shard's SASL exchange.
     pub scram_credentials: Arc<super::scram::ScramCredentials>,
+    /// ACLs (CreateAcls/DeleteAcls), checked by every shard's authorizer.
+    pub acls: Arc<crate::authz::AclSet>,
     /// Registered brokers by node id (empty until brokers register: a single node).
     pub brokers: Arc<BTreeMap<NodeId, BrokerImage>>,
     /// Partition reassignments in progress by (topic id, partition): adding and removing
@@ -122,6 +124,7 @@ impl MetadataImage {
             broker_defaults: Arc::clone(defaults),
             client_quotas: Arc::default(),
             scram_credentials: Arc::default(),
+            acls: Arc::default(),
             brokers: Arc::default(),
             reassignments: Arc::default(),
         }

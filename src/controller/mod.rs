@@ -18,6 +18,7 @@
 //! shard is below the shard count (partitions of vanished shards are re-placed at open and
 //! the move recorded); producer ids are never handed out twice, across restarts too.
 
+pub mod acls;
 pub mod alter_partition;
 mod broker_configs;
 mod brokers;

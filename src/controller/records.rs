@@ -59,6 +59,21 @@ pub enum MetadataRecord {
     /// A user's SCRAM credential for one mechanism, set or removed (Kafka's
     /// `UserScramCredentialRecord` / `RemoveUserScramCredentialRecord`).
     ScramCredential(ScramCredentialRecord),
+    /// An ACL created under an id (Kafka's `AccessControlEntryRecord`, type 23 there too).
+    Acl(AclRecord),
+    /// The ACL with this id removed (Kafka's `RemoveAccessControlEntryRecord`, type 24).
+    RemoveAcl {
+        id: Uuid,
+    },
+}
+
+/// An ACL and its id. Layout: `[id uuid][resource type i8][resource name str]
+/// [pattern type i8][principal str][host str][operation i8][permission i8]`, codes as
+/// Kafka's (`crate::authz::model`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AclRecord {
+    pub id: Uuid,
+    pub acl: crate::authz::Acl,
 }
 
 /// A SCRAM credential set (`credential: Some`) or removed (`None`).
@@ -175,6 +190,9 @@ const TYPE_UNREGISTER_BROKER: u8 = 11;
 /// Numbered apart from the others so concurrent additions of record types do not collide.
 const TYPE_PARTITION_REASSIGNMENT: u8 = 20;
 const TYPE_SCRAM_CREDENTIAL: u8 = 21;
+/// Kafka's own numbers for `AccessControlEntryRecord` and `RemoveAccessControlEntryRecord`.
+const TYPE_ACL: u8 = 23;
+const TYPE_REMOVE_ACL: u8 = 24;
 /// The `node` field of a cluster-default broker config (Kafka's empty resource name).
 const NODE_CLUSTER_DEFAULT: i32 = -1;
 const VERSION_0: u8 = 0;
@@ -305,6 +323,22 @@ impl MetadataRecord {
                 }
                 TYPE_SCRAM_CREDENTIAL
             }
+            MetadataRecord::Acl(r) => {
+                let a = &r.acl;
+                p.extend_from_slice(r.id.as_bytes());
+                p.push(a.resource_type.code().to_be_bytes()[0]);
+                put_str(&mut p, &a.resource_name);
+                p.push(a.pattern.code().to_be_bytes()[0]);
+                put_str(&mut p, &a.principal);
+                put_str(&mut p, &a.host);
+                p.push(a.operation.code().to_be_bytes()[0]);
+                p.push(a.permission.code().to_be_bytes()[0]);
+                TYPE_ACL
+            }
+            MetadataRecord::RemoveAcl { id } => {
+                p.extend_from_slice(id.as_bytes());
+                TYPE_REMOVE_ACL
+            }
         };
         out.push(kind);
         out.push(match self {
@@ -382,6 +416,8 @@ impl MetadataRecord {
                 })
             }
             TYPE_SCRAM_CREDENTIAL => MetadataRecord::ScramCredential(decode_scram(&mut p)?),
+            TYPE_ACL => MetadataRecord::Acl(decode_acl(&mut p)?),
+            TYPE_REMOVE_ACL => MetadataRecord::RemoveAcl { id: p.uuid()? },
             other => return Err(DecodeError::UnknownType(other)),
         };
         if p.pos != payload.len() {
@@ -432,6 +468,21 @@ fn decode_scram(p: &mut Reader<'_>) -> Result<ScramCredentialRecord, DecodeError
         })
     };
     Ok(ScramCredentialRecord { user, mechanism, credential })
+}
+
+fn decode_acl(p: &mut Reader<'_>) -> Result<AclRecord, DecodeError> {
+    use crate::authz::{Acl, Operation, PatternType, Permission, ResourceType};
+    let code = |p: &mut Reader<'_>| p.u8().map(|b| i8::from_be_bytes([b]));
+    let id = p.uuid()?;
+    let resource_type = ResourceType::from_code(code(p)?);
+    let resource_name = p.string()?;
+    let pattern = PatternType::from_code(code(p)?);
+    let principal = p.string()?;
+    let host = p.string()?;
+    let operation = Operation::from_code(code(p)?);
+    let permission = Permission::from_code(code(p)?);
+    let acl = Acl { resource_type, resource_name, pattern, principal, host, operation, permission };
+    Ok(AclRecord { id, acl })
 }
 
 fn decode_register(p: &mut Reader<'_>) -> Result<RegisterBrokerRecord, DecodeError> {
@@ -643,6 +694,19 @@ mod tests {
                 adding: vec![NodeId(4)],
                 removing: vec![NodeId(1)],
             }),
+            MetadataRecord::Acl(AclRecord {
+                id: Uuid::from_u128(0x77),
+                acl: crate::authz::Acl {
+                    resource_type: crate::authz::ResourceType::Topic,
+                    resource_name: "orders-".into(),
+                    pattern: crate::authz::PatternType::Prefixed,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: crate::authz::Operation::Write,
+                    permission: crate::authz::Permission::Allow,
+                },
+            }),
+            MetadataRecord::RemoveAcl { id: Uuid::from_u128(0x77) },
         ]
     }
 
@@ -758,5 +822,24 @@ mod tests {
                 value: Some(1024.0),
             })
         );
+    }
+
+    /// The ACL records' bytes as first written (issue 35), so later versions keep reading
+    /// them: type 23, version 0, then id, codes and strings.
+    #[test]
+    fn acl_record_bytes_are_fixed() {
+        let mut want = vec![23, 0, 0, 0, 0, 0];
+        want.extend_from_slice(Uuid::from_u128(1).as_bytes());
+        want.extend_from_slice(&[2, 0, 0, 0, 1, b't', 3, 0, 0, 0, 6]);
+        want.extend_from_slice(b"User:a");
+        want.extend_from_slice(&[0, 0, 0, 1, b'*', 3, 3]);
+        want[5] = u8::try_from(want.len() - 6).unwrap();
+        let (rec, used) = MetadataRecord::decode(&want).unwrap();
+        assert_eq!(used, want.len());
+        let mut again = Vec::new();
+        rec.encode(&mut again);
+        assert_eq!(again, want);
+        let MetadataRecord::Acl(r) = rec else { panic!("not an ACL record: {rec:?}") };
+        assert_eq!(r.acl.to_string(), "(principal=User:a, host=*, operation=READ, permissionType=ALLOW) on ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)");
     }
 }

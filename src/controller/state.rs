@@ -62,6 +62,8 @@ pub struct ControllerState {
     pub(super) client_quotas: Arc<ClientQuotaConfigs>,
     /// SCRAM credentials (AlterUserScramCredentials), checked by every shard's SASL.
     pub(super) scram_credentials: Arc<super::scram::ScramCredentials>,
+    /// ACLs (CreateAcls/DeleteAcls), checked by every shard's authorizer.
+    pub(super) acls: Arc<crate::authz::AclSet>,
     pub(super) topics: BTreeMap<String, Arc<TopicImage>>,
     pub(super) topic_ids: HashMap<Uuid, String>,
     pub(super) producer_id_block_end: i64,
@@ -99,6 +101,7 @@ impl ControllerState {
             broker_configs: BTreeMap::new(),
             client_quotas: Arc::default(),
             scram_credentials: Arc::default(),
+            acls: Arc::default(),
             topics: BTreeMap::new(),
             topic_ids: HashMap::new(),
             producer_id_block_end: 0,
@@ -233,6 +236,7 @@ impl ControllerState {
             }
         }
         cluster.extend(self.scram_snapshot_records());
+        cluster.extend(self.acl_snapshot_records());
         out.extend_from_slice(&encode_frame(&cluster));
         // One frame per topic keeps every frame within the size a live change may have.
         for t in self.topics.values() {
@@ -409,6 +413,8 @@ impl ControllerState {
             MetadataRecord::UnregisterBroker(b) => self.apply_unregister(b)?,
             MetadataRecord::PartitionReassignment(r) => self.apply_reassignment(r)?,
             MetadataRecord::ScramCredential(r) => self.apply_scram_credential(r),
+            MetadataRecord::Acl(r) => self.apply_acl(r)?,
+            MetadataRecord::RemoveAcl { id } => self.apply_remove_acl(id)?,
         }
         Ok(())
     }
@@ -429,6 +435,7 @@ impl ControllerState {
         image.topic_ids = self.topic_ids.clone();
         image.client_quotas = Arc::clone(&self.client_quotas);
         image.scram_credentials = Arc::clone(&self.scram_credentials);
+        image.acls = Arc::clone(&self.acls);
         image.brokers = Arc::clone(&self.brokers);
         image.reassignments = Arc::new(self.reassignments.clone());
         self.image = Arc::new(image);

@@ -54,6 +54,15 @@ pub enum GroupError {
     /// Kafka's answer when a group's metadata record exceeds the message size limit.
     #[error("group metadata too large to store")]
     MetadataTooLarge,
+    /// The principal may not do this to the group (decided by the server, never here).
+    #[error("group authorization failed")]
+    GroupAuthorizationFailed,
+    /// The principal may not do this to the topic.
+    #[error("topic authorization failed")]
+    TopicAuthorizationFailed,
+    /// The principal may not describe the transactional id (FindCoordinator).
+    #[error("transactional id authorization failed")]
+    TransactionalIdAuthorizationFailed,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -170,10 +170,12 @@ pub enum Count {
     DeviceFlushes = 22,
     /// Log syncs those device flushes covered.
     DeviceFlushSyncs = 23,
+    /// Requests (or parts of requests) the authorizer denied (`server::authz`).
+    AuthorizationDenials = 24,
 }
 
 impl Count {
-    pub const COUNT: usize = 24;
+    pub const COUNT: usize = 25;
     pub const ALL: [Count; Count::COUNT] = [
         Count::Requests,
         Count::RequestBytes,
@@ -199,6 +201,7 @@ impl Count {
         Count::OwnedBytesOut,
         Count::DeviceFlushes,
         Count::DeviceFlushSyncs,
+        Count::AuthorizationDenials,
     ];
 }
 

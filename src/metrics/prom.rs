@@ -212,6 +212,11 @@ fn encode_totals(enc: &mut DescriptorEncoder, m: &Merged) -> fmt::Result {
             "Log syncs covered by shared device flushes",
             c(Count::DeviceFlushSyncs),
         ),
+        (
+            "shardlog_authorization_denials",
+            "Requests, or parts of requests, the authorizer denied",
+            c(Count::AuthorizationDenials),
+        ),
     ];
     for (name, help, value) in counters {
         enc.encode_descriptor(name, help, None, MetricType::Counter)?

@@ -76,6 +76,44 @@ pub fn encode_response<R: Encodable>(
     Ok(buf.freeze())
 }
 
+/// Encodes a request as the dispatcher receives it (header then body, no size prefix): a
+/// request rewritten before it is forwarded (e.g. without the topics a principal may not
+/// touch).
+pub fn encode_request_frame<R: Encodable>(
+    header: &kafka_protocol::messages::RequestHeader,
+    api: ApiKey,
+    version: i16,
+    body: &R,
+) -> Result<Bytes, DecodeError> {
+    let encode_err =
+        |err: anyhow::Error| DecodeError::Encode { api, version, reason: format!("{err:#}") };
+    let mut buf = BytesMut::new();
+    header.encode(&mut buf, api.request_header_version(version)).map_err(encode_err)?;
+    body.encode(&mut buf, version).map_err(encode_err)?;
+    Ok(buf.freeze())
+}
+
+/// Decodes a whole response frame as [`encode_response`] makes it: its correlation id and
+/// body.
+pub fn decode_response_frame<R: Decodable>(
+    mut frame: Bytes,
+    api: ApiKey,
+    version: i16,
+) -> Result<(i32, R), DecodeError> {
+    use bytes::Buf;
+    let malformed =
+        |err: anyhow::Error| DecodeError::Malformed { api, version, reason: format!("{err:#}") };
+    if frame.len() < 4 {
+        return Err(DecodeError::ShortHeader { size_bytes: frame.len() });
+    }
+    frame.advance(4);
+    let header_version =
+        if api == ApiKey::ApiVersions { 0 } else { api.response_header_version(version) };
+    let header = ResponseHeader::decode(&mut frame, header_version).map_err(malformed)?;
+    let body = R::decode(&mut frame, version).map_err(malformed)?;
+    Ok((header.correlation_id, body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,5 +17,8 @@ pub mod response;
 pub mod versions;
 
 pub use frame::{read_frame, FrameError};
-pub use header::{decode_request, encode_response, peek_api, DecodeError};
+pub use header::{
+    decode_request, decode_response_frame, encode_request_frame, encode_response, peek_api,
+    DecodeError,
+};
 pub use response::ResponseFrame;

@@ -32,19 +32,41 @@ pub struct ListenerSecurity {
     pub sasl: Option<Arc<sasl::SaslConfig>>,
 }
 
-/// One connection's identity as its request handlers see it: the listener it came in on
-/// and the principal it authenticated as (`User:ANONYMOUS` until then, and on PLAINTEXT).
+/// One connection's identity as its request handlers see it: the listener it came in on,
+/// the principal it authenticated as (`User:ANONYMOUS` until then, and on PLAINTEXT), the
+/// client's address as ACL hosts name it, and the authorizer's decisions for it so far.
 #[derive(Debug)]
 pub struct Session {
     /// The listener's name (upper case), e.g. to answer Metadata with its endpoints.
     pub listener: Rc<str>,
     principal: RefCell<Principal>,
+    /// `User:<name>`, as ACLs and `super.users` name the principal.
+    acl_principal: RefCell<Rc<str>>,
+    /// The client's IP address as Kafka prints it (ACL host matching); empty if unknown.
+    host: Rc<str>,
+    /// Authorization decisions of this connection (`server::authz`), reset when the ACLs
+    /// change or the principal does.
+    pub authz_cache: RefCell<crate::authz::DecisionCache>,
 }
 
 impl Session {
     #[must_use]
     pub fn new(listener: Rc<str>, principal: Principal) -> Self {
-        Self { listener, principal: RefCell::new(principal) }
+        let acl_principal = RefCell::new(acl_name(&principal));
+        Self {
+            listener,
+            principal: RefCell::new(principal),
+            acl_principal,
+            host: "".into(),
+            authz_cache: RefCell::default(),
+        }
+    }
+
+    /// The same session for a client at `peer`.
+    #[must_use]
+    pub fn with_peer(mut self, peer: Option<std::net::IpAddr>) -> Self {
+        self.host = peer.map_or_else(String::new, crate::authz::host_text).into();
+        self
     }
 
     /// The principal now (cloned: cheap, an `Rc`).
@@ -53,8 +75,27 @@ impl Session {
         self.principal.borrow().clone()
     }
 
+    /// The principal as ACLs name it (`User:alice`).
+    #[must_use]
+    pub fn acl_principal(&self) -> Rc<str> {
+        self.acl_principal.borrow().clone()
+    }
+
+    /// The client's address as ACL hosts name it.
+    #[must_use]
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     /// Set by a successful authentication.
     pub fn authenticated(&self, principal: Principal) {
+        *self.acl_principal.borrow_mut() = acl_name(&principal);
         *self.principal.borrow_mut() = principal;
+        *self.authz_cache.borrow_mut() = crate::authz::DecisionCache::default();
     }
+}
+
+/// Kafka's principal type of every authenticated (and anonymous) connection here is `User`.
+fn acl_name(principal: &Principal) -> Rc<str> {
+    format!("User:{}", principal.name()).into()
 }

@@ -5,8 +5,9 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, ElectLeadersRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteTopicsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest,
 };
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest,
@@ -33,6 +34,8 @@ pub const CONTROLLER_APIS: &[ApiKey] = &[
     ApiKey::AlterPartitionReassignments,
     ApiKey::ListPartitionReassignments,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
 ];
 
 pub(super) fn run(
@@ -89,6 +92,12 @@ pub(super) fn run(
             mutate::<ListPartitionReassignmentsRequest, _>(c, api, version, frame, |c, r| {
                 admin::list_partition_reassignments::handle(c, r, version)
             })
+        }
+        ApiKey::CreateAcls => {
+            mutate::<CreateAclsRequest, _>(c, api, version, frame, admin::acls::create)
+        }
+        ApiKey::DeleteAcls => {
+            mutate::<DeleteAclsRequest, _>(c, api, version, frame, admin::acls::delete)
         }
         other => Err(format!("{other:?} is not a controller API")),
     };

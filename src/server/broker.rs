@@ -49,6 +49,8 @@ pub struct ShardBroker {
     pub(crate) limits: super::limits::ShardLimits,
     /// Measured client rates against their quotas (`crate::quota`), created on first use.
     quotas: OnceCell<RefCell<ShardQuotas>>,
+    /// This shard's budget of authorization-denial log lines (`server::authz`).
+    pub(crate) denial_log: super::authz::DenialLog,
 }
 
 impl ShardBroker {

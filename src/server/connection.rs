@@ -92,7 +92,7 @@ async fn secure_then_run<S>(
     let name: Rc<str> =
         ctx.config.listeners.all.get(listener).map_or("PLAINTEXT", |l| &l.name).into();
     let security = ctx.config.listener_security.get(listener).cloned().unwrap_or_default();
-    let session = Session::new(name, crate::quota::Principal::anonymous());
+    let session = Session::new(name, crate::quota::Principal::anonymous()).with_peer(peer);
     let gate = security.sasl.map(SaslGate::new);
     let Some(tls) = security.tls else {
         return run_admitted(ctx, stream, peer, permit, (session, gate)).await;
@@ -141,6 +141,7 @@ async fn run_admitted<S>(
     let mute = Rc::new(Mute::default());
     let writer_task =
         ctx.spawn(write_loop(writer, rx, closed.clone(), activity.clone(), mute.clone()));
+    let session = Rc::new(session);
     let conn = Conn { closed: &closed, peer, activity: &activity, mute: &mute, session, sasl };
     read_loop(&ctx, &mut reader, tx, &conn).await;
     let _ = writer_task.await;
@@ -158,7 +159,7 @@ struct Conn<'a> {
     mute: &'a Mute,
     /// The listener and the principal the connection authenticated as (user quotas are
     /// keyed by its name; `User:ANONYMOUS` without authentication).
-    session: Session,
+    session: Rc<Session>,
     /// On a SASL listener: the exchange, until the connection authenticated.
     sasl: Option<SaslGate>,
 }

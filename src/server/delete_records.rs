@@ -17,6 +17,7 @@ use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsRespon
 
 use super::dispatch::{respond, ResponseFuture};
 use super::route::{self, Scatter};
+use crate::authz::{Operation, ResourceType};
 use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
@@ -28,16 +29,29 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<DeleteRecordsRequest>(frame, ApiKey::DeleteRecords, version)
             .map_err(|e| e.to_string())?;
     let mut scatter = Scatter::default();
     let mut response = DeleteRecordsResponse::default();
+    // Kafka's check: DeleteRecords: DELETE on each topic.
+    let image = ctx.image();
     for (t, topic) in req.topics.into_iter().enumerate() {
         let name = topic.name.0.to_string();
+        let denied = !crate::server::authz::allowed_in(
+            ctx,
+            session,
+            &image.acls,
+            (Operation::Delete, ResourceType::Topic, &name),
+        );
         for p in topic.partitions {
-            let target = route::owner(ctx, &name, p.partition_index);
+            let target = if denied {
+                Err(kafka_protocol::error::ResponseError::TopicAuthorizationFailed)
+            } else {
+                route::owner(ctx, &name, p.partition_index)
+            };
             scatter.push((t, p.partition_index), target, || PartitionOp::DeleteRecords {
                 topic: name.clone(),
                 partition: p.partition_index,

@@ -17,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::dispatch::{respond, ResponseFuture};
 use super::route::{self, Scatter};
+use crate::authz::{Operation, ResourceType};
 use crate::partition::ops::{PartitionOp, PartitionResult, ProducerInfo};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
@@ -27,16 +28,29 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<DescribeProducersRequest>(frame, ApiKey::DescribeProducers, version)
             .map_err(|e| e.to_string())?;
     let mut scatter = Scatter::default();
     let mut response = DescribeProducersResponse::default();
+    // Kafka's check: DescribeProducers: READ on each topic.
+    let image = ctx.image();
     for (t, topic) in req.topics.into_iter().enumerate() {
         let name = topic.name.0.to_string();
+        let denied = !crate::server::authz::allowed_in(
+            ctx,
+            session,
+            &image.acls,
+            (Operation::Read, ResourceType::Topic, &name),
+        );
         for index in topic.partition_indexes {
-            let target = route::owner(ctx, &name, index);
+            let target = if denied {
+                Err(kafka_protocol::error::ResponseError::TopicAuthorizationFailed)
+            } else {
+                route::owner(ctx, &name, index)
+            };
             scatter.push((t, index), target, || PartitionOp::DescribeProducers {
                 topic: name.clone(),
                 partition: index,

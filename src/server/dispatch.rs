@@ -109,10 +109,9 @@ pub async fn dispatch(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     peer: Option<IpAddr>,
-    (session, mute): (&crate::security::Session, &super::throttle::Mute),
+    (session, mute): (&Rc<crate::security::Session>, &super::throttle::Mute),
 ) -> Result<ResponseFuture, String> {
     let principal = &session.principal();
-    let listener = &session.listener;
     let peek = peek_api(&frame).map_err(|e| e.to_string())?;
     let api =
         ApiKey::try_from(peek.api_key).map_err(|()| format!("unknown api key {}", peek.api_key))?;
@@ -133,75 +132,118 @@ pub async fn dispatch(
     match api {
         ApiKey::Produce => produce::start(ctx, frame, version, session, mute).await,
         ApiKey::Fetch => fetch::start(ctx, frame, version, session).await,
-        ApiKey::ListOffsets => list_offsets::start(ctx, frame, version).await,
-        ApiKey::Metadata => metadata::start(ctx, frame, version, listener),
-        ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::start(ctx, frame, version).await,
-        ApiKey::DeleteRecords => delete_records::start(ctx, frame, version).await,
-        ApiKey::DescribeProducers => describe_producers::start(ctx, frame, version).await,
-        ApiKey::DescribeLogDirs => log_dirs::describe::start(ctx, frame, version).await,
-        ApiKey::AlterReplicaLogDirs => log_dirs::alter::start(ctx, frame, version),
+        ApiKey::ListOffsets => list_offsets::start(ctx, frame, version, session).await,
+        ApiKey::Metadata => metadata::start(ctx, frame, version, session),
+        ApiKey::OffsetForLeaderEpoch => {
+            offset_for_leader_epoch::start(ctx, frame, version, session).await
+        }
+        ApiKey::DeleteRecords => delete_records::start(ctx, frame, version, session).await,
+        ApiKey::DescribeProducers => describe_producers::start(ctx, frame, version, session).await,
+        ApiKey::DescribeLogDirs => log_dirs::describe::start(ctx, frame, version, session).await,
+        ApiKey::AlterReplicaLogDirs => log_dirs::alter::start(ctx, frame, version, session),
         ApiKey::DescribeConfigs
         | ApiKey::DescribeCluster
         | ApiKey::DescribeTopicPartitions
         | ApiKey::DescribeClientQuotas
         | ApiKey::DescribeUserScramCredentials => {
-            metadata::start_read_only(ctx, api, frame, version, listener)
+            metadata::start_read_only(ctx, api, frame, version, session)
         }
         // A transactional id's InitProducerId goes to its transaction coordinator.
         ApiKey::InitProducerId if txn::init_producer_id::is_transactional(&frame, version) => {
-            txn::init_producer_id::start(ctx, frame, version).await
+            txn::init_producer_id::start(ctx, frame, version, session).await
+        }
+        // Before the controller APIs: CreateAcls and DeleteAcls are checked here first.
+        ApiKey::DescribeAcls | ApiKey::CreateAcls | ApiKey::DeleteAcls => {
+            super::acl_apis::start(ctx, api, frame, version, session)
         }
         api if CONTROLLER_APIS.contains(&api) || api == ApiKey::DescribeQuorum => {
+            // Authorization first: the mutation quota counts only what is sent on.
+            let (frame, merge) =
+                match super::controller_authz::gate(ctx, api, version, frame, session)? {
+                    super::controller_authz::Gate::Forward(frame, merge) => (frame, merge),
+                    super::controller_authz::Gate::Answer(outcome) => return Ok(ready(outcome)),
+                };
             let delay_ms = match super::mutation_quota::gate(ctx, api, version, &frame, principal)?
             {
                 super::mutation_quota::Gate::Forward { delay_ms } => delay_ms,
                 super::mutation_quota::Gate::Answer(outcome) => return Ok(ready(outcome)),
             };
-            let fut = controller_api(ctx, api, version, frame);
+            let fut = controller_api_merged(ctx, (api, version), frame, merge);
             if delay_ms == 0 {
                 return Ok(fut);
             }
             // KIP-599, permissive version over quota: answered, but late.
             Ok(Box::pin(async move { super::throttle::wrap(fut.await, delay_ms, false) }))
         }
-        ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version, listener),
-        ApiKey::JoinGroup => group::join_group::start(ctx, frame, version, peer).await,
-        ApiKey::SyncGroup => group::sync_group::start(ctx, frame, version).await,
-        ApiKey::Heartbeat => group::heartbeat::start(ctx, frame, version).await,
-        ApiKey::LeaveGroup => group::leave_group::start(ctx, frame, version).await,
-        ApiKey::OffsetCommit => group::offset_commit::start(ctx, frame, version).await,
-        ApiKey::OffsetFetch => group::offset_fetch::start(ctx, frame, version).await,
-        ApiKey::ListGroups => group::list_groups::start(ctx, frame, version),
-        ApiKey::DescribeGroups => group::describe_groups::start(ctx, frame, version).await,
-        ApiKey::DeleteGroups => group::delete_groups::start(ctx, frame, version).await,
-        ApiKey::OffsetDelete => group::offset_delete::start(ctx, frame, version).await,
-        ApiKey::AddPartitionsToTxn => txn::add_partitions_to_txn::start(ctx, frame, version).await,
-        ApiKey::AddOffsetsToTxn => txn::add_offsets_to_txn::start(ctx, frame, version).await,
-        ApiKey::EndTxn => txn::end_txn::start(ctx, frame, version).await,
-        ApiKey::TxnOffsetCommit => txn::txn_offset_commit::start(ctx, frame, version).await,
-        ApiKey::WriteTxnMarkers => txn::write_txn_markers::start(ctx, frame, version).await,
-        ApiKey::DescribeTransactions => {
-            txn::describe_transactions::start(ctx, frame, version).await
+        ApiKey::FindCoordinator => group::find_coordinator::start(ctx, frame, version, session),
+        ApiKey::JoinGroup => group::join_group::start(ctx, frame, version, (peer, session)).await,
+        ApiKey::SyncGroup => group::sync_group::start(ctx, frame, version, session).await,
+        ApiKey::Heartbeat => group::heartbeat::start(ctx, frame, version, session).await,
+        ApiKey::LeaveGroup => group::leave_group::start(ctx, frame, version, session).await,
+        ApiKey::OffsetCommit => group::offset_commit::start(ctx, frame, version, session).await,
+        ApiKey::OffsetFetch => group::offset_fetch::start(ctx, frame, version, session).await,
+        ApiKey::ListGroups => group::list_groups::start(ctx, frame, version, session),
+        ApiKey::DescribeGroups => group::describe_groups::start(ctx, frame, version, session).await,
+        ApiKey::DeleteGroups => group::delete_groups::start(ctx, frame, version, session).await,
+        ApiKey::OffsetDelete => group::offset_delete::start(ctx, frame, version, session).await,
+        ApiKey::AddPartitionsToTxn => {
+            txn::add_partitions_to_txn::start(ctx, frame, version, session).await
         }
-        ApiKey::ListTransactions => txn::list_transactions::start(ctx, frame, version).await,
+        ApiKey::AddOffsetsToTxn => {
+            txn::add_offsets_to_txn::start(ctx, frame, version, session).await
+        }
+        ApiKey::EndTxn => txn::end_txn::start(ctx, frame, version, session).await,
+        ApiKey::TxnOffsetCommit => {
+            txn::txn_offset_commit::start(ctx, frame, version, session).await
+        }
+        ApiKey::WriteTxnMarkers => {
+            txn::write_txn_markers::start(ctx, frame, version, session).await
+        }
+        ApiKey::DescribeTransactions => {
+            txn::describe_transactions::start(ctx, frame, version, session).await
+        }
+        ApiKey::ListTransactions => {
+            txn::list_transactions::start(ctx, frame, version, session).await
+        }
         // On a listener without SASL, or after authentication: Kafka's ILLEGAL_SASL_STATE.
         ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => {
             super::unserved::answer(api, version, peek.correlation_id).map(ready)
-        }
-        ApiKey::DescribeAcls | ApiKey::CreateAcls | ApiKey::DeleteAcls => {
-            super::unserved::start_acls(api, frame, version)
         }
         other => Err(format!("no handler for {other:?}")),
     }
 }
 
 /// Forwards an admin request to the controller shard.
-fn controller_api(ctx: &Rc<ShardCtx>, api: ApiKey, version: i16, frame: Bytes) -> ResponseFuture {
+pub(super) fn controller_api(
+    ctx: &Rc<ShardCtx>,
+    api: ApiKey,
+    version: i16,
+    frame: Bytes,
+) -> ResponseFuture {
     use super::control::{call_controller, ControllerReply, ControllerRequest};
     let ctx = ctx.clone();
     Box::pin(async move {
         match call_controller(&ctx, ControllerRequest::Admin { api, version, frame }).await {
             ControllerReply::Encoded(frame) => Outcome::Respond(frame.into()),
+            ControllerReply::Done => Outcome::Close("controller gave no response".into()),
+            ControllerReply::Rejected(reason) => Outcome::Close(reason),
+        }
+    })
+}
+
+/// [`controller_api`], the answer passed through `merge` (the refused items added back).
+fn controller_api_merged(
+    ctx: &Rc<ShardCtx>,
+    (api, version): (ApiKey, i16),
+    frame: Bytes,
+    merge: Option<super::controller_authz::Merge>,
+) -> ResponseFuture {
+    use super::control::{call_controller, ControllerReply, ControllerRequest};
+    let Some(merge) = merge else { return controller_api(ctx, api, version, frame) };
+    let ctx = ctx.clone();
+    Box::pin(async move {
+        match call_controller(&ctx, ControllerRequest::Admin { api, version, frame }).await {
+            ControllerReply::Encoded(frame) => merge(frame),
             ControllerReply::Done => Outcome::Close("controller gave no response".into()),
             ControllerReply::Rejected(reason) => Outcome::Close(reason),
         }

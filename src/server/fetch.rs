@@ -37,6 +37,8 @@ use uuid::Uuid;
 use super::call::{ShardReply, ShardRequest};
 use super::dispatch::{respond, Outcome, ResponseFuture};
 use super::route::{self, Scatter};
+use crate::authz::Operation::{self, Read};
+use crate::authz::ResourceType::Topic;
 use crate::constants::FETCH_MAX_WAIT_MS_CAP;
 use crate::partition::ops::{FetchPart, PartitionOp, PartitionResult, WaitSpec};
 use crate::partition::replica_fetch::{ReplicaFetchOp, ReplicaFetchRequest};
@@ -71,8 +73,9 @@ struct Wanted {
     /// v12+, -1 when absent.
     last_fetched_epoch: i32,
     owner: Option<ShardId>,
-    /// v13+: the request's topic id matches no topic.
-    unknown_id: bool,
+    /// Answered without a read: UNKNOWN_TOPIC_ID (v13+: the topic id matches no topic) or
+    /// TOPIC_AUTHORIZATION_FAILED (no READ on the topic; for a follower, no CLUSTER_ACTION).
+    refused: Option<ResponseError>,
 }
 
 /// A requested topic as the response names it: by name before v13, by id from v13.
@@ -135,6 +138,10 @@ pub async fn start(
         .min(quota_window_bytes.map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)));
     let mut wanted = Vec::new();
     let mut topics = Vec::with_capacity(req.topics.len());
+    // Kafka's checks: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on
+    // each topic; both are answered TOPIC_AUTHORIZATION_FAILED per partition.
+    let replica_denied =
+        replica.is_some() && !super::authz::cluster(ctx, session, Operation::ClusterAction);
     for (t, topic) in req.topics.into_iter().enumerate() {
         let (name, unknown_id) = if version >= TOPIC_ID_VERSION {
             match image.topic_by_id(&topic.topic_id) {
@@ -144,10 +151,20 @@ pub async fn start(
         } else {
             (topic.topic.0.to_string(), false)
         };
+        let refused = if unknown_id {
+            Some(ResponseError::UnknownTopicId)
+        } else if replica_denied
+            || (replica.is_none()
+                && !super::authz::allowed_in(ctx, session, &image.acls, (Read, Topic, &name)))
+        {
+            Some(ResponseError::TopicAuthorizationFailed)
+        } else {
+            None
+        };
         for p in topic.partitions {
             wanted.push(Wanted {
                 topic: t,
-                owner: if unknown_id {
+                owner: if refused.is_some() {
                     None
                 } else {
                     ctx.owner_of(&name, p.partition).map(|(shard, _)| shard)
@@ -158,7 +175,7 @@ pub async fn start(
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0).min(max_bytes),
                 current_leader_epoch: p.current_leader_epoch,
                 last_fetched_epoch: p.last_fetched_epoch,
-                unknown_id,
+                refused,
             });
         }
         topics.push(TopicKey { name: topic.topic, id: topic.topic_id });
@@ -243,10 +260,10 @@ fn apply_quota(
 async fn read_all(ctx: &Rc<ShardCtx>, plan: &Plan) -> Vec<FetchPart> {
     let mut scatter = Scatter::default();
     for w in &plan.wanted {
-        let target = match (w.unknown_id, w.owner) {
-            (true, _) => Err(ResponseError::UnknownTopicId),
-            (false, Some(owner)) => Ok(owner),
-            (false, None) => Err(ResponseError::UnknownTopicOrPartition),
+        let target = match (w.refused, w.owner) {
+            (Some(error), _) => Err(error),
+            (None, Some(owner)) => Ok(owner),
+            (None, None) => Err(ResponseError::UnknownTopicOrPartition),
         };
         scatter.push((), target, || fetch_op(plan, w));
     }
@@ -496,6 +513,7 @@ pub(crate) fn one_partition_image() -> crate::controller::MetadataImage {
     };
     MetadataImage {
         scram_credentials: std::sync::Arc::default(),
+        acls: std::sync::Arc::default(),
         version: 1,
         cluster_id: "c".into(),
         node_id: NodeId(1),
@@ -607,7 +625,7 @@ mod tests {
                     current_leader_epoch: -1,
                     last_fetched_epoch: -1,
                     owner: Some(ShardId(0)),
-                    unknown_id: false,
+                    refused: None,
                 })
                 .collect(),
             min_bytes: 0,

@@ -14,6 +14,7 @@ use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 
 use super::dispatch::{respond, ResponseFuture};
 use super::route::{self, Scatter};
+use crate::authz::{Operation, ResourceType};
 use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
@@ -26,15 +27,28 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<ListOffsetsRequest>(frame, ApiKey::ListOffsets, version)
         .map_err(|e| e.to_string())?;
     let mut scatter = Scatter::default();
     let mut response = ListOffsetsResponse::default();
+    // Kafka's check: ListOffsets: DESCRIBE on each topic.
+    let image = ctx.image();
     for (t, topic) in req.topics.into_iter().enumerate() {
         let name = topic.name.0.to_string();
+        let denied = !crate::server::authz::allowed_in(
+            ctx,
+            session,
+            &image.acls,
+            (Operation::Describe, ResourceType::Topic, &name),
+        );
         for p in topic.partitions {
-            let target = route::owner(ctx, &name, p.partition_index);
+            let target = if denied {
+                Err(kafka_protocol::error::ResponseError::TopicAuthorizationFailed)
+            } else {
+                route::owner(ctx, &name, p.partition_index)
+            };
             scatter.push((t, p.partition_index), target, || PartitionOp::ListOffsets {
                 topic: name.clone(),
                 partition: p.partition_index,

@@ -5,14 +5,17 @@
 //! Runs on every shard: a connection is served entirely by the shard that accepted it;
 //! partition work runs on each partition's owner shard.
 
+pub mod acl_apis;
 pub mod admin;
 mod admin_wiring;
 pub mod api_versions;
+pub mod authz;
 pub mod broker;
 pub mod call;
 pub mod cluster;
 pub mod connection;
 pub mod control;
+mod controller_authz;
 pub mod delete_records;
 pub mod describe_producers;
 pub mod dispatch;

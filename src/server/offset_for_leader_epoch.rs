@@ -12,6 +12,7 @@ use kafka_protocol::messages::{ApiKey, OffsetForLeaderEpochRequest, OffsetForLea
 
 use super::dispatch::{respond, ResponseFuture};
 use super::route::{self, Scatter};
+use crate::authz::{Operation, ResourceType};
 use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
 use crate::shard::ShardCtx;
@@ -22,16 +23,36 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<OffsetForLeaderEpochRequest>(frame, ApiKey::OffsetForLeaderEpoch, version)
             .map_err(|e| e.to_string())?;
     let mut scatter = Scatter::default();
     let mut response = OffsetForLeaderEpochResponse::default();
+    // Kafka's check: OffsetForLeaderEpoch: CLUSTER_ACTION on the cluster (followers), else DESCRIBE on each topic (consumers, KIP-320).
+    let image = ctx.image();
+    let cluster = crate::server::authz::filter(
+        ctx,
+        session,
+        &image.acls,
+        (Operation::ClusterAction, ResourceType::Cluster, crate::authz::CLUSTER_NAME),
+    );
     for (t, topic) in req.topics.into_iter().enumerate() {
         let name = topic.topic.0.to_string();
+        let denied = !cluster
+            && !crate::server::authz::allowed_in(
+                ctx,
+                session,
+                &image.acls,
+                (Operation::Describe, ResourceType::Topic, &name),
+            );
         for p in topic.partitions {
-            let target = route::owner(ctx, &name, p.partition);
+            let target = if denied {
+                Err(kafka_protocol::error::ResponseError::TopicAuthorizationFailed)
+            } else {
+                route::owner(ctx, &name, p.partition)
+            };
             scatter.push((t, p.partition), target, || PartitionOp::EpochEnd {
                 topic: name.clone(),
                 partition: p.partition,

@@ -25,8 +25,11 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ApiKey, BrokerId, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::authz;
 use super::dispatch::{respond, Outcome, ResponseFuture};
 use super::route::{self, PartitionOutcome, Scatter};
+use crate::authz::Operation::Write;
+use crate::authz::ResourceType::{Topic, TransactionalId};
 use crate::controller::MetadataImage;
 use crate::partition::ops::{PartitionOp, PartitionResult, ProduceError};
 use crate::protocol::decode_request;
@@ -84,8 +87,16 @@ pub async fn start(
     let image = ctx.image();
     // Below `log.dir.reserved.bytes` of free space, client data waits (`server::limits`).
     let disk_low = super::limits::data_dir_low_on_space(ctx, request_bytes);
+    // Kafka's order: transactional records need WRITE on their transactional id (else the
+    // whole request fails), then each topic needs WRITE, before anything is verified or
+    // written.
+    let txn_denied = !transactional_write_allowed(ctx, session, &req, &image);
     // KIP-890 part 1: transactional batches outside the producer's ongoing transaction.
-    let unverified = super::txn::verify::check_produce(ctx, &req, version, &image).await;
+    let unverified = if txn_denied {
+        Default::default()
+    } else {
+        super::txn::verify::check_produce(ctx, &req, version, &image).await
+    };
     for (t, topic) in req.topic_data.into_iter().enumerate() {
         let (name, unknown_id) = if version >= TOPIC_ID_VERSION {
             match image.topic_by_id(&topic.topic_id) {
@@ -95,8 +106,17 @@ pub async fn start(
         } else {
             (topic.name.0.to_string(), false)
         };
+        let refused = if txn_denied {
+            Some(ResponseError::TransactionalIdAuthorizationFailed)
+        } else if unknown_id {
+            Some(ResponseError::UnknownTopicId)
+        } else if !authz::allowed_in(ctx, session, &image.acls, (Write, Topic, &name)) {
+            Some(ResponseError::TopicAuthorizationFailed)
+        } else {
+            acks_error
+        };
         for p in topic.partition_data {
-            let target = match (acks_error, unknown_id) {
+            let target = match (refused, unknown_id) {
                 (Some(error), _) => Err(error),
                 (None, true) => Err(ResponseError::UnknownTopicId),
                 (None, false) if disk_low => Err(ResponseError::KafkaStorageError),
@@ -164,6 +184,30 @@ pub async fn start(
         let outcome = respond(ApiKey::Produce, version, correlation_id, &response);
         super::throttle::wrap(outcome, throttle_ms, mute)
     }))
+}
+
+/// Kafka's first Produce check: a request carrying transactional batches needs a
+/// transactional id and WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise).
+fn transactional_write_allowed(
+    ctx: &ShardCtx,
+    session: &crate::security::Session,
+    req: &ProduceRequest,
+    image: &MetadataImage,
+) -> bool {
+    if !authz::enabled(ctx) {
+        return true;
+    }
+    let transactional = req.topic_data.iter().any(|t| {
+        t.partition_data.iter().any(|p| {
+            p.records.as_ref().and_then(super::txn::verify::transactional_producer).is_some()
+        })
+    });
+    if !transactional {
+        return true;
+    }
+    req.transactional_id.as_ref().is_some_and(|id| {
+        authz::allowed_in(ctx, session, &image.acls, (Write, TransactionalId, id.0.as_str()))
+    })
 }
 
 /// KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader and

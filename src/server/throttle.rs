@@ -135,7 +135,7 @@ pub async fn dispatch_timed(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     peer: Option<IpAddr>,
-    (session, mute): (&crate::security::Session, &Mute),
+    (session, mute): (&Rc<crate::security::Session>, &Mute),
 ) -> Result<ResponseFuture, String> {
     if !ctx.image().client_quotas.uses(REQUEST_PERCENTAGE) {
         return dispatch(ctx, frame, peer, (session, mute)).await;

@@ -1,5 +1,4 @@
-//! Answers for requests the broker knows but has no real implementation of: the ACL APIs
-//! (answered as Kafka does without an authorizer, see [`super::admin::acls`]), and every API
+//! Answers for requests the broker knows but has no real implementation of: every API
 //! the codec decodes but the broker does not serve and does not advertise. Those get Kafka's
 //! answer where one exists without the feature (SASL on a plaintext listener: ILLEGAL_SASL_STATE;
 //! delegation tokens there: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED), otherwise
@@ -16,8 +15,7 @@ use kafka_protocol::messages::{
     AddRaftVoterResponse, AllocateProducerIdsResponse, AlterPartitionResponse,
     AlterShareGroupOffsetsResponse, ApiKey, AssignReplicasToDirsResponse, BeginQuorumEpochResponse,
     BrokerHeartbeatResponse, BrokerRegistrationResponse, ConsumerGroupHeartbeatResponse,
-    ControllerRegistrationResponse, CreateAclsRequest, CreateDelegationTokenResponse,
-    DeleteAclsRequest, DeleteShareGroupOffsetsResponse, DescribeAclsRequest,
+    ControllerRegistrationResponse, CreateDelegationTokenResponse, DeleteShareGroupOffsetsResponse,
     DescribeDelegationTokenResponse, EndQuorumEpochResponse, EnvelopeResponse,
     ExpireDelegationTokenResponse, FetchSnapshotResponse, GetTelemetrySubscriptionsResponse,
     ListConfigResourcesResponse, PushTelemetryResponse, RemoveRaftVoterResponse,
@@ -27,27 +25,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::admin::acls;
-use super::dispatch::{ready, respond, Outcome, ResponseFuture};
-use crate::protocol::{decode_request, encode_response};
-
-/// Decodes an ACL request and answers it (SECURITY_DISABLED).
-pub fn start_acls(api: ApiKey, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
-    macro_rules! answer {
-        ($req:ty, $handle:path) => {{
-            let (header, req) =
-                decode_request::<$req>(frame, api, version).map_err(|e| e.to_string())?;
-            respond(api, version, header.correlation_id, &$handle(&req))
-        }};
-    }
-    let outcome = match api {
-        ApiKey::DescribeAcls => answer!(DescribeAclsRequest, acls::describe),
-        ApiKey::CreateAcls => answer!(CreateAclsRequest, acls::create),
-        ApiKey::DeleteAcls => answer!(DeleteAclsRequest, acls::delete),
-        other => return Err(format!("{other:?} is not an ACL API")),
-    };
-    Ok(ready(outcome))
-}
+use super::dispatch::Outcome;
+use crate::protocol::encode_response;
 
 /// The answer to a request of an API this broker does not serve, or why the connection
 /// must close instead (the version is unknown to the codec, or the API has no generic
@@ -180,7 +159,7 @@ mod tests {
     fn acl_apis_are_served_at_kafka_4_1_versions() {
         for api in [ApiKey::DescribeAcls, ApiKey::CreateAcls, ApiKey::DeleteAcls] {
             let range = find(API_TABLE, api).expect("advertised, as Kafka does");
-            assert_eq!((range.min, range.max), acls::VERSIONS, "{api:?}");
+            assert_eq!((range.min, range.max), super::super::admin::acls::VERSIONS, "{api:?}");
         }
     }
 }

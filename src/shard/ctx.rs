@@ -227,6 +227,7 @@ fn placeholder_image(config: &ServeConfig) -> MetadataImage {
         broker_defaults: Arc::new(config.broker_defaults()),
         client_quotas: Arc::default(),
         scram_credentials: Arc::default(),
+        acls: Arc::default(),
         brokers: Arc::default(),
         reassignments: Arc::default(),
     }

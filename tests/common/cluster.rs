@@ -72,10 +72,24 @@ impl Cluster {
     /// As [`Cluster::start_with`], formatted but not started (a test may prepare a node's
     /// data dir first).
     pub fn formatted(voters: usize, base_port: u16, extra: &[&str]) -> Cluster {
+        let ports: Vec<u16> = (1..=voters as u16).map(|id| base_port + 100 * id).collect();
+        Cluster::formatted_at(&ports, extra)
+    }
+
+    /// As [`Cluster::start_with`], node `i + 1`'s controller port `ports[i]` (a test whose
+    /// port range is narrower than `base + 100 * id` allows).
+    pub fn start_at(ports: &[u16], extra: &[&str]) -> Cluster {
+        let mut cluster = Cluster::formatted_at(ports, extra);
+        let all: Vec<usize> = (0..cluster.nodes.len()).collect();
+        cluster.start_nodes(&all);
+        cluster
+    }
+
+    fn formatted_at(ports: &[u16], extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let cluster_id = random_cluster_id();
         let ports: Vec<(i32, u16)> =
-            (1..=voters as i32).map(|id| (id, base_port + 100 * id as u16)).collect();
+            ports.iter().enumerate().map(|(i, p)| (i as i32 + 1, *p)).collect();
         let voters_text: Vec<String> =
             ports.iter().map(|(id, port)| format!("{id}@127.0.0.1:{port}")).collect();
         let mut cluster =

@@ -22,6 +22,7 @@ mod metrics_support;
 
 mod client_quotas;
 mod client_quotas_shards;
+mod cluster_acls;
 mod cluster_coordinators;
 mod cluster_failover;
 mod cluster_leadership;

@@ -37,6 +37,32 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          with the endpoints of the listener it connected to.",
     ),
     only(
+        "allow.everyone.if.no.acl.found",
+        B,
+        Some("false"),
+        Any,
+        READ_ONLY,
+        "With an authorizer (authorizer.class.name): whether a resource that no ACL names is \
+         open to every principal. Once any ACL names a resource (LITERAL, PREFIXED or the * \
+         wildcard), only matching ACLs decide, as Kafka's StandardAuthorizer.",
+    ),
+    only(
+        "authorizer.class.name",
+        S,
+        Some(""),
+        OneOf(&[
+            "",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "kafka.security.authorizer.AclAuthorizer",
+        ]),
+        READ_ONLY,
+        "The authorizer: Kafka's StandardAuthorizer (or the legacy AclAuthorizer name, which \
+         means the same ACL semantics here) turns authorization on: every request is checked \
+         against the ACLs in the metadata log, super.users and \
+         allow.everyone.if.no.acl.found. Empty (the default): no authorization, and the ACL \
+         APIs answer SECURITY_DISABLED.",
+    ),
+    only(
         "auto.create.topics.enable",
         B,
         Some("true"),
@@ -604,6 +630,16 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         OneOf(&["PEM"]),
         READ_ONLY,
         "The file format of the trust store file (PEM).",
+    ),
+    only(
+        "super.users",
+        S,
+        None,
+        Any,
+        READ_ONLY,
+        "Principals allowed everything by the authorizer whatever the ACLs say, separated by \
+         semicolons (User:admin;User:CN=broker,O=example). Brokers of a cluster must be \
+         super users or hold CLUSTER_ACTION on the cluster to replicate.",
     ),
     only(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",

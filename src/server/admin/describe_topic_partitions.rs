@@ -24,20 +24,24 @@ use kafka_protocol::messages::{
 };
 use uuid::Uuid;
 
-use super::metadata::TOPIC_OPERATIONS;
 use super::sb;
+use crate::authz::{Operation, ResourceType};
 use crate::constants::MAX_REQUEST_PARTITION_SIZE_LIMIT;
 use crate::controller::{validate_topic_name, MetadataImage, PartitionImage, TopicImage};
+use crate::server::authz::Authorize;
 use crate::types::NodeId;
 
 /// The only version Kafka 4.1 defines.
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-/// Answers one DescribeTopicPartitions request from `image`.
+/// Answers one DescribeTopicPartitions request from `image`. As Kafka: topics the principal
+/// may not DESCRIBE are left out of a listing, and answered TOPIC_AUTHORIZATION_FAILED (no
+/// id) after the others when asked for by name.
 #[must_use]
 pub fn handle(
     image: &MetadataImage,
     request: &DescribeTopicPartitionsRequest,
+    auth: &dyn Authorize,
 ) -> DescribeTopicPartitionsResponse {
     let all = request.topics.is_empty();
     let cursor = request.cursor.as_ref().map(|c| (c.topic_name.0.to_string(), c.partition_index));
@@ -55,7 +59,19 @@ pub fn handle(
     let limit = request.response_partition_limit.clamp(1, MAX_REQUEST_PARTITION_SIZE_LIMIT);
     let mut remaining = usize::try_from(limit).unwrap_or(1);
     let mut response = DescribeTopicPartitionsResponse::default();
+    let mut denied = Vec::new();
     for name in names {
+        if !auth.allowed(Operation::Describe, ResourceType::Topic, &name) {
+            if !all {
+                denied.push(
+                    DescribeTopicPartitionsResponseTopic::default()
+                        .with_name(Some(TopicName(sb(name))))
+                        .with_topic_id(Uuid::nil())
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                );
+            }
+            continue;
+        }
         if remaining == 0 {
             response.next_cursor = Some(cursor_at(&name, 0));
             break;
@@ -79,12 +95,14 @@ pub fn handle(
             .map(|p| partition_entry(image, p))
             .collect();
         remaining -= partitions.len();
-        response.topics.push(topic_entry(topic, partitions));
+        let ops = auth.operations(ResourceType::Topic, &topic.name);
+        response.topics.push(topic_entry(topic, partitions).with_topic_authorized_operations(ops));
         if end < topic.partitions.len() {
             response.next_cursor = Some(cursor_at(&name, i32::try_from(end).unwrap_or(i32::MAX)));
             break;
         }
     }
+    response.topics.extend(denied);
     response
 }
 
@@ -103,7 +121,6 @@ fn topic_entry(
         .with_topic_id(topic.topic_id)
         .with_is_internal(topic.internal)
         .with_partitions(partitions)
-        .with_topic_authorized_operations(TOPIC_OPERATIONS)
 }
 
 fn unknown(name: &str) -> DescribeTopicPartitionsResponseTopic {

@@ -9,6 +9,8 @@ use uuid::Uuid;
 
 use super::*;
 use crate::controller::{BrokerDefaults, BrokerImage, TopicConfig};
+use crate::server::admin::metadata::TOPIC_OPERATIONS;
+use crate::server::authz::AllowAll;
 use crate::types::{Epoch, ShardId};
 
 fn partition(index: i32) -> PartitionImage {
@@ -92,7 +94,7 @@ fn every_partition_once_across_pages() {
         let mut cursor: Option<(String, i32)> = None;
         for _ in 0..100 {
             let c = cursor.as_ref().map(|(t, p)| (t.as_str(), *p));
-            let (got, next) = pages(&handle(&image, &request(&[], limit, c)));
+            let (got, next) = pages(&handle(&image, &request(&[], limit, c), &AllowAll));
             assert!(got.len() <= limit as usize);
             seen.extend(got);
             cursor = next;
@@ -110,16 +112,16 @@ fn every_partition_once_across_pages() {
 
 #[test]
 fn a_cursor_at_a_topic_boundary_points_at_its_first_partition() {
-    let (got, next) = pages(&handle(&image(), &request(&["a", "b"], 5, None)));
+    let (got, next) = pages(&handle(&image(), &request(&["a", "b"], 5, None), &AllowAll));
     assert_eq!(got.len(), 5);
     assert_eq!(next, Some(("b".into(), 0)));
-    let (got, next) = pages(&handle(&image(), &request(&["a", "b"], 5, Some(("b", 0)))));
+    let (got, next) = pages(&handle(&image(), &request(&["a", "b"], 5, Some(("b", 0))), &AllowAll));
     assert_eq!((got.len(), next), (5, Some(("b".into(), 5))));
 }
 
 #[test]
 fn elr_offline_replicas_and_unknown_topics() {
-    let r = handle(&image(), &request(&["zz", "c", "bad/name"], 2000, None));
+    let r = handle(&image(), &request(&["zz", "c", "bad/name"], 2000, None), &AllowAll);
     let names: Vec<String> =
         r.topics.iter().map(|t| t.name.as_ref().unwrap().0.to_string()).collect();
     assert_eq!(names, vec!["bad/name", "c", "zz"], "name order");
@@ -137,11 +139,11 @@ fn elr_offline_replicas_and_unknown_topics() {
 
 #[test]
 fn bad_cursors_are_invalid_requests() {
-    let r = handle(&image(), &request(&["a"], 10, Some(("b", 0))));
+    let r = handle(&image(), &request(&["a"], 10, Some(("b", 0))), &AllowAll);
     assert_eq!(r.topics[0].error_code, ResponseError::InvalidRequest.code());
-    let r = handle(&image(), &request(&["a"], 10, Some(("a", -1))));
+    let r = handle(&image(), &request(&["a"], 10, Some(("a", -1))), &AllowAll);
     assert_eq!(r.topics[0].error_code, ResponseError::InvalidRequest.code());
     // The limit is at least one partition.
-    let (got, next) = pages(&handle(&image(), &request(&["a"], 0, None)));
+    let (got, next) = pages(&handle(&image(), &request(&["a"], 0, None), &AllowAll));
     assert_eq!((got.len(), next), (1, Some(("a".into(), 1))));
 }

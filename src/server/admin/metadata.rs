@@ -17,25 +17,32 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use uuid::Uuid;
 
-use super::describe_cluster::CLUSTER_OPERATIONS;
 use super::{brokers, sb, Advertised};
+use crate::authz::{Operation, ResourceType, CLUSTER_NAME};
 use crate::controller::{is_internal, validate_topic_name, MetadataImage, TopicImage};
+use crate::server::authz::Authorize;
 
 /// Every version Kafka 4.x defines; topic ids in requests (v12+) are resolved by id.
 pub const VERSIONS: (i16, i16) = (0, 13);
 
 /// READ(3), WRITE(4), CREATE(5), DELETE(6), ALTER(7), DESCRIBE(8), DESCRIBE_CONFIGS(10),
-/// ALTER_CONFIGS(11): Kafka's topic operations (AclOperation codes); no authorizer here.
+/// ALTER_CONFIGS(11): Kafka's topic operations (AclOperation codes), all allowed without an
+/// authorizer.
 pub const TOPIC_OPERATIONS: i32 =
     (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 
-/// Builds the Metadata response; the second value lists topics to auto-create.
+/// Builds the Metadata response; the second value lists topics to auto-create. As Kafka's
+/// `handleTopicMetadataRequest`: a listing shows only topics the principal may DESCRIBE; a
+/// topic asked for by name (or id) without DESCRIBE is TOPIC_AUTHORIZATION_FAILED (its
+/// existence not disclosed: no id); an unknown topic is auto-created only with CREATE on the
+/// cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
 #[must_use]
 pub fn build_metadata(
     image: &MetadataImage,
     request: &MetadataRequest,
     version: i16,
     advertised: (&[Advertised], &str),
+    auth: &dyn Authorize,
 ) -> (MetadataResponse, Vec<String>) {
     let mut response = MetadataResponse::default().with_brokers(
         brokers(image, advertised)
@@ -56,19 +63,31 @@ pub fn build_metadata(
         response = response.with_cluster_id(Some(sb(image.cluster_id.clone())));
     }
     if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
-        response = response.with_cluster_authorized_operations(CLUSTER_OPERATIONS);
+        let ops = if auth.cluster(Operation::Describe) {
+            auth.operations(ResourceType::Cluster, CLUSTER_NAME)
+        } else {
+            0
+        };
+        response = response.with_cluster_authorized_operations(ops);
     }
     let with_ops = version >= 8 && request.include_topic_authorized_operations;
+    let ctx = Ctx { image, version, with_ops, auth };
     let all_topics = match &request.topics {
         None => true,
         Some(t) => version == 0 && t.is_empty(),
     };
     let mut to_create = Vec::new();
     let topics = if all_topics {
-        image.topics.values().map(|t| topic_entry(image, t, version, with_ops)).collect()
+        image
+            .topics
+            .values()
+            .filter(|t| auth.visible(Operation::Describe, ResourceType::Topic, &t.name))
+            .map(|t| topic_entry(&ctx, t))
+            .collect()
     } else {
         let may_create = image.broker_defaults.auto_create_topics_enable
             && (version < 4 || request.allow_auto_topic_creation);
+        let create_cluster = std::cell::OnceCell::new();
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for t in request.topics.iter().flatten() {
@@ -76,12 +95,18 @@ pub fn build_metadata(
             if !seen.insert(key) {
                 continue;
             }
-            out.push(requested_topic(image, t.name.as_ref(), t.topic_id, version, with_ops, |n| {
-                if may_create && !is_internal(n) {
+            out.push(requested_topic(&ctx, t.name.as_ref(), t.topic_id, |n| {
+                if !may_create || is_internal(n) {
+                    return Create::No;
+                }
+                let cluster = *create_cluster.get_or_init(|| {
+                    auth.visible(Operation::Create, ResourceType::Cluster, CLUSTER_NAME)
+                });
+                if cluster || auth.allowed(Operation::Create, ResourceType::Topic, n) {
                     to_create.push(n.to_string());
-                    true
+                    Create::Yes
                 } else {
-                    false
+                    Create::Denied
                 }
             }));
         }
@@ -90,44 +115,71 @@ pub fn build_metadata(
     (response.with_topics(topics), to_create)
 }
 
+/// What the builder needs for each topic.
+struct Ctx<'a> {
+    image: &'a MetadataImage,
+    version: i16,
+    with_ops: bool,
+    auth: &'a dyn Authorize,
+}
+
+/// Whether an unknown topic asked for by name will be auto-created.
+enum Create {
+    Yes,
+    No,
+    /// Auto-creation applies, but the principal may not create it.
+    Denied,
+}
+
+fn denied(name: Option<TopicName>, id: Uuid) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(name)
+        .with_topic_id(id)
+        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+}
+
 /// The entry for one requested topic; `create` is asked whether an unknown name will be
 /// auto-created.
 fn requested_topic(
-    image: &MetadataImage,
+    ctx: &Ctx<'_>,
     name: Option<&TopicName>,
     id: Uuid,
-    version: i16,
-    with_ops: bool,
-    mut create: impl FnMut(&str) -> bool,
+    mut create: impl FnMut(&str) -> Create,
 ) -> MetadataResponseTopic {
+    let (image, auth) = (ctx.image, ctx.auth);
     let Some(name) = name else {
         return match image.topic_by_id(&id) {
-            Some(t) => topic_entry(image, t, version, with_ops),
+            // Topic ids are not secret: Kafka names the id in the refusal.
+            Some(t) if !auth.allowed(Operation::Describe, ResourceType::Topic, &t.name) => {
+                denied(None, id)
+            }
+            Some(t) => topic_entry(ctx, t),
             None => MetadataResponseTopic::default()
                 .with_name(None)
                 .with_topic_id(id)
                 .with_error_code(ResponseError::UnknownTopicId.code()),
         };
     };
+    if !auth.allowed(Operation::Describe, ResourceType::Topic, name.0.as_str()) {
+        return denied(Some(name.clone()), Uuid::nil());
+    }
     if let Some(t) = image.topic(name.0.as_str()) {
-        return topic_entry(image, t, version, with_ops);
+        return topic_entry(ctx, t);
     }
     let code = if validate_topic_name(name.0.as_str()).is_err() {
         ResponseError::InvalidTopicException
-    } else if create(name.0.as_str()) {
-        ResponseError::LeaderNotAvailable
     } else {
-        ResponseError::UnknownTopicOrPartition
+        match create(name.0.as_str()) {
+            Create::Yes => ResponseError::LeaderNotAvailable,
+            Create::No => ResponseError::UnknownTopicOrPartition,
+            Create::Denied => ResponseError::TopicAuthorizationFailed,
+        }
     };
     MetadataResponseTopic::default().with_name(Some(name.clone())).with_error_code(code.code())
 }
 
-fn topic_entry(
-    image: &MetadataImage,
-    topic: &TopicImage,
-    version: i16,
-    with_ops: bool,
-) -> MetadataResponseTopic {
+fn topic_entry(ctx: &Ctx<'_>, topic: &TopicImage) -> MetadataResponseTopic {
+    let (image, version) = (ctx.image, ctx.version);
     let partitions = topic
         .partitions
         .iter()
@@ -155,8 +207,10 @@ fn topic_entry(
     if version >= 10 {
         t = t.with_topic_id(topic.topic_id);
     }
-    if with_ops {
-        t = t.with_topic_authorized_operations(TOPIC_OPERATIONS);
+    if ctx.with_ops {
+        t = t.with_topic_authorized_operations(
+            ctx.auth.operations(ResourceType::Topic, &topic.name),
+        );
     }
     t
 }

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::controller::{BrokerDefaults, Controller, ControllerState};
+use crate::server::authz::AllowAll;
 use crate::types::NodeId;
 
 /// A working controller state, as the active controller runs handlers on it (the records
@@ -343,7 +344,7 @@ fn metadata_every_version_with_auto_create_and_errors() {
     for v in lo..=hi {
         let all = if v == 0 { md_request(Some(vec![])) } else { md_request(None) };
         let (resp, create) =
-            metadata::build_metadata(&image, &all, v, (&advertised(), "PLAINTEXT"));
+            metadata::build_metadata(&image, &all, v, (&advertised(), "PLAINTEXT"), &AllowAll);
         encodes(&resp, v);
         assert!(create.is_empty());
         assert_eq!(resp.topics.len(), 2);
@@ -368,7 +369,7 @@ fn metadata_every_version_with_auto_create_and_errors() {
         }
         let req = md_request(Some(vec!["t", "new", "bad name", "__transaction_state", "new"]));
         let (resp, create) =
-            metadata::build_metadata(&image, &req, v, (&advertised(), "PLAINTEXT"));
+            metadata::build_metadata(&image, &req, v, (&advertised(), "PLAINTEXT"), &AllowAll);
         encodes(&resp, v);
         assert_eq!(create, vec!["new".to_string()]);
         let codes: Vec<i16> = resp.topics.iter().map(|t| t.error_code).collect();
@@ -376,13 +377,14 @@ fn metadata_every_version_with_auto_create_and_errors() {
         if v >= 4 {
             let req = md_request(Some(vec!["new"])).with_allow_auto_topic_creation(false);
             let (resp, create) =
-                metadata::build_metadata(&image, &req, v, (&advertised(), "PLAINTEXT"));
+                metadata::build_metadata(&image, &req, v, (&advertised(), "PLAINTEXT"), &AllowAll);
             assert!(create.is_empty());
             assert_eq!(resp.topics[0].error_code, 3);
         }
         if v >= 8 {
             let req = md_request(Some(vec!["t"])).with_include_topic_authorized_operations(true);
-            let (resp, _) = metadata::build_metadata(&image, &req, v, (&advertised(), "PLAINTEXT"));
+            let (resp, _) =
+                metadata::build_metadata(&image, &req, v, (&advertised(), "PLAINTEXT"), &AllowAll);
             encodes(&resp, v);
             assert_eq!(resp.topics[0].topic_authorized_operations, metadata::TOPIC_OPERATIONS);
         }
@@ -393,7 +395,8 @@ fn metadata_every_version_with_auto_create_and_errors() {
         MetadataRequestTopic::default().with_name(None).with_topic_id(id),
         MetadataRequestTopic::default().with_name(None).with_topic_id(unknown),
     ]));
-    let (resp, _) = metadata::build_metadata(&image, &req, 12, (&advertised(), "PLAINTEXT"));
+    let (resp, _) =
+        metadata::build_metadata(&image, &req, 12, (&advertised(), "PLAINTEXT"), &AllowAll);
     encodes(&resp, 12);
     assert_eq!(resp.topics[0].name.as_ref().unwrap().0.as_str(), "t");
     assert_eq!((resp.topics[1].error_code, resp.topics[1].topic_id), (100, unknown));
@@ -409,6 +412,7 @@ fn auto_create_disabled_by_the_broker() {
         &md_request(Some(vec!["x"])),
         12,
         (&advertised(), "PLAINTEXT"),
+        &AllowAll,
     );
     assert!(create.is_empty());
     assert_eq!(resp.topics[0].error_code, 3);

@@ -7,7 +7,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
 
-use super::{call_group, error_code, GroupAnswer, GroupCall};
+use super::{error_code, GroupAnswer, GroupCall};
+use crate::authz::Operation::Delete;
 use crate::constants::GROUP_REQUEST_GROUPS_MAX;
 use crate::group::types::GroupError;
 use crate::protocol::decode_request;
@@ -21,6 +22,7 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<DeleteGroupsRequest>(frame, ApiKey::DeleteGroups, version)
         .map_err(|e| e.to_string())?;
@@ -29,7 +31,9 @@ pub async fn start(
     }
     let mut pending = Vec::with_capacity(req.groups_names.len());
     for g in &req.groups_names {
-        pending.push(call_group(ctx, GroupCall::Delete(g.0.to_string())).await);
+        let call =
+            super::if_allowed(ctx, session, (Delete, &g.0), GroupCall::Delete(g.0.to_string()));
+        pending.push(super::call_group_if(ctx, call).await);
     }
     let ids: Vec<GroupId> = req.groups_names;
     Ok(Box::pin(async move {

@@ -8,10 +8,12 @@ use bytes::Bytes;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
-use super::{call_group, error_code, str_bytes, GroupAnswer, GroupCall};
+use super::{error_code, str_bytes, GroupAnswer, GroupCall};
+use crate::authz::{Operation, ResourceType};
 use crate::constants::GROUP_REQUEST_GROUPS_MAX;
 use crate::group::types::{GroupError, GroupState};
 use crate::protocol::decode_request;
+use crate::server::authz::Authorize;
 use crate::server::dispatch::{respond, ResponseFuture};
 use crate::shard::ShardCtx;
 
@@ -24,6 +26,7 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &std::rc::Rc<crate::security::Session>,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<DescribeGroupsRequest>(frame, ApiKey::DescribeGroups, version)
@@ -33,8 +36,12 @@ pub async fn start(
     }
     let mut pending = Vec::with_capacity(req.groups.len());
     for g in &req.groups {
-        pending.push(call_group(ctx, GroupCall::Describe(g.0.to_string())).await);
+        let call = GroupCall::Describe(g.0.to_string());
+        let call = super::if_allowed(ctx, session, (Operation::Describe, &g.0), call);
+        pending.push(super::call_group_if(ctx, call).await);
     }
+    let with_ops = version >= 3 && req.include_authorized_operations;
+    let auth = crate::server::authz::Auth::new(ctx, session);
     let ids: Vec<GroupId> = req.groups;
     Ok(Box::pin(async move {
         let answers = futures::future::join_all(pending).await;
@@ -58,6 +65,11 @@ pub async fn start(
                         .with_error_message(Some(str_bytes(&format!("Group {} not found.", id.0))))
                 }
                 Ok(s) => DescribedGroup::default()
+                    .with_authorized_operations(if with_ops {
+                        auth.operations(ResourceType::Group, &id.0)
+                    } else {
+                        i32::MIN
+                    })
                     .with_group_id(id)
                     .with_group_state(str_bytes(s.state.name()))
                     .with_protocol_type(str_bytes(&s.protocol_type))

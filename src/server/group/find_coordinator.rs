@@ -15,10 +15,13 @@ use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoo
 use kafka_protocol::protocol::StrBytes;
 
 use super::{ensure_offsets_topic, error_code};
+use crate::authz::Operation::Describe;
+use crate::authz::ResourceType::{Group, TransactionalId};
 use crate::controller::MetadataImage;
 use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::group::types::GroupError;
 use crate::protocol::decode_request;
+use crate::server::authz::Authorize;
 use crate::server::dispatch::{respond, ResponseFuture};
 use crate::shard::ShardCtx;
 use crate::txn::TXN_TOPIC;
@@ -36,9 +39,10 @@ pub fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
-    listener: &Rc<str>,
+    session: &Rc<crate::security::Session>,
 ) -> Result<ResponseFuture, String> {
-    let listener = listener.clone();
+    let listener = session.listener.clone();
+    let auth = crate::server::authz::Auth::new(ctx, session);
     let (header, req) =
         decode_request::<FindCoordinatorRequest>(frame, ApiKey::FindCoordinator, version)
             .map_err(|e| e.to_string())?;
@@ -46,7 +50,20 @@ pub fn start(
     Ok(Box::pin(async move {
         let keys: Vec<StrBytes> =
             if version >= 4 { req.coordinator_keys.clone() } else { vec![req.key.clone()] };
+        // Kafka: DESCRIBE on the group or transactional id, before the coordinator lookup
+        // (and before the internal topic is created for it).
+        let refusals: Vec<Option<GroupError>> = keys
+            .iter()
+            .map(|key| match req.key_type {
+                GROUP_KEY_TYPE => (!auth.allowed(Describe, Group, key))
+                    .then_some(GroupError::GroupAuthorizationFailed),
+                TRANSACTION_KEY_TYPE => (!auth.allowed(Describe, TransactionalId, key))
+                    .then_some(GroupError::TransactionalIdAuthorizationFailed),
+                _ => None,
+            })
+            .collect();
         let (topic, ready) = match req.key_type {
+            _ if !keys.is_empty() && refusals.iter().all(Option::is_some) => (OFFSETS_TOPIC, None),
             GROUP_KEY_TYPE => (OFFSETS_TOPIC, ensure_offsets_topic(&ctx).await.err()),
             TRANSACTION_KEY_TYPE => (
                 TXN_TOPIC,
@@ -58,16 +75,17 @@ pub fn start(
             _ => (OFFSETS_TOPIC, Some(GroupError::CoordinatorNotAvailable)),
         };
         let image = ctx.image();
-        let lookup = |key: &StrBytes| match ready {
-            Some(e) => Err(e),
-            None => coordinator_for(&ctx, &image, topic, key.as_str(), &listener),
+        let lookup = |(key, refused): (&StrBytes, &Option<GroupError>)| match (*refused, ready) {
+            (Some(e), _) | (None, Some(e)) => Err(e),
+            (None, None) => coordinator_for(&ctx, &image, topic, key.as_str(), &listener),
         };
         let mut response = FindCoordinatorResponse::default();
         if version >= 4 {
             response.coordinators = keys
                 .into_iter()
-                .map(|key| {
-                    let found = lookup(&key);
+                .zip(&refusals)
+                .map(|(key, refused)| {
+                    let found = lookup((&key, refused));
                     let entry = CoordinatorEntry::default().with_key(key);
                     match found {
                         Ok((node, host, port)) => {
@@ -81,7 +99,8 @@ pub fn start(
                 })
                 .collect();
         } else {
-            match keys.first().map_or(Err(GroupError::CoordinatorNotAvailable), lookup) {
+            let first = keys.first().zip(refusals.first());
+            match first.map_or(Err(GroupError::CoordinatorNotAvailable), lookup) {
                 Ok((node, host, port)) => {
                     response =
                         response.with_node_id(BrokerId(node)).with_host(host).with_port(port);

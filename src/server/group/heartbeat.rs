@@ -5,7 +5,8 @@ use std::rc::Rc;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, HeartbeatRequest as WireHeartbeat, HeartbeatResponse};
 
-use super::{call_group, error_code, opt_str, GroupAnswer, GroupCall};
+use super::{call_group_if, error_code, opt_str, GroupAnswer, GroupCall};
+use crate::authz::Operation::Read;
 use crate::group::types::{GroupError, HeartbeatRequest};
 use crate::protocol::decode_request;
 use crate::server::dispatch::{respond, ResponseFuture};
@@ -18,6 +19,7 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<WireHeartbeat>(frame, ApiKey::Heartbeat, version)
         .map_err(|e| e.to_string())?;
@@ -27,7 +29,9 @@ pub async fn start(
         member_id: req.member_id.to_string(),
         group_instance_id: opt_str(req.group_instance_id),
     };
-    let answer = call_group(ctx, GroupCall::Heartbeat(hb)).await;
+    let group = hb.group_id.clone();
+    let call = super::if_allowed(ctx, session, (Read, &group), GroupCall::Heartbeat(hb));
+    let answer = call_group_if(ctx, call).await;
     Ok(Box::pin(async move {
         let error = match answer.await {
             GroupAnswer::Heartbeat(e) => e,

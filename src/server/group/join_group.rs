@@ -8,7 +8,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
 
-use super::{call_group, client_host, error_code, opt_str, str_bytes, GroupAnswer, GroupCall};
+use super::{call_group_if, client_host, error_code, opt_str, str_bytes, GroupAnswer, GroupCall};
+use crate::authz::Operation::Read;
 use crate::group::types::{GroupError, JoinRequest, JoinResponse, Protocol};
 use crate::protocol::decode_request;
 use crate::server::dispatch::{respond, ResponseFuture};
@@ -21,7 +22,7 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
-    peer: Option<IpAddr>,
+    (peer, session): (Option<IpAddr>, &crate::security::Session),
 ) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<JoinGroupRequest>(frame, ApiKey::JoinGroup, version)
         .map_err(|e| e.to_string())?;
@@ -47,7 +48,9 @@ pub async fn start(
             .collect(),
         require_known_member_id: version >= 4,
     };
-    let answer = call_group(ctx, GroupCall::Join(join)).await;
+    let group = join.group_id.clone();
+    let call = super::if_allowed(ctx, session, (Read, &group), GroupCall::Join(join));
+    let answer = call_group_if(ctx, call).await;
     Ok(Box::pin(async move {
         let r = match answer.await {
             GroupAnswer::Join(r) => r,

@@ -6,7 +6,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
 
-use super::{call_group, error_code, opt_str, str_bytes, GroupAnswer, GroupCall};
+use super::{call_group_if, error_code, opt_str, str_bytes, GroupAnswer, GroupCall};
+use crate::authz::Operation::Read;
 use crate::group::types::{GroupError, LeavingMember};
 use crate::protocol::decode_request;
 use crate::server::dispatch::{respond, ResponseFuture};
@@ -19,6 +20,7 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<LeaveGroupRequest>(frame, ApiKey::LeaveGroup, version)
         .map_err(|e| e.to_string())?;
@@ -33,8 +35,10 @@ pub async fn start(
     } else {
         vec![LeavingMember { member_id: req.member_id.to_string(), group_instance_id: None }]
     };
-    let call = GroupCall::Leave { group_id: req.group_id.0.to_string(), members: members.clone() };
-    let answer = call_group(ctx, call).await;
+    let group = req.group_id.0.to_string();
+    let call = GroupCall::Leave { group_id: group.clone(), members: members.clone() };
+    let call = super::if_allowed(ctx, session, (Read, &group), call);
+    let answer = call_group_if(ctx, call).await;
     Ok(Box::pin(async move {
         let result = match answer.await {
             GroupAnswer::Leave(r) => r,

@@ -9,7 +9,9 @@ use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsRes
 
 use super::route::call_shard;
 use super::{error_code, str_bytes, GroupAnswer, GroupCall};
+use crate::authz::{Operation, ResourceType, CLUSTER_NAME};
 use crate::protocol::decode_request;
+use crate::server::authz::{Auth, Authorize};
 use crate::server::dispatch::{respond, ResponseFuture};
 use crate::shard::ShardCtx;
 use crate::types::ShardId;
@@ -19,10 +21,19 @@ pub const VERSIONS: (i16, i16) = (0, 5);
 
 const CLASSIC: &str = "classic";
 
-pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+    session: &Rc<crate::security::Session>,
+) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<ListGroupsRequest>(frame, ApiKey::ListGroups, version)
         .map_err(|e| e.to_string())?;
     let ctx = ctx.clone();
+    // Kafka: DESCRIBE on the cluster lists every group; without it, the groups the
+    // principal may DESCRIBE (quietly: a listing, not a request for one group).
+    let auth = Auth::new(&ctx, session);
+    let everything = auth.visible(Operation::Describe, ResourceType::Cluster, CLUSTER_NAME);
     Ok(Box::pin(async move {
         let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
         let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
@@ -38,6 +49,10 @@ pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseF
                 _ => continue,
             };
             for (group_id, protocol_type, state) in listed {
+                if !everything && !auth.visible(Operation::Describe, ResourceType::Group, &group_id)
+                {
+                    continue;
+                }
                 if !states.is_empty() && !states.contains(&state.name().to_lowercase()) {
                     continue;
                 }

@@ -26,7 +26,7 @@ use kafka_protocol::protocol::StrBytes;
 
 pub use driver::execute;
 pub use route::{
-    call_group, capped_replication_factor, coordinator_shard, create_internal_topic,
+    call_group, call_group_if, capped_replication_factor, coordinator_shard, create_internal_topic,
     ensure_offsets_topic, offsets_partitions, InternalTopic,
 };
 
@@ -128,8 +128,28 @@ pub fn error_code(err: Option<GroupError>) -> i16 {
         GroupError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         // Kafka maps a group record over the message size limit to this.
         GroupError::MetadataTooLarge => ResponseError::UnknownServerError,
+        GroupError::GroupAuthorizationFailed => ResponseError::GroupAuthorizationFailed,
+        GroupError::TopicAuthorizationFailed => ResponseError::TopicAuthorizationFailed,
+        GroupError::TransactionalIdAuthorizationFailed => {
+            ResponseError::TransactionalIdAuthorizationFailed
+        }
     };
     e.code()
+}
+
+/// `Ok(call)` if the connection may do `op` on the group (Kafka's check before every group
+/// API reaches the coordinator), else GROUP_AUTHORIZATION_FAILED and nothing is sent.
+pub(crate) fn if_allowed(
+    ctx: &crate::shard::ShardCtx,
+    session: &crate::security::Session,
+    (op, group): (crate::authz::Operation, &str),
+    call: GroupCall,
+) -> Result<GroupCall, GroupError> {
+    if crate::server::authz::allowed(ctx, session, op, crate::authz::ResourceType::Group, group) {
+        Ok(call)
+    } else {
+        Err(GroupError::GroupAuthorizationFailed)
+    }
 }
 
 fn opt_str(s: Option<StrBytes>) -> Option<String> {

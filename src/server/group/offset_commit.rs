@@ -10,8 +10,11 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
 
 use super::{call_group, error_code, opt_str, GroupAnswer, GroupCall};
+use crate::authz::Operation::Read;
+use crate::authz::ResourceType::{Group, Topic};
 use crate::group::types::{CommitPartition, CommitRequest, GroupError};
 use crate::protocol::decode_request;
+use crate::server::authz;
 use crate::server::dispatch::{respond, ResponseFuture};
 use crate::shard::ShardCtx;
 
@@ -22,10 +25,15 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<OffsetCommitRequest>(frame, ApiKey::OffsetCommit, version)
         .map_err(|e| e.to_string())?;
     let image = ctx.image();
+    // Kafka's order: READ on the group (else every partition is refused), then READ on each
+    // topic, then the topic's existence.
+    let group_id = req.group_id.0.as_str();
+    let group_denied = !authz::allowed_in(ctx, session, &image.acls, (Read, Group, group_id));
     // (topic index, partition, Some(error) decided here | None = sent)
     let mut slots: Vec<(usize, i32, Option<GroupError>)> = Vec::new();
     let mut partitions = Vec::new();
@@ -33,7 +41,18 @@ pub async fn start(
     for (t, topic) in req.topics.iter().enumerate() {
         let name = topic.name.0.to_string();
         let count = image.topics.get(name.as_str()).map(|ti| ti.partitions.len());
+        let refused = if group_denied {
+            Some(GroupError::GroupAuthorizationFailed)
+        } else if !authz::allowed_in(ctx, session, &image.acls, (Read, Topic, &name)) {
+            Some(GroupError::TopicAuthorizationFailed)
+        } else {
+            None
+        };
         for p in &topic.partitions {
+            if refused.is_some() {
+                slots.push((t, p.partition_index, refused));
+                continue;
+            }
             let known =
                 count.is_some_and(|n| usize::try_from(p.partition_index).is_ok_and(|i| i < n));
             if known {

@@ -8,7 +8,9 @@ use kafka_protocol::messages::offset_delete_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse};
 
-use super::{call_group, error_code, GroupAnswer, GroupCall};
+use super::{error_code, GroupAnswer, GroupCall};
+use crate::authz::Operation::{Delete, Read};
+use crate::authz::ResourceType::{Group, Topic};
 use crate::group::types::GroupError;
 use crate::protocol::decode_request;
 use crate::server::dispatch::{respond, ResponseFuture};
@@ -21,16 +23,41 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<OffsetDeleteRequest>(frame, ApiKey::OffsetDelete, version)
         .map_err(|e| e.to_string())?;
+    // Kafka: DELETE on the group, then READ on each topic (a refused topic's partitions are
+    // answered TOPIC_AUTHORIZATION_FAILED and not sent).
+    let image = ctx.image();
+    let group = req.group_id.0.to_string();
+    let group_ok =
+        crate::server::authz::allowed_in(ctx, session, &image.acls, (Delete, Group, &group));
+    let topic_ok: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| {
+            !group_ok
+                || crate::server::authz::allowed_in(
+                    ctx,
+                    session,
+                    &image.acls,
+                    (Read, Topic, &t.name),
+                )
+        })
+        .collect();
     let partitions: Vec<(String, i32)> = req
         .topics
         .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), p.partition_index)))
+        .zip(&topic_ok)
+        .filter(|(_, ok)| **ok)
+        .flat_map(|(t, _)| {
+            t.partitions.iter().map(move |p| (t.name.0.to_string(), p.partition_index))
+        })
         .collect();
-    let call = GroupCall::OffsetDelete { group_id: req.group_id.0.to_string(), partitions };
-    let answer = call_group(ctx, call).await;
+    let call = GroupCall::OffsetDelete { group_id: group, partitions };
+    let call = if group_ok { Ok(call) } else { Err(GroupError::GroupAuthorizationFailed) };
+    let answer = super::call_group_if(ctx, call).await;
     Ok(Box::pin(async move {
         let result = match answer.await {
             GroupAnswer::OffsetDelete(r) => r,
@@ -42,14 +69,19 @@ pub async fn start(
             Err(e) => response.error_code = error_code(Some(e)),
             Ok(errors) => {
                 let mut errors = errors.into_iter();
-                for t in req.topics {
+                for (t, ok) in req.topics.into_iter().zip(topic_ok) {
                     let partitions = t
                         .partitions
                         .iter()
                         .map(|p| {
+                            let error = if ok {
+                                errors.next().flatten()
+                            } else {
+                                Some(GroupError::TopicAuthorizationFailed)
+                            };
                             OffsetDeleteResponsePartition::default()
                                 .with_partition_index(p.partition_index)
-                                .with_error_code(error_code(errors.next().flatten()))
+                                .with_error_code(error_code(error))
                         })
                         .collect();
                     response.topics.push(

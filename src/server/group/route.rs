@@ -49,13 +49,25 @@ pub async fn call_group(
     ctx: &Rc<ShardCtx>,
     call: GroupCall,
 ) -> impl std::future::Future<Output = GroupAnswer> {
-    let shard = match call.group_id() {
-        Some(group) => coordinator_shard(ctx, group),
-        None => Err(GroupError::CoordinatorNotAvailable),
+    call_group_if(ctx, Ok(call)).await
+}
+
+/// [`call_group`] for a call its principal may make (`Ok`); otherwise (`Err`: the
+/// authorization error) nothing is sent and the answer is that error.
+pub async fn call_group_if(
+    ctx: &Rc<ShardCtx>,
+    call: Result<GroupCall, GroupError>,
+) -> impl std::future::Future<Output = GroupAnswer> {
+    let shard = match &call {
+        Ok(call) => match call.group_id() {
+            Some(group) => coordinator_shard(ctx, group),
+            None => Err(GroupError::CoordinatorNotAvailable),
+        },
+        Err(e) => Err(*e),
     };
-    let pending: Result<Pending, GroupError> = match shard {
-        Ok(shard) => Ok(ctx.call(shard, ShardRequest::Group(call)).await),
-        Err(e) => Err(e),
+    let pending: Result<Pending, GroupError> = match (shard, call) {
+        (Ok(shard), Ok(call)) => Ok(ctx.call(shard, ShardRequest::Group(call)).await),
+        (Err(e), _) | (_, Err(e)) => Err(e),
     };
     async move {
         match pending {

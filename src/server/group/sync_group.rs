@@ -6,7 +6,8 @@ use std::rc::Rc;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 
-use super::{call_group, error_code, opt_str, str_bytes, GroupAnswer, GroupCall};
+use super::{call_group_if, error_code, opt_str, str_bytes, GroupAnswer, GroupCall};
+use crate::authz::Operation::Read;
 use crate::group::types::{GroupError, SyncRequest, SyncResponse};
 use crate::protocol::decode_request;
 use crate::server::dispatch::{respond, ResponseFuture};
@@ -19,6 +20,7 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) = decode_request::<SyncGroupRequest>(frame, ApiKey::SyncGroup, version)
         .map_err(|e| e.to_string())?;
@@ -35,7 +37,16 @@ pub async fn start(
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect(),
     };
-    let answer = call_group(ctx, GroupCall::Sync(sync)).await;
+    // Kafka answers a v5+ request without protocol type or name INCONSISTENT_GROUP_PROTOCOL
+    // before it checks READ on the group; the coordinator gives that answer.
+    let unchecked = version >= 5 && (sync.protocol_type.is_none() || sync.protocol_name.is_none());
+    let group = sync.group_id.clone();
+    let call = if unchecked {
+        Ok(GroupCall::Sync(sync))
+    } else {
+        super::if_allowed(ctx, session, (Read, &group), GroupCall::Sync(sync))
+    };
+    let answer = call_group_if(ctx, call).await;
     Ok(Box::pin(async move {
         let r = match answer.await {
             GroupAnswer::Sync(r) => r,

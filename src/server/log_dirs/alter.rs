@@ -39,11 +39,23 @@ const DIR_NAME_BYTES_MAX: usize = 255;
 /// `.<32 hex digits of a UUID>-future`, appended to `<topic>-<partition>` for a future log.
 const FUTURE_SUFFIX_BYTES: usize = 1 + 32 + "-future".len();
 
-pub fn start(ctx: &Rc<ShardCtx>, frame: Bytes, version: i16) -> Result<ResponseFuture, String> {
+pub fn start(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    version: i16,
+    session: &crate::security::Session,
+) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<AlterReplicaLogDirsRequest>(frame, ApiKey::AlterReplicaLogDirs, version)
             .map_err(|e| e.to_string())?;
-    let response = handle(&ctx.image(), &super::log_dir(ctx), &req);
+    let mut response = handle(&ctx.image(), &super::log_dir(ctx), &req);
+    // Kafka: ALTER on the cluster, else every partition is refused.
+    if !crate::server::authz::cluster(ctx, session, crate::authz::Operation::Alter) {
+        let code = ResponseError::ClusterAuthorizationFailed.code();
+        for p in response.results.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            p.error_code = code;
+        }
+    }
     Ok(ready(respond(ApiKey::AlterReplicaLogDirs, version, header.correlation_id, &response)))
 }
 

@@ -40,10 +40,20 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<DescribeLogDirsRequest>(frame, ApiKey::DescribeLogDirs, version)
             .map_err(|e| e.to_string())?;
+    // Kafka: DESCRIBE on the cluster, else an empty answer with the error (v3+ carries it).
+    if !crate::server::authz::cluster(ctx, session, crate::authz::Operation::Describe) {
+        let mut response = DescribeLogDirsResponse::default();
+        if version >= 3 {
+            response.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        }
+        let outcome = respond(ApiKey::DescribeLogDirs, version, header.correlation_id, &response);
+        return Ok(crate::server::dispatch::ready(outcome));
+    }
     let wanted = requested(&req);
     let image = ctx.image();
     // Every hosted partition is asked, wanted or not: whether a topic is listed depends on

@@ -7,7 +7,8 @@
 //! A Shardlog broker has exactly one log directory, its data directory, reported as an
 //! absolute path: moving a replica "to" it is a no-op success, any other path is
 //! LOG_DIR_NOT_FOUND (Kafka's answers for a broker with one `log.dirs` entry).
-//! No authorizer exists yet, so Kafka's checks (CLUSTER DESCRIBE, CLUSTER ALTER) pass.
+//! With an authorizer, Kafka's checks apply: DESCRIBE on the cluster for DescribeLogDirs,
+//! ALTER on it for AlterReplicaLogDirs (`server::authz`).
 //!
 //! Runs on the connection's shard; DescribeLogDirs asks each replica's owner shard for its
 //! figures through the one per-partition scatter/gather ([`crate::server::route`],

@@ -9,9 +9,12 @@ use bytes::Bytes;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey};
 
 use super::{call_txn, done, error_code, TxnCall};
+use crate::authz::Operation::{Read, Write};
+use crate::authz::ResourceType::{Group, TransactionalId};
 use crate::group::placement::{partition_for, OFFSETS_TOPIC};
 use crate::protocol::decode_request;
-use crate::server::dispatch::{respond, ResponseFuture};
+use crate::server::authz;
+use crate::server::dispatch::{ready, respond, ResponseFuture};
 use crate::shard::ShardCtx;
 use crate::txn::TxnError;
 
@@ -23,10 +26,29 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<AddOffsetsToTxnRequest>(frame, ApiKey::AddOffsetsToTxn, version)
             .map_err(|e| e.to_string())?;
+    // Kafka: WRITE on the transactional id, then READ on the group.
+    let refused = if !authz::allowed(ctx, session, Write, TransactionalId, &req.transactional_id.0)
+    {
+        Some(kafka_protocol::error::ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !authz::allowed(ctx, session, Read, Group, &req.group_id.0) {
+        Some(kafka_protocol::error::ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    if let Some(error) = refused {
+        let response = AddOffsetsToTxnResponse::default().with_error_code(error.code());
+        return Ok(ready(respond(
+            ApiKey::AddOffsetsToTxn,
+            version,
+            header.correlation_id,
+            &response,
+        )));
+    }
     let ctx = ctx.clone();
     Ok(Box::pin(async move {
         let error = match crate::server::group::ensure_offsets_topic(&ctx).await {

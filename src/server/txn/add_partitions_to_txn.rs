@@ -18,8 +18,11 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey};
 
 use super::{call_txn, done, error_code, TxnCall};
+use crate::authz::Operation;
+use crate::authz::ResourceType::{Topic, TransactionalId};
 use crate::protocol::decode_request;
-use crate::server::dispatch::{respond, ResponseFuture};
+use crate::server::authz;
+use crate::server::dispatch::{ready, respond, ResponseFuture};
 use crate::shard::ShardCtx;
 
 /// v0–3: the client versions; v4: broker-to-broker (verification).
@@ -32,25 +35,47 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<AddPartitionsToTxnRequest>(frame, ApiKey::AddPartitionsToTxn, version)
             .map_err(|e| e.to_string())?;
     if version >= BATCHED_VERSION {
+        // Only brokers send these (KIP-890): CLUSTER_ACTION on the cluster.
+        if !authz::cluster(ctx, session, Operation::ClusterAction) {
+            let response = AddPartitionsToTxnResponse::default()
+                .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+            let outcome =
+                respond(ApiKey::AddPartitionsToTxn, version, header.correlation_id, &response);
+            return Ok(ready(outcome));
+        }
         return Ok(batched(ctx, header.correlation_id, req, version).await);
     }
     let image = ctx.image();
+    // Kafka: WRITE on the transactional id (else every partition fails with it), then WRITE
+    // on each (non-internal) topic, then the partitions' existence; any refusal leaves the
+    // others OPERATION_NOT_ATTEMPTED.
+    let txn_id = req.v3_and_below_transactional_id.0.as_str();
+    let txn_denied =
+        !authz::allowed_in(ctx, session, &image.acls, (Operation::Write, TransactionalId, txn_id));
     let mut partitions = Vec::new();
-    let mut unknown = Vec::new();
+    let mut unknown: Vec<(String, i32, ResponseError)> = Vec::new();
     for topic in &req.v3_and_below_topics {
         let name = topic.name.0.to_string();
         let count = image.topics.get(name.as_str()).map(|t| t.partitions.len());
+        let topic_denied = !txn_denied
+            && !crate::controller::is_internal(&name)
+            && !authz::allowed_in(ctx, session, &image.acls, (Operation::Write, Topic, &name));
         for p in &topic.partitions {
             let known = count.is_some_and(|n| usize::try_from(*p).is_ok_and(|i| i < n));
-            if known {
+            if txn_denied {
+                unknown.push((name.clone(), *p, ResponseError::TransactionalIdAuthorizationFailed));
+            } else if topic_denied {
+                unknown.push((name.clone(), *p, ResponseError::TopicAuthorizationFailed));
+            } else if known {
                 partitions.push((name.clone(), *p));
             } else {
-                unknown.push((name.clone(), *p));
+                unknown.push((name.clone(), *p, ResponseError::UnknownTopicOrPartition));
             }
         }
     }
@@ -77,10 +102,10 @@ pub async fn start(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let bad =
-                        unknown.iter().any(|(t, q)| t.as_str() == topic.name.0.as_str() && q == p);
-                    let code =
-                        if bad { ResponseError::UnknownTopicOrPartition.code() } else { error };
+                    let bad = unknown
+                        .iter()
+                        .find(|(t, q, _)| t.as_str() == topic.name.0.as_str() && q == p);
+                    let code = bad.map_or(error, |(_, _, e)| e.code());
                     AddPartitionsToTxnPartitionResult::default()
                         .with_partition_index(*p)
                         .with_partition_error_code(code)

@@ -11,8 +11,11 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::{call_txn, error_code, TxnAnswer, TxnCall};
+use crate::authz::Operation::Write;
+use crate::authz::ResourceType::TransactionalId;
 use crate::protocol::decode_request;
-use crate::server::dispatch::{respond, ResponseFuture};
+use crate::server::authz;
+use crate::server::dispatch::{ready, respond, ResponseFuture};
 use crate::shard::ShardCtx;
 use crate::txn::TxnError;
 
@@ -31,11 +34,27 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<InitProducerIdRequest>(frame, ApiKey::InitProducerId, version)
             .map_err(|e| e.to_string())?;
     let transactional_id = req.transactional_id.map(|t| t.0.to_string()).unwrap_or_default();
+    // Kafka: WRITE on the transactional id, before anything else.
+    if !authz::allowed(ctx, session, Write, TransactionalId, &transactional_id) {
+        let response = InitProducerIdResponse::default()
+            .with_error_code(
+                kafka_protocol::error::ResponseError::TransactionalIdAuthorizationFailed.code(),
+            )
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        return Ok(ready(respond(
+            ApiKey::InitProducerId,
+            version,
+            header.correlation_id,
+            &response,
+        )));
+    }
     let expected =
         (version >= 3 && req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
     let ctx = ctx.clone();

@@ -15,7 +15,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::{call_shard, TxnAnswer, TxnCall};
+use crate::authz::{Operation, ResourceType};
 use crate::protocol::decode_request;
+use crate::server::authz::{Auth, Authorize};
 use crate::server::dispatch::{respond, ResponseFuture};
 use crate::shard::{now_ms, ShardCtx};
 use crate::txn::TxnState;
@@ -38,11 +40,14 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &std::rc::Rc<crate::security::Session>,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<ListTransactionsRequest>(frame, ApiKey::ListTransactions, version)
             .map_err(|e| e.to_string())?;
     let ctx = ctx.clone();
+    // Kafka lists only the transactional ids the principal may DESCRIBE.
+    let auth = Auth::new(&ctx, session);
     Ok(Box::pin(async move {
         let mut response = ListTransactionsResponse::default();
         let mut states = Vec::new();
@@ -66,7 +71,9 @@ pub async fn start(
                     || (m.state == TxnState::Ongoing
                         && now.saturating_sub(m.start_ms) >= req.duration_filter);
                 let id_ok = req.transactional_id_pattern.as_ref().is_none_or(|p| matches(p, &id));
-                if state_ok && pid_ok && duration_ok && id_ok {
+                let visible =
+                    || auth.visible(Operation::Describe, ResourceType::TransactionalId, &id);
+                if state_ok && pid_ok && duration_ok && id_ok && visible() {
                     response.transaction_states.push(
                         TransactionState::default()
                             .with_transactional_id(TransactionalId(StrBytes::from_string(id)))

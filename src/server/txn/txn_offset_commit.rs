@@ -13,8 +13,11 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
+use crate::authz::Operation::{Read, Write};
+use crate::authz::ResourceType::{Group, Topic, TransactionalId};
 use crate::group::types::{CommitPartition, CommitRequest, GroupError};
 use crate::protocol::decode_request;
+use crate::server::authz;
 use crate::server::dispatch::{respond, ResponseFuture};
 use crate::server::group::{call_group, error_code, GroupAnswer, GroupCall};
 use crate::shard::ShardCtx;
@@ -26,18 +29,42 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &crate::security::Session,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<TxnOffsetCommitRequest>(frame, ApiKey::TxnOffsetCommit, version)
             .map_err(|e| e.to_string())?;
     let image = ctx.image();
+    // Kafka: WRITE on the transactional id, then READ on the group (either refusal goes on
+    // every partition), then READ on each topic.
+    let acls = &image.acls;
+    let everything = if !authz::allowed_in(
+        ctx,
+        session,
+        acls,
+        (Write, TransactionalId, &req.transactional_id.0),
+    ) {
+        Some(GroupError::TransactionalIdAuthorizationFailed)
+    } else if !authz::allowed_in(ctx, session, acls, (Read, Group, &req.group_id.0)) {
+        Some(GroupError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
     let mut slots: Vec<(usize, i32, Option<GroupError>)> = Vec::new();
     let mut partitions = Vec::new();
     let mut response = TxnOffsetCommitResponse::default();
     for (t, topic) in req.topics.iter().enumerate() {
         let name = topic.name.0.to_string();
         let count = image.topics.get(name.as_str()).map(|ti| ti.partitions.len());
+        let refused = everything.or_else(|| {
+            (!authz::allowed_in(ctx, session, acls, (Read, Topic, &name)))
+                .then_some(GroupError::TopicAuthorizationFailed)
+        });
         for p in &topic.partitions {
+            if refused.is_some() {
+                slots.push((t, p.partition_index, refused));
+                continue;
+            }
             let known =
                 count.is_some_and(|n| usize::try_from(p.partition_index).is_ok_and(|i| i < n));
             if known {

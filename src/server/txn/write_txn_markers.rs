@@ -14,8 +14,10 @@ use kafka_protocol::messages::write_txn_markers_response::{
 };
 use kafka_protocol::messages::{ApiKey, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
+use crate::authz::{Operation, ResourceType};
 use crate::partition::ops::{PartitionOp, PartitionResult};
 use crate::protocol::decode_request;
+use crate::server::authz::Authorize;
 use crate::server::dispatch::{respond, ResponseFuture};
 use crate::server::route::{self, Scatter};
 use crate::shard::ShardCtx;
@@ -27,10 +29,16 @@ pub async fn start(
     ctx: &Rc<ShardCtx>,
     frame: Bytes,
     version: i16,
+    session: &std::rc::Rc<crate::security::Session>,
 ) -> Result<ResponseFuture, String> {
     let (header, req) =
         decode_request::<WriteTxnMarkersRequest>(frame, ApiKey::WriteTxnMarkers, version)
             .map_err(|e| e.to_string())?;
+    // Kafka: ALTER on the cluster, else CLUSTER_ACTION (brokers write markers), else every
+    // partition is refused.
+    let auth = crate::server::authz::Auth::new(ctx, session);
+    let allowed = auth.visible(Operation::Alter, ResourceType::Cluster, crate::authz::CLUSTER_NAME)
+        || auth.cluster(Operation::ClusterAction);
     let mut scatter = Scatter::default();
     let mut response = WriteTxnMarkersResponse::default();
     for (m, marker) in req.markers.iter().enumerate() {
@@ -38,7 +46,11 @@ pub async fn start(
         for (t, topic) in marker.topics.iter().enumerate() {
             let name = topic.name.0.to_string();
             for p in &topic.partition_indexes {
-                let target = route::owner(ctx, &name, *p);
+                let target = if allowed {
+                    route::owner(ctx, &name, *p)
+                } else {
+                    Err(ResponseError::ClusterAuthorizationFailed)
+                };
                 scatter.push((m, t, *p), target, || PartitionOp::WriteMarker {
                     topic: name.clone(),
                     partition: *p,
