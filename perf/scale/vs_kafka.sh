@@ -27,6 +27,7 @@ KAFKA_HOME="$REPO/.interop-cache/kafka-$KVER"
 CORES="$(nproc)"
 TMP="$(mktemp -d ${ROOT:+-p "$ROOT"})"
 OUT="$REPO/perf/results/$(date -u +%F)-scale-vs-kafka-$TOPICS.md"
+COMMIT="$(git rev-parse --short HEAD)"
 PIDS=()
 log() { echo "[vs_kafka $(date +%H:%M:%S)] $*" >&2; }
 stop_all() {
@@ -113,7 +114,7 @@ stop_all
 {
   echo "# Scale side by side: $TOPICS topics x 3 partitions, RF 3, three nodes ($(date -u +%F))"
   echo
-  echo "\`perf/scale/vs_kafka.sh $TOPICS $QUIET\` at $(git rev-parse --short HEAD); Kafka $KVER (1 GiB heap);"
+  echo "\`perf/scale/vs_kafka.sh $TOPICS $QUIET\` at $COMMIT; Kafka $KVER (1 GiB heap);"
   echo "one cluster at a time, same client (confluent-kafka $(python3 -c 'import confluent_kafka as c; print(c.version()[0], "on librdkafka", c.libversion()[0])'))."
   echo "Load average before: $LOAD_BEFORE; after: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
