@@ -207,6 +207,8 @@ pub struct ServeConfig {
     pub listeners: Listeners,
     /// Each listener's TLS and SASL (index-aligned with `listeners.all`).
     pub listener_security: Vec<crate::security::ListenerSecurity>,
+    /// How this broker dials the others (the inter-broker listener's name, TLS and SASL).
+    pub inter_broker_client: std::sync::Arc<crate::protocol::client_auth::ClientSecurity>,
     /// The inter-broker listener's bind address and advertised endpoint (the one this
     /// broker registers first, so other brokers dial it).
     pub listen: SocketAddr,
@@ -401,10 +403,15 @@ impl ServeConfig {
             },
             node_id,
         )?;
-        security::check_inter_broker(inter, !cluster.is_single_node())?;
+        let inter_broker_client = std::sync::Arc::new(security::inter_broker_client(
+            inter,
+            &broker.settings,
+            !cluster.is_single_node(),
+        )?);
         Ok(Self {
             listeners,
             listener_security,
+            inter_broker_client,
             listen,
             advertised_host,
             advertised_port,

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::kafka::Settings;
-use super::listeners::{Listener, SecurityProtocol};
+use super::listeners::Listener;
 use super::ConfigError;
+use crate::protocol::client_auth::{ClientSecurity, SaslLogin};
 use crate::security::sasl::{Mechanism, SaslConfig};
 use crate::security::tls::{self, ClientAuth, Pem, TlsSettings};
 use crate::security::ListenerSecurity;
@@ -126,18 +127,92 @@ fn sasl_config(s: &Settings<'_>, listener: &Listener) -> Result<SaslConfig, Conf
     Ok(SaslConfig { mechanisms, plain_users, failed_delay_ms })
 }
 
-/// Brokers speak PLAINTEXT to each other: a cluster's inter-broker listener must be one.
-pub fn check_inter_broker(listener: &Listener, clustered: bool) -> Result<(), ConfigError> {
-    if clustered && listener.protocol != SecurityProtocol::Plaintext {
-        return Err(ConfigError::Invalid {
-            name: "inter.broker.listener.name",
-            reason: format!(
-                "listener {} is {}: Shardlog's brokers speak PLAINTEXT to each other, so a \
-                 cluster's inter-broker listener must be a PLAINTEXT one",
-                listener.name,
-                listener.protocol.name()
-            ),
-        });
+/// How this broker connects to the others: the inter-broker listener's endpoints, with its
+/// TLS (trust store, key store, `ssl.endpoint.identification.algorithm`) and SASL
+/// (`sasl.mechanism.inter.broker.protocol`, the user and password of
+/// `listener.name.<l>.<mechanism>.sasl.jaas.config`), as Kafka's inter-broker channel does.
+/// A single node dials no other broker: only the listener name is kept.
+pub fn inter_broker_client(
+    listener: &Listener,
+    settings: &BTreeMap<String, String>,
+    clustered: bool,
+) -> Result<ClientSecurity, ConfigError> {
+    let mut out = ClientSecurity { listener: listener.name.clone(), tls: None, sasl: None };
+    if !clustered {
+        return Ok(out);
     }
-    Ok(())
+    let s = Settings(settings);
+    if listener.protocol.tls() {
+        let settings = tls_settings(&s, listener)?;
+        let algorithm = setting(&s, listener, "ssl.endpoint.identification.algorithm");
+        let verify_hostname = match algorithm.as_deref().map(str::trim) {
+            None | Some("https" | "HTTPS") => true,
+            Some("") => false,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    name: "ssl.endpoint.identification.algorithm",
+                    reason: format!("{other:?}: https (check the host name) or empty (do not)"),
+                })
+            }
+        };
+        let tls = crate::security::client::client_config(&settings, verify_hostname)
+            .map_err(|e| inter_invalid(listener, e.to_string()))?;
+        out.tls = Some(tls);
+    }
+    if listener.protocol.sasl() {
+        out.sasl = Some(inter_broker_login(&s, listener)?);
+    }
+    Ok(out)
+}
+
+fn inter_invalid(listener: &Listener, reason: String) -> ConfigError {
+    ConfigError::Invalid {
+        name: "inter.broker.listener.name",
+        reason: format!("listener {} ({}): {reason}", listener.name, listener.protocol.name()),
+    }
+}
+
+/// The SASL login of this broker on the inter-broker listener.
+fn inter_broker_login(s: &Settings<'_>, listener: &Listener) -> Result<SaslLogin, ConfigError> {
+    let setting_name = "sasl.mechanism.inter.broker.protocol";
+    let invalid = |reason: String| ConfigError::Invalid { name: setting_name, reason };
+    let name = s.text(setting_name).unwrap_or_else(|| "GSSAPI".into());
+    let mechanism = Mechanism::parse(name.trim()).ok_or_else(|| {
+        invalid(format!(
+            "{name} is not served between brokers: the inter-broker listener {} is {}, so \
+             set it to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+            listener.name,
+            listener.protocol.name()
+        ))
+    })?;
+    let enabled = sasl_config(s, listener)?.mechanisms;
+    if !enabled.contains(&mechanism) {
+        return Err(invalid(format!(
+            "{} is not in listener {}'s sasl.enabled.mechanisms",
+            mechanism.name(),
+            listener.name
+        )));
+    }
+    let jaas_name =
+        format!("{}{}.sasl.jaas.config", listener.prefix(), mechanism.name().to_ascii_lowercase());
+    let text = s.0.get(&jaas_name).or_else(|| s.0.get("sasl.jaas.config")).ok_or_else(|| {
+        inter_invalid(
+            listener,
+            format!("set {jaas_name} with this broker's username=\"...\" password=\"...\""),
+        )
+    })?;
+    let options = crate::security::plain::jaas_options(text)
+        .map_err(|e| inter_invalid(listener, format!("{jaas_name}: {e}")))?;
+    let option = |key: &str| options.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    match (option("username"), option("password")) {
+        (Some(user), Some(password)) if !user.is_empty() => {
+            Ok(crate::security::client::login(mechanism, user, password))
+        }
+        _ => Err(inter_invalid(
+            listener,
+            format!(
+                "{jaas_name} needs username=\"...\" and password=\"...\" (this broker's login)"
+            ),
+        )),
+    }
 }

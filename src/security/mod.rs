@@ -1,6 +1,7 @@
 //! Encryption and authentication of Kafka connections: TLS ([`tls`], rustls) and SASL
 //! ([`sasl`]: the mechanism negotiation; [`plain`] and [`scram`]: the mechanisms), plus what
-//! a listener needs of them ([`ListenerSecurity`]) and who a connection is ([`Session`]).
+//! a listener needs of them ([`ListenerSecurity`]) and who a connection is ([`Session`]);
+//! the client side of both for connections to other brokers ([`client`]).
 //!
 //! What it owns: the per-listener TLS server configs and SASL settings, built once on the
 //! main thread at start-up (bad material fails the start) and then shared read-only; the
@@ -12,6 +13,7 @@
 //! request handler sees it ([`Session`]). Kafka error codes are chosen at the protocol
 //! boundary (`server::sasl_gate`), not here.
 
+pub mod client;
 pub mod plain;
 pub mod sasl;
 pub mod scram;

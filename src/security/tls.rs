@@ -11,6 +11,7 @@
 use std::io::BufReader;
 use std::sync::Arc;
 
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
@@ -88,15 +89,18 @@ pub fn private_key(text: &str, what: &str) -> Result<PrivateKeyDer<'static>, Tls
         })
 }
 
-/// Builds the rustls server config of a listener.
-pub fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, TlsError> {
+/// The crypto provider of a listener or client.
+pub fn provider(_settings: &TlsSettings) -> Result<Arc<CryptoProvider>, TlsError> {
     // ring, not aws-lc-rs (rustls' default, which needs cmake and a C toolchain for its
     // build); rustls deprecates ring's provider only for lacking post-quantum key exchange.
     #[allow(deprecated)]
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let chain_text = pem_text(&settings.keystore, "ssl.keystore.location")?;
-    let chain = certificates(&chain_text, "ssl.keystore")?;
-    let key = private_key(settings.key.as_deref().unwrap_or(&chain_text), "ssl.keystore")?;
+    let provider = rustls::crypto::ring::default_provider();
+    Ok(Arc::new(provider))
+}
+
+/// `ssl.enabled.protocols` as rustls versions.
+#[must_use]
+pub fn versions(settings: &TlsSettings) -> Vec<&'static rustls::SupportedProtocolVersion> {
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     if settings.tls13 {
         versions.push(&rustls::version::TLS13);
@@ -104,8 +108,30 @@ pub fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, TlsErr
     if settings.tls12 {
         versions.push(&rustls::version::TLS12);
     }
-    let builder =
-        ServerConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions)?;
+    versions
+}
+
+/// The key store: the certificate chain and its private key.
+pub fn key_store(
+    settings: &TlsSettings,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let chain_text = pem_text(&settings.keystore, "ssl.keystore.location")?;
+    let chain = certificates(&chain_text, "ssl.keystore")?;
+    let key = private_key(settings.key.as_deref().unwrap_or(&chain_text), "ssl.keystore")?;
+    Ok((chain, key))
+}
+
+/// The trust store's certificates.
+pub fn trusted(trust: &Pem) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    certificates(&pem_text(trust, "ssl.truststore.location")?, "truststore")
+}
+
+/// Builds the rustls server config of a listener.
+pub fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, TlsError> {
+    let provider = provider(settings)?;
+    let (chain, key) = key_store(settings)?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions(settings))?;
     let builder = match (settings.client_auth, &settings.truststore) {
         (ClientAuth::None, _) => builder.with_no_client_auth(),
         (_, None) => {
@@ -117,7 +143,7 @@ pub fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, TlsErr
         }
         (auth, Some(trust)) => {
             let mut roots = RootCertStore::empty();
-            for cert in certificates(&pem_text(trust, "ssl.truststore.location")?, "truststore")? {
+            for cert in trusted(trust)? {
                 roots.add(cert)?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);

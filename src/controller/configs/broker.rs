@@ -170,6 +170,7 @@ const LISTENER_SETTINGS: &[&str] = &[
     "sasl.enabled.mechanisms",
     "ssl.client.auth",
     "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm",
     "ssl.keystore.certificate.chain",
     "ssl.keystore.key",
     "ssl.keystore.location",

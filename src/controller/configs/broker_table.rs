@@ -206,8 +206,10 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         READ_ONLY,
         "Name of listener used for communication between brokers. If this is unset, the \
          listener name is defined by security.inter.broker.protocol (a broker without a \
-         PLAINTEXT listener uses its first). Shardlog's brokers speak PLAINTEXT to each other: \
-         in a cluster this listener must be a PLAINTEXT one.",
+         PLAINTEXT listener uses its first). Replica fetches and transaction markers dial \
+         the other brokers' endpoints of this listener with its TLS (trust store, key store) \
+         and SASL (sasl.mechanism.inter.broker.protocol, with the username and password of \
+         listener.name.<listener>.<mechanism>.sasl.jaas.config).",
     ),
     only(
         "leader.imbalance.check.interval.seconds",
@@ -483,13 +485,23 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          PlainLoginModule required user_<name>=\"<password>\" ...; the users it lists.",
     ),
     only(
+        "sasl.mechanism.inter.broker.protocol",
+        S,
+        Some("GSSAPI"),
+        Any,
+        READ_ONLY,
+        "SASL mechanism used for inter-broker communication. Kafka's default, GSSAPI, is not \
+         served: a cluster whose inter-broker listener is SASL_PLAINTEXT or SASL_SSL sets \
+         PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (one the listener enables).",
+    ),
+    only(
         "security.inter.broker.protocol",
         S,
         Some("PLAINTEXT"),
         Any,
         READ_ONLY,
         "Security protocol used to communicate between brokers (names the listener when \
-         inter.broker.listener.name is unset). Only PLAINTEXT is served between brokers.",
+         inter.broker.listener.name is unset): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
     ),
     only(
         "shard.balance.enable",
@@ -544,6 +556,17 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         ListOf(&["TLSv1.2", "TLSv1.3"]),
         READ_ONLY,
         "The list of protocols enabled for TLS connections.",
+    ),
+    only(
+        "ssl.endpoint.identification.algorithm",
+        S,
+        Some("https"),
+        OneOf(&["https", "HTTPS", ""]),
+        READ_ONLY,
+        "The endpoint identification algorithm to validate server hostname using server \
+         certificate: https checks that a broker's certificate names the host it is dialled \
+         on (between brokers and in the quorum); empty checks only that it chains to the trust \
+         store.",
     ),
     only(
         "ssl.keystore.certificate.chain",
