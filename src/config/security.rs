@@ -6,10 +6,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::cluster::Voter;
+use super::controller_listener::ControllerListener;
 use super::kafka::Settings;
 use super::listeners::Listener;
 use super::ConfigError;
 use crate::protocol::client_auth::{ClientSecurity, SaslLogin};
+use crate::quorum::QuorumTls;
 use crate::security::sasl::{Mechanism, SaslConfig};
 use crate::security::tls::{self, ClientAuth, Pem, TlsSettings};
 use crate::security::ListenerSecurity;
@@ -215,4 +218,46 @@ fn inter_broker_login(s: &Settings<'_>, listener: &Listener) -> Result<SaslLogin
             ),
         )),
     }
+}
+
+/// The quorum's TLS when the controller listener is SSL: its key store for both sides, its
+/// trust store, mutual TLS unless `listener.name.<c>.ssl.client.auth` says otherwise (the
+/// quorum has no other authentication, so the broker-wide `ssl.client.auth` does not weaken
+/// it), and each voter's host from `controller.quorum.voters` for the host-name check.
+pub fn quorum_tls(
+    controller: &ControllerListener,
+    settings: &BTreeMap<String, String>,
+    voters: &[Voter],
+) -> Result<Option<QuorumTls>, ConfigError> {
+    let listener = &controller.listener;
+    if !listener.protocol.tls() {
+        return Ok(None);
+    }
+    let s = Settings(settings);
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: "controller.listener.names",
+        reason: format!("listener {} (SSL): {reason}", listener.name),
+    };
+    let mut tls = tls_settings(&s, listener)?;
+    tls.client_auth = match s.0.get(&format!("{}ssl.client.auth", listener.prefix())) {
+        Some(v) if v == "none" => ClientAuth::None,
+        Some(v) if v == "requested" => ClientAuth::Requested,
+        _ => ClientAuth::Required,
+    };
+    if tls.truststore.is_none() {
+        return Err(invalid(
+            "the quorum checks every node's certificate: set ssl.truststore.location (or \
+             ssl.truststore.certificates)"
+                .into(),
+        ));
+    }
+    let server = tls::server_config(&tls).map_err(|e| invalid(e.to_string()))?;
+    let algorithm = setting(&s, listener, "ssl.endpoint.identification.algorithm");
+    let verify_hostname = !matches!(algorithm.as_deref().map(str::trim), Some(""));
+    let client = crate::security::client::client_config(&tls, verify_hostname)
+        .map_err(|e| invalid(e.to_string()))?;
+    // A cluster's Raft ids are its node ids (only a single node 0 runs as Raft id 1).
+    let voter_hosts =
+        voters.iter().map(|v| (u64::try_from(v.id.0).unwrap_or(0), v.host.clone())).collect();
+    Ok(Some(QuorumTls { server, client, voter_hosts }))
 }

@@ -511,3 +511,26 @@ fn a_tls_inter_broker_listener_needs_a_trust_store_and_a_single_node_dials_nobod
     let err = with_file(&cluster, &[]).expect_err("no trust store").to_string();
     assert!(err.contains("ssl.truststore.location"), "{err}");
 }
+
+#[test]
+fn an_ssl_controller_listener_secures_the_quorum_and_gives_its_address() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ks, ts) = pem_files(dir.path());
+    let base = format!(
+        "node_id = 1\n\"controller.quorum.voters\" = \"1@localhost:19193,2@127.0.0.1:19293\"\n\
+         listeners = \"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19193\"\n\
+         \"controller.listener.names\" = \"CONTROLLER\"\n\
+         \"listener.security.protocol.map\" = \"PLAINTEXT:PLAINTEXT,CONTROLLER:SSL\"\n\
+         \"ssl.keystore.location\" = \"{ks}\"\n"
+    );
+    let err = with_file(&base, &[]).expect_err("no trust store").to_string();
+    assert!(err.contains("controller.listener.names") && err.contains("truststore"), "{err}");
+    let cfg = with_file(&format!("{base}\"ssl.truststore.location\" = \"{ts}\"\n"), &[])
+        .expect("resolve");
+    let tls = cfg.controller_tls.as_ref().expect("quorum TLS");
+    assert_eq!(tls.voter_hosts[&1], "localhost");
+    assert_eq!(cfg.cluster.controller_listen, Some("127.0.0.1:19193".parse().expect("addr")));
+    assert_eq!(cfg.listeners.all.len(), 1, "CONTROLLER is not a Kafka listener");
+    let sasl = base.replace("CONTROLLER:SSL", "CONTROLLER:SASL_SSL");
+    assert!(with_file(&sasl, &[]).expect_err("sasl").to_string().contains("no SASL"));
+}

@@ -3,8 +3,10 @@
 //! so every replica fetch runs a TLS handshake and a SCRAM login; a topic at RF 3 takes
 //! acks=all writes; a broker restarted with a wrong inter-broker password is refused by the
 //! leader, logs why, and stays out of the ISR while acks=all goes on; given the right password
-//! again it rejoins. Controller ports come from this file's block, 127.0.0.1:26500-26799
-//! (bases 26420 and 26450: ports base + 100 × id).
+//! again it rejoins. The controller quorum over mutual TLS (`controller.listener.names` naming
+//! an SSL listener): it forms, forwards, fails over; a voter refuses a certificate of another
+//! CA and a plaintext peer, naming why. Controller ports come from this file's block,
+//! 127.0.0.1:26500-26799 (bases 26420 and 26450: ports base + 100 × id).
 
 use crate::common;
 
@@ -172,4 +174,101 @@ fn sasl_ssl_between_brokers_replicates_and_refuses_a_wrong_password() {
     acked.extend(produce_acked(&mut lw, topic, -1, 3));
     let want = expected(&acked);
     assert_eq!(read_offsets(&mut lw, topic, want.last().unwrap() + 1), want);
+}
+
+/// A blocking TLS client of a quorum port presenting `keystore` (trusting `ca`): whether the
+/// port accepted the handshake and our certificate. Under TLS 1.3 a refused client
+/// certificate shows only after the client's side of the handshake finished, as an alert on
+/// the first read; an accepted one leaves the voter waiting for our hello (the read times out).
+fn quorum_accepts(port: u16, ca: &Path, keystore: &Path) -> bool {
+    use shardlog::security::tls::{ClientAuth, Pem, TlsSettings};
+    use std::io::Read;
+    let settings = TlsSettings {
+        keystore: Pem::File(keystore.display().to_string()),
+        key: None,
+        truststore: Some(Pem::File(ca.display().to_string())),
+        client_auth: ClientAuth::None,
+        tls12: true,
+        tls13: true,
+    };
+    let config = shardlog::security::client::client_config(&settings, true).expect("client");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let conn = rustls::ClientConnection::new(config, name).expect("connection");
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    tcp.set_read_timeout(Some(Duration::from_millis(1000))).expect("timeout");
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let mut byte = [0u8; 1];
+    match tls.read_exact(&mut byte) {
+        Err(e) => matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        // The voter speaks only after our hello: a byte is not an acceptance.
+        Ok(()) => false,
+    }
+}
+
+/// Three voters whose controller listener is SSL (mutual TLS), with SASL_SSL between brokers:
+/// the quorum forms, a CreateTopics forwarded over it commits, acks=all replicates; the
+/// active controller is SIGKILLed, a new one is elected over TLS and the killed node rejoins.
+/// A client with a certificate of another CA, and a plaintext one, are refused by a voter with
+/// a log line naming why; one with the cluster's certificate is accepted.
+#[test]
+fn the_controller_quorum_runs_over_mutual_tls() {
+    let topic = "quorum-tls";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    certificates(&certs);
+    let other_ca = dir.path().join("other");
+    certificates(&other_ca);
+    let good = config(dir.path(), &certs, "good.toml", BROKER_PASSWORD);
+    let quorum = "\"controller.listener.names\" = \"CONTROLLER\"\n\
+                  \"listener.security.protocol.map\" = \
+                  \"PLAINTEXT:PLAINTEXT,BROKER:SASL_SSL,CONTROLLER:SSL\"\n";
+    let text = std::fs::read_to_string(&good).expect("read").replace(
+        "\"listener.security.protocol.map\" = \"PLAINTEXT:PLAINTEXT,BROKER:SASL_SSL\"\n",
+        quorum,
+    );
+    std::fs::write(&good, text).expect("write");
+    let mut c = Cluster::formatted(3, 26450, &[]);
+    for node in &mut c.nodes {
+        let listeners = format!("{LISTENERS},CONTROLLER://127.0.0.1:{}", node.controller_port);
+        node.extra = vec!["--listeners".into(), listeners, "--config".into(), good.clone()];
+    }
+    c.start_nodes(&[0, 1, 2]);
+    c.wait_brokers(3, Duration::from_secs(60));
+    for i in 0..3 {
+        assert!(logs_line(&c, i, &["connected to quorum node"]), "node {i} joined the quorum");
+    }
+    let port = c.nodes[0].controller_port;
+    let started = Instant::now();
+    assert!(quorum_accepts(port, &certs.join("ca.pem"), &certs.join("broker.pem")));
+    assert!(!quorum_accepts(port, &certs.join("ca.pem"), &other_ca.join("broker.pem")));
+    assert!(logs_line(&c, 0, &["refusing quorum connection", "TLS handshake failed"]));
+    let mut plain = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    std::io::Write::write_all(&mut plain, b"\0\0\0\x10shardlog hello!!").expect("write");
+    plain.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let mut buf = [0u8; 64];
+    let read = std::io::Read::read(&mut plain, &mut buf);
+    assert!(!matches!(read, Ok(n) if n > 0 && buf[0] != 0x15), "plaintext answered: {read:?}");
+    eprintln!("[security] quorum port checks in {:?}", started.elapsed());
+
+    // The brokers' credential and a topic, through the quorum; acks=all over SASL_SSL.
+    add_scram_user(&mut Wire::connect(&c.broker(1).addr), "broker", BROKER_PASSWORD);
+    c.wait_for(LIMIT, "CreateTopics", |w| matches!(create(w, topic), 0 | 36).then_some(()));
+    let (leader, _) = wait_partition(&c, 0, topic, "a leader", |l, _| l > 0);
+    let mut lw = Wire::connect(&c.broker(c.index_of(leader)).addr);
+    let acked = produce_acked(&mut lw, topic, -1, 5);
+    let want = expected(&acked);
+    assert_eq!(read_offsets(&mut lw, topic, want.last().unwrap() + 1), want);
+
+    // Kill the active controller: the survivors elect another over TLS; it comes back.
+    let req = MetadataRequest::default().with_topics(None);
+    let controller = lw.call::<_, MetadataResponse>(ApiKey::Metadata, 12, &req).controller_id.0;
+    let ci = c.index_of(controller);
+    c.kill(ci);
+    let other = format!("{topic}-after");
+    c.wait_for(LIMIT, "CreateTopics after the kill", |w| {
+        matches!(create(w, &other), 0 | 36).then_some(())
+    });
+    c.start_node(ci);
+    c.wait_brokers(3, Duration::from_secs(60));
+    assert!(logs_line(&c, ci, &["connected to quorum node"]), "the killed voter rejoined");
 }

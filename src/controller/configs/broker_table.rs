@@ -111,6 +111,19 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          At most 40000, so it fits inside the 60 s hard shutdown limit with the 10 s drain.",
     ),
     only(
+        "controller.listener.names",
+        S,
+        None,
+        Any,
+        READ_ONLY,
+        "A comma-separated list of the names of the listeners used by the controller; the \
+         first is the controller quorum's. Its entry in listeners (if any) is the quorum's \
+         listen address, not a Kafka listener; mapped to SSL in \
+         listener.security.protocol.map, every quorum connection is TLS (mutual unless \
+         listener.name.<name>.ssl.client.auth says otherwise). PLAINTEXT when unmapped; SASL is \
+         not served on the quorum.",
+    ),
+    only(
         "controller.quorum.election.timeout.ms",
         I,
         Some("1000"),

@@ -147,6 +147,7 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
             node_id: me,
             listen: cluster.controller_listen,
             voters,
+            tls: config.controller_tls.clone(),
         })
         .with_context(|| {
             format!("cannot start the controller quorum's listener {:?}", cluster.controller_listen)
