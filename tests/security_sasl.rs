@@ -308,3 +308,177 @@ fn a_stalled_tls_handshake_is_closed_after_the_timeout() {
     assert!(logs(&broker, "TLS handshake not done within"));
     assert!(metadata(&mut bystander).is_ok());
 }
+
+/// Runs `program` with `args`, asserting success.
+fn run(program: &str, args: &[&str]) {
+    let out = std::process::Command::new(program).args(args).output().expect("run");
+    assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A rustls client of `addr` presenting `certs/<stem>-cert.pem` (trusting `certs/ca.pem`),
+/// limited to `suites`/`versions` when given: the negotiated suite, or the handshake error.
+fn tls_hello(
+    addr: &str,
+    certs: &Path,
+    stem: &str,
+    suites: &[&str],
+    tls13_only: bool,
+) -> Result<rustls::CipherSuite, String> {
+    use shardlog::security::tls::{Pem, TlsSettings};
+    let file = |name: String| Pem::File(certs.join(name).display().to_string());
+    let mut s = TlsSettings::pem(
+        file(format!("{stem}-cert.pem")),
+        Some(std::fs::read_to_string(certs.join(format!("{stem}-key.pem"))).expect("key")),
+        Some(file("ca.pem".into())),
+    );
+    s.tls12 = !tls13_only;
+    s.cipher_suites = suites.iter().map(|x| (*x).to_string()).collect();
+    let config = shardlog::security::client::client_config(&s, true).map_err(|e| e.to_string())?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let mut conn = rustls::ClientConnection::new(config, name).expect("connection");
+    let mut tcp = TcpStream::connect(addr).expect("connect");
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).map_err(|e| e.to_string())?;
+    }
+    // Under TLS 1.3 a refused client certificate shows on the first read, as an alert.
+    let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+    tls.write_all(&[0, 0, 0, 0]).map_err(|e| e.to_string())?;
+    let mut byte = [0u8; 1];
+    match tls.read(&mut byte) {
+        Err(e) if !matches!(e.kind(), std::io::ErrorKind::UnexpectedEof) => Err(e.to_string()),
+        _ => Ok(conn.negotiated_cipher_suite().expect("suite").suite()),
+    }
+}
+
+/// A broker whose SSL listener (mutual TLS) reads PKCS12 stores made by OpenSSL (key store,
+/// AES and a password) and by Java's keytool (trust store), maps client DNs with
+/// `ssl.principal.mapping.rules`, and serves only TLS 1.3 with one cipher suite; bad settings
+/// of each kind fail the start with a line naming the setting.
+#[test]
+fn pkcs12_stores_principal_rules_protocols_and_suites() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .args(["certs", "--client", "alice", "--client", "bob.smith", "--out"])
+        .arg(&certs)
+        .status()
+        .expect("shardlog certs");
+    assert!(status.success());
+    let path = |name: &str| certs.join(name).display().to_string();
+    let (ks, ts) = (path("broker.p12"), path("trust.p12"));
+    run(
+        "openssl",
+        &[
+            "pkcs12",
+            "-export",
+            "-in",
+            &path("broker-cert.pem"),
+            "-inkey",
+            &path("broker-key.pem"),
+            "-certfile",
+            &path("ca.pem"),
+            "-out",
+            &ks,
+            "-passout",
+            "pass:ks-secret",
+        ],
+    );
+    if std::process::Command::new("keytool").arg("-help").output().is_ok() {
+        run(
+            "keytool",
+            &[
+                "-importcert",
+                "-noprompt",
+                "-storetype",
+                "PKCS12",
+                "-keystore",
+                &ts,
+                "-storepass",
+                "ts-secret",
+                "-alias",
+                "ca",
+                "-file",
+                &path("ca.pem"),
+            ],
+        );
+    } else {
+        run(
+            "openssl",
+            &[
+                "pkcs12",
+                "-export",
+                "-nokeys",
+                "-in",
+                &path("ca.pem"),
+                "-out",
+                &ts,
+                "-passout",
+                "pass:ts-secret",
+            ],
+        );
+    }
+    let settings = format!(
+        "listeners = \"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0\"\n\
+         \"ssl.keystore.type\" = \"PKCS12\"\n\"ssl.keystore.location\" = \"{ks}\"\n\
+         \"ssl.keystore.password\" = \"ks-secret\"\n\
+         \"ssl.truststore.type\" = \"PKCS12\"\n\"ssl.truststore.location\" = \"{ts}\"\n\
+         \"ssl.truststore.password\" = \"ts-secret\"\n\
+         \"listener.name.ssl.ssl.client.auth\" = \"required\"\n\
+         \"listener.name.ssl.ssl.principal.mapping.rules\" = \
+         'RULE:^CN=([a-z]+)\\.([a-z]+)$/$2_$1/U,RULE:^CN=(alice)$/$1/'\n\
+         \"listener.name.ssl.ssl.enabled.protocols\" = \"TLSv1.3\"\n\
+         \"listener.name.ssl.ssl.cipher.suites\" = \"TLS_CHACHA20_POLY1305_SHA256\"\n"
+    );
+    let config = dir.path().join("pkcs12.toml");
+    std::fs::write(&config, &settings).expect("write");
+    let broker = start(dir.path(), &config);
+    let ssl = port_of(&broker, "SSL");
+    let suite = tls_hello(&ssl, &certs, "client-alice", &[], false).expect("alice");
+    assert_eq!(suite, rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256);
+    assert!(logs(&broker, "principal=User:alice "));
+    tls_hello(&ssl, &certs, "client-bob.smith", &[], false).expect("bob");
+    assert!(logs(&broker, "principal=User:SMITH_BOB"));
+    // The broker's own certificate (CN=shardlog-broker) matches no rule: refused.
+    assert!(tls_hello(&ssl, &certs, "broker", &[], false).is_err());
+    assert!(logs(&broker, "No rules apply to CN=shardlog-broker"));
+    // No suite or protocol in common: refused.
+    let other = tls_hello(&ssl, &certs, "client-alice", &["TLS_AES_128_GCM_SHA256"], true);
+    assert!(other.is_err(), "{other:?}");
+    let old = tls_hello(
+        &ssl,
+        &certs,
+        "client-alice",
+        &["TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"],
+        false,
+    );
+    assert!(old.is_err(), "TLS 1.2 only: {old:?}");
+    assert!(metadata(&mut open(&broker.addr)).is_ok(), "other clients carry on");
+    drop(broker);
+
+    // Each bad setting fails the start naming it.
+    for (from, to, named) in [
+        ("\"ks-secret\"", "\"wrong\"", "ssl.keystore.password"),
+        ("\"TLS_CHACHA20_POLY1305_SHA256\"", "\"TLS_RSA_WITH_RC4_128_MD5\"", "ssl.cipher.suites"),
+        ("\"TLSv1.3\"\n", "\"TLSv1.1\"\n", "ssl.enabled.protocols"),
+        ("$2_$1/U", "$2_$1/X", "ssl.principal.mapping.rules"),
+        (
+            "\"PKCS12\"\n\"ssl.keystore.location",
+            "\"JKS\"\n\"ssl.keystore.location",
+            "ssl.keystore.type",
+        ),
+    ] {
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, settings.replacen(from, to, 1)).expect("write");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+            .args(["serve", "--shards", "1", "--data-dir"])
+            .arg(dir.path().join("bad-data"))
+            .arg("--config")
+            .arg(&bad)
+            .output()
+            .expect("serve");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{named}: started");
+        assert!(stderr.contains(named) && !stderr.contains("panicked"), "{named}: {stderr}");
+    }
+}

@@ -1,7 +1,9 @@
-//! Each listener's TLS and SASL material from Kafka's settings: `ssl.*` and
-//! `sasl.enabled.mechanisms` (each also as `listener.name.<l>.<setting>`, which wins), and
-//! `listener.name.<l>.<mechanism>.sasl.jaas.config` for PLAIN's users. Built on the main
-//! thread at start-up; a listener whose keys or certificates cannot be loaded fails the start.
+//! Each listener's TLS and SASL material from Kafka's settings: `ssl.*` (PEM or PKCS12 stores,
+//! protocols, cipher suites, principal mapping rules) and `sasl.enabled.mechanisms` (each also
+//! as `listener.name.<l>.<setting>`, which wins), and
+//! `listener.name.<l>.<mechanism>.sasl.jaas.config` for PLAIN's users; the client side of the
+//! inter-broker listener and the controller quorum's TLS. Built on the main thread at start-up;
+//! a listener whose keys or certificates cannot be loaded fails the start, naming the setting.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,8 +15,9 @@ use super::listeners::Listener;
 use super::ConfigError;
 use crate::protocol::client_auth::{ClientSecurity, SaslLogin};
 use crate::quorum::QuorumTls;
+use crate::security::principal::PrincipalMapper;
 use crate::security::sasl::{Mechanism, SaslConfig};
-use crate::security::tls::{self, ClientAuth, Pem, TlsSettings};
+use crate::security::tls::{self, ClientAuth, Pem, StoreType, TlsSettings};
 use crate::security::ListenerSecurity;
 
 /// A setting of `listener`: its `listener.name.<l>.` value, else the broker-wide one (else
@@ -41,7 +44,8 @@ pub fn resolve(
         .map(|l| {
             let tls = if l.protocol.tls() { Some(tls_config(&s, l)?) } else { None };
             let sasl = if l.protocol.sasl() { Some(Arc::new(sasl_config(&s, l)?)) } else { None };
-            Ok(ListenerSecurity { tls, sasl })
+            let principal_mapping = Arc::new(principal_mapping(&s, l)?);
+            Ok(ListenerSecurity { tls, sasl, principal_mapping })
         })
         .collect()
 }
@@ -49,6 +53,22 @@ pub fn resolve(
 /// The TLS settings of `listener`, as given (not loaded).
 pub fn tls_settings(s: &Settings<'_>, listener: &Listener) -> Result<TlsSettings, ConfigError> {
     let get = |name: &str| setting(s, listener, name);
+    let store_type = |name: &'static str| -> Result<StoreType, ConfigError> {
+        match get(name).as_deref().map(str::trim) {
+            None | Some("PEM") => Ok(StoreType::Pem),
+            Some("PKCS12") => Ok(StoreType::Pkcs12),
+            Some(other) => Err(ConfigError::Invalid {
+                name,
+                reason: format!(
+                    "listener {}: {other} is Java's own format; convert it to PKCS12 (keytool \
+                     -importkeystore -deststoretype PKCS12) or PEM",
+                    listener.name
+                ),
+            }),
+        }
+    };
+    let keystore_type = store_type("ssl.keystore.type")?;
+    let truststore_type = store_type("ssl.truststore.type")?;
     let (keystore, key) =
         match (
             get("ssl.keystore.location"),
@@ -56,7 +76,9 @@ pub fn tls_settings(s: &Settings<'_>, listener: &Listener) -> Result<TlsSettings
             get("ssl.keystore.key"),
         ) {
             (Some(path), None, None) => (Pem::File(path), None),
-            (None, Some(chain), Some(key)) => (Pem::Inline(chain), Some(key)),
+            (None, Some(chain), Some(key)) if keystore_type == StoreType::Pem => {
+                (Pem::Inline(chain), Some(key))
+            }
             _ => return Err(invalid(
                 listener,
                 "a TLS listener needs ssl.keystore.location, or ssl.keystore.certificate.chain \
@@ -80,15 +102,52 @@ pub fn tls_settings(s: &Settings<'_>, listener: &Listener) -> Result<TlsSettings
         Some("requested") => ClientAuth::Requested,
         _ => ClientAuth::None,
     };
-    let protocols = get("ssl.enabled.protocols").unwrap_or_default();
-    let has = |p: &str| protocols.split(',').any(|x| x.trim() == p);
+    let list = |name: &str| -> Vec<String> {
+        get(name)
+            .unwrap_or_default()
+            .split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect()
+    };
+    let protocols = list("ssl.enabled.protocols");
+    let has = |p: &str| protocols.iter().any(|x| x == p);
+    let (tls12, tls13) = (has("TLSv1.2"), has("TLSv1.3"));
+    if !tls12 && !tls13 {
+        return Err(ConfigError::Invalid {
+            name: "ssl.enabled.protocols",
+            reason: format!("listener {}: enable TLSv1.2, TLSv1.3 or both", listener.name),
+        });
+    }
+    let cipher_suites = list("ssl.cipher.suites");
+    tls::cipher_suites(&cipher_suites, tls12, tls13).map_err(|reason| ConfigError::Invalid {
+        name: "ssl.cipher.suites",
+        reason: format!("listener {}: {reason}", listener.name),
+    })?;
     Ok(TlsSettings {
         keystore,
         key,
+        keystore_type,
+        keystore_password: get("ssl.keystore.password").or_else(|| get("ssl.key.password")),
         truststore,
+        truststore_type,
+        truststore_password: get("ssl.truststore.password"),
         client_auth,
-        tls12: has("TLSv1.2"),
-        tls13: has("TLSv1.3"),
+        tls12,
+        tls13,
+        cipher_suites,
+    })
+}
+
+/// `ssl.principal.mapping.rules` of `listener`.
+fn principal_mapping(
+    s: &Settings<'_>,
+    listener: &Listener,
+) -> Result<PrincipalMapper, ConfigError> {
+    let text = setting(s, listener, "ssl.principal.mapping.rules").unwrap_or_default();
+    PrincipalMapper::parse(&text).map_err(|reason| ConfigError::Invalid {
+        name: "ssl.principal.mapping.rules",
+        reason: format!("listener {}: {reason}", listener.name),
     })
 }
 

@@ -32,15 +32,15 @@ pub fn client_config(
     verify_hostname: bool,
 ) -> Result<Arc<ClientConfig>, TlsError> {
     let provider = tls::provider(settings)?;
-    let Some(trust) = &settings.truststore else {
+    if settings.truststore.is_none() {
         return Err(TlsError::Pem(
             "a TLS connection to another broker checks its certificate: set \
              ssl.truststore.location (or ssl.truststore.certificates)"
                 .into(),
         ));
-    };
+    }
     let mut roots = RootCertStore::empty();
-    for cert in tls::trusted(trust)? {
+    for cert in tls::trusted(settings)? {
         roots.add(cert)?;
     }
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())

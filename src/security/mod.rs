@@ -15,6 +15,7 @@
 
 pub mod client;
 pub mod plain;
+pub mod principal;
 pub mod sasl;
 pub mod scram;
 pub mod tls;
@@ -32,6 +33,8 @@ pub struct ListenerSecurity {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// SASL (SASL_PLAINTEXT, SASL_SSL listeners).
     pub sasl: Option<Arc<sasl::SaslConfig>>,
+    /// `ssl.principal.mapping.rules`: a client certificate's DN to its principal.
+    pub principal_mapping: Arc<principal::PrincipalMapper>,
 }
 
 /// One connection's identity as its request handlers see it: the listener it came in on

@@ -181,16 +181,13 @@ fn sasl_ssl_between_brokers_replicates_and_refuses_a_wrong_password() {
 /// certificate shows only after the client's side of the handshake finished, as an alert on
 /// the first read; an accepted one leaves the voter waiting for our hello (the read times out).
 fn quorum_accepts(port: u16, ca: &Path, keystore: &Path) -> bool {
-    use shardlog::security::tls::{ClientAuth, Pem, TlsSettings};
+    use shardlog::security::tls::{Pem, TlsSettings};
     use std::io::Read;
-    let settings = TlsSettings {
-        keystore: Pem::File(keystore.display().to_string()),
-        key: None,
-        truststore: Some(Pem::File(ca.display().to_string())),
-        client_auth: ClientAuth::None,
-        tls12: true,
-        tls13: true,
-    };
+    let settings = TlsSettings::pem(
+        Pem::File(keystore.display().to_string()),
+        None,
+        Some(Pem::File(ca.display().to_string())),
+    );
     let config = shardlog::security::client::client_config(&settings, true).expect("client");
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
     let conn = rustls::ClientConnection::new(config, name).expect("connection");

@@ -554,6 +554,17 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         "The maximum number of bytes in a socket request",
     ),
     only(
+        "ssl.cipher.suites",
+        ConfigType::List,
+        Some(""),
+        Any,
+        READ_ONLY,
+        "A list of cipher suites, by their IANA names (TLS_AES_128_GCM_SHA256, \
+         TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, ...), in order of preference. Empty: rustls' \
+         defaults. rustls offers only AEAD suites with forward secrecy; another name fails the \
+         start, as does an enabled protocol left without a suite.",
+    ),
+    only(
         "ssl.client.auth",
         S,
         Some("none"),
@@ -582,6 +593,15 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          store.",
     ),
     only(
+        "ssl.key.password",
+        ConfigType::Password,
+        None,
+        Any,
+        READ_ONLY,
+        "The password of the private key in the key store file; a PKCS12 key store is opened \
+         with ssl.keystore.password, or this when that is unset.",
+    ),
+    only(
         "ssl.keystore.certificate.chain",
         ConfigType::Password,
         None,
@@ -608,13 +628,33 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          certificate chain (ssl.keystore.type=PEM).",
     ),
     only(
+        "ssl.keystore.password",
+        ConfigType::Password,
+        None,
+        Any,
+        READ_ONLY,
+        "The store password for the key store file (PKCS12).",
+    ),
+    only(
         "ssl.keystore.type",
         S,
         Some("PEM"),
-        OneOf(&["PEM"]),
+        OneOf(&["PEM", "PKCS12", "JKS"]),
         READ_ONLY,
-        "The file format of the key store file. Shardlog reads PEM (Kafka's default, JKS, is \
-         Java's own format).",
+        "The file format of the key store file: PEM or PKCS12 (password-protected, \
+         ssl.keystore.password). Kafka's default, JKS, is Java's own format: convert it with \
+         keytool -importkeystore -deststoretype PKCS12.",
+    ),
+    only(
+        "ssl.principal.mapping.rules",
+        S,
+        Some("DEFAULT"),
+        Any,
+        READ_ONLY,
+        "A list of rules for mapping from distinguished name from the client certificate to \
+         short name: RULE:pattern/replacement/[L|U] (the first rule whose pattern matches the \
+         whole DN applies), DEFAULT (the DN itself). A DN no rule applies to fails the \
+         authentication.",
     ),
     only(
         "ssl.truststore.certificates",
@@ -634,12 +674,20 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          certificates must chain to.",
     ),
     only(
+        "ssl.truststore.password",
+        ConfigType::Password,
+        None,
+        Any,
+        READ_ONLY,
+        "The password for the trust store file (PKCS12; needed when the file carries a MAC).",
+    ),
+    only(
         "ssl.truststore.type",
         S,
         Some("PEM"),
-        OneOf(&["PEM"]),
+        OneOf(&["PEM", "PKCS12", "JKS"]),
         READ_ONLY,
-        "The file format of the trust store file (PEM).",
+        "The file format of the trust store file: PEM or PKCS12 (ssl.truststore.password).",
     ),
     only(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
