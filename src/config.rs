@@ -29,6 +29,8 @@ use thiserror::Error;
 
 pub use cluster::{parse_voters, ClusterConfig, ClusterInput, Voter};
 use kafka::Settings;
+/// Typed reads of validated broker settings (for code that re-resolves them at runtime).
+pub use kafka::Settings as KafkaSettings;
 pub use kafka::{flag_name, KafkaArgs};
 pub use listeners::{Listener, ListenerInput, Listeners, SecurityProtocol};
 

@@ -482,3 +482,144 @@ fn pkcs12_stores_principal_rules_protocols_and_suites() {
         assert!(stderr.contains(named) && !stderr.contains("panicked"), "{named}: {stderr}");
     }
 }
+
+/// A TLS client connection speaking Kafka (ApiVersions) to check it still serves.
+struct TlsKafka(rustls::StreamOwned<rustls::ClientConnection, TcpStream>, i32);
+
+impl TlsKafka {
+    /// Connects to `addr` trusting `ca` only; `Err` if the handshake (or the first exchange)
+    /// fails.
+    fn open(addr: &str, ca: &Path) -> Result<TlsKafka, String> {
+        use shardlog::security::tls::{Pem, TlsSettings};
+        let ca = Pem::File(ca.display().to_string());
+        // A client certificate is not asked for; any key store satisfies the builder.
+        let dir = ca_dir_of(&ca);
+        let s = TlsSettings::pem(Pem::File(format!("{dir}/broker.pem")), None, Some(ca));
+        let config =
+            shardlog::security::client::client_config(&s, true).map_err(|e| e.to_string())?;
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        let conn = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
+        let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        let mut c = TlsKafka(rustls::StreamOwned::new(conn, tcp), 0);
+        c.api_versions()?;
+        Ok(c)
+    }
+
+    /// One ApiVersions v0 round trip.
+    fn api_versions(&mut self) -> Result<(), String> {
+        self.1 += 1;
+        let mut buf = bytes::BytesMut::new();
+        shardlog::protocol::client::encode_request(
+            &mut buf,
+            &ApiVersionsRequest::default(),
+            0,
+            self.1,
+        )
+        .map_err(|e| e.to_string())?;
+        self.0.write_all(&buf).map_err(|e| e.to_string())?;
+        let mut len = [0u8; 4];
+        self.0.read_exact(&mut len).map_err(|e| e.to_string())?;
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.0.read_exact(&mut body).map_err(|e| e.to_string())?;
+        let id = i32::from_be_bytes(body[..4].try_into().expect("4 bytes"));
+        if id == self.1 {
+            Ok(())
+        } else {
+            Err(format!("correlation id {id}"))
+        }
+    }
+}
+
+fn ca_dir_of(ca: &shardlog::security::tls::Pem) -> String {
+    match ca {
+        shardlog::security::tls::Pem::File(p) => {
+            Path::new(p).parent().expect("dir").display().to_string()
+        }
+        shardlog::security::tls::Pem::Inline(_) => unreachable!(),
+    }
+}
+
+/// Kafka's classpath (`perf/kafka/kafka.sh classpath`), if its jars are installed.
+fn kafka_classpath() -> Option<String> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(repo.join("perf/kafka/kafka.sh"))
+        .arg("classpath")
+        .output()
+        .ok()?;
+    let cp = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let jars = cp.split(':').next().map(|p| p.trim_end_matches('*').to_string())?;
+    (out.status.success() && Path::new(&jars).is_dir()).then_some(cp)
+}
+
+/// KIP-226 with Kafka's own ConfigCommand: the SSL listener's key store is switched to one
+/// signed by another CA with `--entity-type brokers --entity-name 0 --alter --add-config
+/// listener.name.ssl.ssl.keystore.location=...`; new connections get the new certificate at
+/// once, a connection opened before keeps working, and a store that cannot be loaded is
+/// logged and leaves the current one serving.
+#[test]
+fn a_dynamic_key_store_serves_new_connections_and_keeps_old_ones() {
+    let Some(cp) = kafka_classpath() else {
+        eprintln!("Kafka's jars are not installed (perf/kafka/kafka.sh fetch): skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    for out in [&one, &two] {
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+            .arg("certs")
+            .arg("--out")
+            .arg(out)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("shardlog certs");
+        assert!(status.success());
+    }
+    let config = dir.path().join("kip226.toml");
+    let settings = format!(
+        "listeners = \"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0\"\n\
+         \"listener.name.ssl.ssl.keystore.location\" = \"{}\"\n",
+        one.join("broker.pem").display()
+    );
+    std::fs::write(&config, settings).expect("write");
+    let broker = start(dir.path(), &config);
+    let ssl = port_of(&broker, "SSL");
+    let mut before = TlsKafka::open(&ssl, &one.join("ca.pem")).expect("first store");
+    assert!(TlsKafka::open(&ssl, &two.join("ca.pem")).is_err(), "not yet the second");
+
+    let alter = |location: &Path| {
+        let out = std::process::Command::new("java")
+            .args(["-cp", &cp, "kafka.admin.ConfigCommand", "--bootstrap-server", &broker.addr])
+            .args(["--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config"])
+            .arg(format!("listener.name.ssl.ssl.keystore.location={}", location.display()))
+            .output()
+            .expect("java");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "ConfigCommand: {text}");
+    };
+    let started = std::time::Instant::now();
+    alter(&two.join("broker.pem"));
+    let after = loop {
+        match TlsKafka::open(&ssl, &two.join("ca.pem")) {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(started.elapsed() < Duration::from_secs(30), "never reloaded: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    eprintln!("[kip226] new key store served {:?} after the alter began", started.elapsed());
+    assert!(TlsKafka::open(&ssl, &one.join("ca.pem")).is_err(), "the old certificate is gone");
+    before.api_versions().expect("the connection opened before carries on");
+    assert!(logs(&broker, "TLS key and trust stores reloaded"));
+
+    // A store that cannot be loaded: logged, and the current one keeps serving.
+    alter(&dir.path().join("missing.pem"));
+    TlsKafka::open(&ssl, &two.join("ca.pem")).expect("still the second store");
+    assert!(logs(&broker, "TLS stores not reloaded"));
+    drop((before, after));
+}

@@ -49,6 +49,8 @@ pub struct ShardBroker {
     pub(crate) limits: super::limits::ShardLimits,
     /// Measured client rates against their quotas (`crate::quota`), created on first use.
     quotas: OnceCell<RefCell<ShardQuotas>>,
+    /// TLS configs rebuilt from dynamic key and trust store settings (KIP-226).
+    pub(crate) tls: super::tls_reload::ShardTls,
 }
 
 impl ShardBroker {

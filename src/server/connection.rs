@@ -91,7 +91,8 @@ async fn secure_then_run<S>(
 {
     let name: Rc<str> =
         ctx.config.listeners.all.get(listener).map_or("PLAINTEXT", |l| &l.name).into();
-    let security = ctx.config.listener_security.get(listener).cloned().unwrap_or_default();
+    // The key and trust stores in force now (KIP-226: dynamic broker configs may change them).
+    let security = super::tls_reload::listener_security(&ctx, listener);
     let session = Session::new(name, crate::quota::Principal::anonymous());
     let gate = security.sasl.clone().map(SaslGate::new);
     let Some(tls) = security.tls.clone() else {

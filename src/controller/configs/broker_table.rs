@@ -18,7 +18,7 @@ const fn only(
 }
 
 use ConfigType::{Boolean as B, Double as D, Int as I, Long as L, String as S};
-use UpdateMode::{ClusterWide as DYNAMIC, ReadOnly as READ_ONLY};
+use UpdateMode::{ClusterWide as DYNAMIC, PerBroker as PER_BROKER, ReadOnly as READ_ONLY};
 use Validator::{AtLeast, Between, ListOf, None as Any, OneOf};
 
 /// Kafka's default of the replication throttles, `Long.MAX_VALUE` bytes/s (no throttle).
@@ -597,7 +597,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         ConfigType::Password,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "The password of the private key in the key store file; a PKCS12 key store is opened \
          with ssl.keystore.password, or this when that is unset.",
     ),
@@ -606,7 +606,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         ConfigType::Password,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "Certificate chain in PEM format (ssl.keystore.type=PEM), with ssl.keystore.key.",
     ),
     only(
@@ -614,7 +614,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         ConfigType::Password,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "Private key in PEM format (PKCS#8, PKCS#1 or SEC1, not encrypted), with \
          ssl.keystore.certificate.chain.",
     ),
@@ -623,7 +623,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         S,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "The location of the key store file: a PEM file holding the private key and the \
          certificate chain (ssl.keystore.type=PEM).",
     ),
@@ -632,7 +632,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         ConfigType::Password,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "The store password for the key store file (PKCS12).",
     ),
     only(
@@ -640,7 +640,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         S,
         Some("PEM"),
         OneOf(&["PEM", "PKCS12", "JKS"]),
-        READ_ONLY,
+        PER_BROKER,
         "The file format of the key store file: PEM or PKCS12 (password-protected, \
          ssl.keystore.password). Kafka's default, JKS, is Java's own format: convert it with \
          keytool -importkeystore -deststoretype PKCS12.",
@@ -661,7 +661,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         ConfigType::Password,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "Trusted certificates in PEM format, the CAs client certificates must chain to.",
     ),
     only(
@@ -669,7 +669,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         S,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "The location of the trust store file: PEM certificates of the CAs client \
          certificates must chain to.",
     ),
@@ -678,7 +678,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         ConfigType::Password,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "The password for the trust store file (PKCS12; needed when the file carries a MAC).",
     ),
     only(
@@ -686,7 +686,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         S,
         Some("PEM"),
         OneOf(&["PEM", "PKCS12", "JKS"]),
-        READ_ONLY,
+        PER_BROKER,
         "The file format of the trust store file: PEM or PKCS12 (ssl.truststore.password).",
     ),
     only(
