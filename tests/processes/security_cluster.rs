@@ -5,7 +5,7 @@
 //! leader, logs why, and stays out of the ISR while acks=all goes on; given the right password
 //! again it rejoins. The controller quorum over mutual TLS (`controller.listener.names` naming
 //! an SSL listener): it forms, forwards, fails over; a voter refuses a certificate of another
-//! CA and a plaintext peer, naming why. Controller ports come from this file's block,
+//! CA and a plaintext peer, naming why; the brokers' credential comes from `format --add-scram`. Controller ports come from this file's block,
 //! 127.0.0.1:26500-26799 (bases 26420 and 26450: ports base + 100 × id).
 
 use crate::common;
@@ -202,8 +202,10 @@ fn quorum_accepts(port: u16, ca: &Path, keystore: &Path) -> bool {
     }
 }
 
-/// Three voters whose controller listener is SSL (mutual TLS), with SASL_SSL between brokers:
-/// the quorum forms, a CreateTopics forwarded over it commits, acks=all replicates; the
+/// Three voters whose controller listener is SSL (mutual TLS), with SASL_SSL between brokers
+/// whose SCRAM credential comes from `shardlog format --add-scram`: the quorum forms, the
+/// credential is committed (and its file removed), a CreateTopics forwarded over the quorum
+/// commits, acks=all replicates; the
 /// active controller is SIGKILLed, a new one is elected over TLS and the killed node rejoins.
 /// A client with a certificate of another CA, and a plaintext one, are refused by a voter with
 /// a log line naming why; one with the cluster's certificate is accepted.
@@ -224,7 +226,10 @@ fn the_controller_quorum_runs_over_mutual_tls() {
         quorum,
     );
     std::fs::write(&good, text).expect("write");
-    let mut c = Cluster::formatted(3, 26450, &[]);
+    // The brokers' credential from `shardlog format --add-scram`, as Kafka's storage tool.
+    let scram = format!("SCRAM-SHA-512=[name=broker,password={BROKER_PASSWORD}]");
+    let mut c = Cluster::formatted_with(3, 26450, &[], &["--add-scram", &scram]);
+    assert!(c.nodes[0].data_dir.join("bootstrap-scram").exists());
     for node in &mut c.nodes {
         let listeners = format!("{LISTENERS},CONTROLLER://127.0.0.1:{}", node.controller_port);
         node.extra = vec!["--listeners".into(), listeners, "--config".into(), good.clone()];
@@ -247,14 +252,17 @@ fn the_controller_quorum_runs_over_mutual_tls() {
     assert!(!matches!(read, Ok(n) if n > 0 && buf[0] != 0x15), "plaintext answered: {read:?}");
     eprintln!("[security] quorum port checks in {:?}", started.elapsed());
 
-    // The brokers' credential and a topic, through the quorum; acks=all over SASL_SSL.
-    add_scram_user(&mut Wire::connect(&c.broker(1).addr), "broker", BROKER_PASSWORD);
+    // A topic through the quorum; acks=all over SASL_SSL with the bootstrap credential,
+    // whose file every node removes once the credential is committed.
     c.wait_for(LIMIT, "CreateTopics", |w| matches!(create(w, topic), 0 | 36).then_some(()));
     let (leader, _) = wait_partition(&c, 0, topic, "a leader", |l, _| l > 0);
     let mut lw = Wire::connect(&c.broker(c.index_of(leader)).addr);
     let acked = produce_acked(&mut lw, topic, -1, 5);
     let want = expected(&acked);
     assert_eq!(read_offsets(&mut lw, topic, want.last().unwrap() + 1), want);
+    for node in &c.nodes {
+        assert!(!node.data_dir.join("bootstrap-scram").exists(), "node {} kept it", node.id);
+    }
 
     // Kill the active controller: the survivors elect another over TLS; it comes back.
     let req = MetadataRequest::default().with_topics(None);
