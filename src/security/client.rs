@@ -57,6 +57,25 @@ pub fn client_config(
     Ok(Arc::new(config))
 }
 
+/// A client config that checks the server against the CA certificates of the PEM file `ca`
+/// and presents no certificate (the load generator's).
+pub fn trust_only_config(ca: &std::path::Path) -> Result<Arc<ClientConfig>, TlsError> {
+    let settings = TlsSettings::pem(
+        tls::Pem::Inline(String::new()),
+        None,
+        Some(tls::Pem::File(ca.display().to_string())),
+    );
+    let mut roots = RootCertStore::empty();
+    for cert in tls::trusted(&settings)? {
+        roots.add(cert)?;
+    }
+    let config = ClientConfig::builder_with_provider(tls::provider(&settings)?)
+        .with_protocol_versions(&tls::versions(&settings))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 /// The trust store's verdict without the host-name check
 /// (`ssl.endpoint.identification.algorithm=`): webpki checks the name last, so a
 /// name mismatch means everything else passed.
