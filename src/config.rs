@@ -14,6 +14,7 @@
 //! setting passed its registry validator, and the group session-timeout bounds are ordered.
 
 mod cluster;
+pub mod controller_listener;
 mod kafka;
 pub mod listeners;
 pub mod security;
@@ -28,6 +29,8 @@ use thiserror::Error;
 
 pub use cluster::{parse_voters, ClusterConfig, ClusterInput, Voter};
 use kafka::Settings;
+/// Typed reads of validated broker settings (for code that re-resolves them at runtime).
+pub use kafka::Settings as KafkaSettings;
 pub use kafka::{flag_name, KafkaArgs};
 pub use listeners::{Listener, ListenerInput, Listeners, SecurityProtocol};
 
@@ -207,6 +210,10 @@ pub struct ServeConfig {
     pub listeners: Listeners,
     /// Each listener's TLS and SASL (index-aligned with `listeners.all`).
     pub listener_security: Vec<crate::security::ListenerSecurity>,
+    /// How this broker dials the others (the inter-broker listener's name, TLS and SASL).
+    pub inter_broker_client: std::sync::Arc<crate::protocol::client_auth::ClientSecurity>,
+    /// The controller quorum's TLS (`controller.listener.names` naming an SSL listener).
+    pub controller_tls: Option<crate::quorum::QuorumTls>,
     /// The inter-broker listener's bind address and advertised endpoint (the one this
     /// broker registers first, so other brokers dial it).
     pub listen: SocketAddr,
@@ -351,12 +358,21 @@ impl ServeConfig {
         let advertised_text = adv_flag.or(adv_file);
         raw.extend(flag_settings);
         let mut broker = BrokerDefaults::from_settings(raw)?;
+        let given_listeners = listeners_text.clone();
+        let (listeners_text, controller_listener) = controller_listener::split(
+            listeners_text,
+            broker.settings.get("controller.listener.names").map(String::as_str),
+            broker
+                .settings
+                .get("listener.security.protocol.map")
+                .map_or(listeners::PROTOCOL_MAP_DEFAULT, String::as_str),
+        )?;
         let listeners = resolve_listeners(
             listeners_text.as_deref(),
             advertised_text.as_deref(),
             &broker.settings,
         )?;
-        if let Some(text) = listeners_text {
+        if let Some(text) = given_listeners {
             broker.settings.insert("listeners".into(), text);
         }
         if let Some(text) = advertised_text {
@@ -398,16 +414,31 @@ impl ServeConfig {
             &ClusterInput {
                 roles: broker.settings.get("process.roles").map_or("broker,controller", |v| v),
                 voters: broker.settings.get("controller.quorum.voters").map(String::as_str),
-                controller_listen: args.controller_listen.or(file.controller_listen),
+                controller_listen: controller_listener::listen(
+                    args.controller_listen.or(file.controller_listen),
+                    controller_listener.as_ref(),
+                )?,
                 node_id_given,
                 election_timeout_ms: s.long("controller.quorum.election.timeout.ms").unsigned_abs(),
             },
             node_id,
         )?;
-        security::check_inter_broker(inter, !cluster.is_single_node())?;
+        let inter_broker_client = std::sync::Arc::new(security::inter_broker_client(
+            inter,
+            &broker.settings,
+            !cluster.is_single_node(),
+        )?);
+        let controller_tls = match &controller_listener {
+            Some(c) if !cluster.is_single_node() => {
+                security::quorum_tls(c, &broker.settings, &cluster.voters)?
+            }
+            _ => None,
+        };
         Ok(Self {
             listeners,
             listener_security,
+            inter_broker_client,
+            controller_tls,
             listen,
             advertised_host,
             advertised_port,

@@ -123,6 +123,7 @@ fn spawn(spec: Spec) -> Node {
                 node_id: id,
                 listen,
                 voters: voters.clone(),
+                tls: None,
             };
             let transport = TcpTransport::start(net).expect("transport");
             let mut cfg =

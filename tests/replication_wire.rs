@@ -138,7 +138,7 @@ fn fetcher_over_tcp_handles_the_brokers_refusal() {
         let log = PartitionLog::open(fs, &log_dir, LogConfig::default(), cache).await.unwrap();
         let tp = TopicPartition::new("f", 0);
         let logs: BTreeMap<_, _> = [(tp.clone(), FollowerLog::new(Rc::new(log)))].into();
-        let link = TcpLink::new(addr, NodeId(2));
+        let link = TcpLink::new(addr, NodeId(2), std::sync::Arc::default());
         let mut fetcher = Fetcher::new(FetcherConfig::new(NodeId(2), 1), NodeId(1));
         fetcher.add_partition(tp.clone(), topic_id, Epoch(epoch)).unwrap();
         let now = 1_000_000;

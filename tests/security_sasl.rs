@@ -308,3 +308,318 @@ fn a_stalled_tls_handshake_is_closed_after_the_timeout() {
     assert!(logs(&broker, "TLS handshake not done within"));
     assert!(metadata(&mut bystander).is_ok());
 }
+
+/// Runs `program` with `args`, asserting success.
+fn run(program: &str, args: &[&str]) {
+    let out = std::process::Command::new(program).args(args).output().expect("run");
+    assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A rustls client of `addr` presenting `certs/<stem>-cert.pem` (trusting `certs/ca.pem`),
+/// limited to `suites`/`versions` when given: the negotiated suite, or the handshake error.
+fn tls_hello(
+    addr: &str,
+    certs: &Path,
+    stem: &str,
+    suites: &[&str],
+    tls13_only: bool,
+) -> Result<rustls::CipherSuite, String> {
+    use shardlog::security::tls::{Pem, TlsSettings};
+    let file = |name: String| Pem::File(certs.join(name).display().to_string());
+    let mut s = TlsSettings::pem(
+        file(format!("{stem}-cert.pem")),
+        Some(std::fs::read_to_string(certs.join(format!("{stem}-key.pem"))).expect("key")),
+        Some(file("ca.pem".into())),
+    );
+    s.tls12 = !tls13_only;
+    s.cipher_suites = suites.iter().map(|x| (*x).to_string()).collect();
+    let config = shardlog::security::client::client_config(&s, true).map_err(|e| e.to_string())?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let mut conn = rustls::ClientConnection::new(config, name).expect("connection");
+    let mut tcp = TcpStream::connect(addr).expect("connect");
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).map_err(|e| e.to_string())?;
+    }
+    // Under TLS 1.3 a refused client certificate shows on the first read, as an alert.
+    let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+    tls.write_all(&[0, 0, 0, 0]).map_err(|e| e.to_string())?;
+    let mut byte = [0u8; 1];
+    match tls.read(&mut byte) {
+        Err(e) if !matches!(e.kind(), std::io::ErrorKind::UnexpectedEof) => Err(e.to_string()),
+        _ => Ok(conn.negotiated_cipher_suite().expect("suite").suite()),
+    }
+}
+
+/// A broker whose SSL listener (mutual TLS) reads PKCS12 stores made by OpenSSL (key store,
+/// AES and a password) and by Java's keytool (trust store), maps client DNs with
+/// `ssl.principal.mapping.rules`, and serves only TLS 1.3 with one cipher suite; bad settings
+/// of each kind fail the start with a line naming the setting.
+#[test]
+fn pkcs12_stores_principal_rules_protocols_and_suites() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+        .args(["certs", "--client", "alice", "--client", "bob.smith", "--out"])
+        .arg(&certs)
+        .status()
+        .expect("shardlog certs");
+    assert!(status.success());
+    let path = |name: &str| certs.join(name).display().to_string();
+    let (ks, ts) = (path("broker.p12"), path("trust.p12"));
+    run(
+        "openssl",
+        &[
+            "pkcs12",
+            "-export",
+            "-in",
+            &path("broker-cert.pem"),
+            "-inkey",
+            &path("broker-key.pem"),
+            "-certfile",
+            &path("ca.pem"),
+            "-out",
+            &ks,
+            "-passout",
+            "pass:ks-secret",
+        ],
+    );
+    if std::process::Command::new("keytool").arg("-help").output().is_ok() {
+        run(
+            "keytool",
+            &[
+                "-importcert",
+                "-noprompt",
+                "-storetype",
+                "PKCS12",
+                "-keystore",
+                &ts,
+                "-storepass",
+                "ts-secret",
+                "-alias",
+                "ca",
+                "-file",
+                &path("ca.pem"),
+            ],
+        );
+    } else {
+        run(
+            "openssl",
+            &[
+                "pkcs12",
+                "-export",
+                "-nokeys",
+                "-in",
+                &path("ca.pem"),
+                "-out",
+                &ts,
+                "-passout",
+                "pass:ts-secret",
+            ],
+        );
+    }
+    let settings = format!(
+        "listeners = \"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0\"\n\
+         \"ssl.keystore.type\" = \"PKCS12\"\n\"ssl.keystore.location\" = \"{ks}\"\n\
+         \"ssl.keystore.password\" = \"ks-secret\"\n\
+         \"ssl.truststore.type\" = \"PKCS12\"\n\"ssl.truststore.location\" = \"{ts}\"\n\
+         \"ssl.truststore.password\" = \"ts-secret\"\n\
+         \"listener.name.ssl.ssl.client.auth\" = \"required\"\n\
+         \"listener.name.ssl.ssl.principal.mapping.rules\" = \
+         'RULE:^CN=([a-z]+)\\.([a-z]+)$/$2_$1/U,RULE:^CN=(alice)$/$1/'\n\
+         \"listener.name.ssl.ssl.enabled.protocols\" = \"TLSv1.3\"\n\
+         \"listener.name.ssl.ssl.cipher.suites\" = \"TLS_CHACHA20_POLY1305_SHA256\"\n"
+    );
+    let config = dir.path().join("pkcs12.toml");
+    std::fs::write(&config, &settings).expect("write");
+    let broker = start(dir.path(), &config);
+    let ssl = port_of(&broker, "SSL");
+    let suite = tls_hello(&ssl, &certs, "client-alice", &[], false).expect("alice");
+    assert_eq!(suite, rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256);
+    assert!(logs(&broker, "principal=User:alice "));
+    tls_hello(&ssl, &certs, "client-bob.smith", &[], false).expect("bob");
+    assert!(logs(&broker, "principal=User:SMITH_BOB"));
+    // The broker's own certificate (CN=shardlog-broker) matches no rule: refused.
+    assert!(tls_hello(&ssl, &certs, "broker", &[], false).is_err());
+    assert!(logs(&broker, "No rules apply to CN=shardlog-broker"));
+    // No suite or protocol in common: refused.
+    let other = tls_hello(&ssl, &certs, "client-alice", &["TLS_AES_128_GCM_SHA256"], true);
+    assert!(other.is_err(), "{other:?}");
+    let old = tls_hello(
+        &ssl,
+        &certs,
+        "client-alice",
+        &["TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"],
+        false,
+    );
+    assert!(old.is_err(), "TLS 1.2 only: {old:?}");
+    assert!(metadata(&mut open(&broker.addr)).is_ok(), "other clients carry on");
+    drop(broker);
+
+    // Each bad setting fails the start naming it.
+    for (from, to, named) in [
+        ("\"ks-secret\"", "\"wrong\"", "ssl.keystore.password"),
+        ("\"TLS_CHACHA20_POLY1305_SHA256\"", "\"TLS_RSA_WITH_RC4_128_MD5\"", "ssl.cipher.suites"),
+        ("\"TLSv1.3\"\n", "\"TLSv1.1\"\n", "ssl.enabled.protocols"),
+        ("$2_$1/U", "$2_$1/X", "ssl.principal.mapping.rules"),
+        (
+            "\"PKCS12\"\n\"ssl.keystore.location",
+            "\"JKS\"\n\"ssl.keystore.location",
+            "ssl.keystore.type",
+        ),
+    ] {
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, settings.replacen(from, to, 1)).expect("write");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+            .args(["serve", "--shards", "1", "--data-dir"])
+            .arg(dir.path().join("bad-data"))
+            .arg("--config")
+            .arg(&bad)
+            .output()
+            .expect("serve");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{named}: started");
+        assert!(stderr.contains(named) && !stderr.contains("panicked"), "{named}: {stderr}");
+    }
+}
+
+/// A TLS client connection speaking Kafka (ApiVersions) to check it still serves.
+struct TlsKafka(rustls::StreamOwned<rustls::ClientConnection, TcpStream>, i32);
+
+impl TlsKafka {
+    /// Connects to `addr` trusting `ca` only; `Err` if the handshake (or the first exchange)
+    /// fails.
+    fn open(addr: &str, ca: &Path) -> Result<TlsKafka, String> {
+        use shardlog::security::tls::{Pem, TlsSettings};
+        let ca = Pem::File(ca.display().to_string());
+        // A client certificate is not asked for; any key store satisfies the builder.
+        let dir = ca_dir_of(&ca);
+        let s = TlsSettings::pem(Pem::File(format!("{dir}/broker.pem")), None, Some(ca));
+        let config =
+            shardlog::security::client::client_config(&s, true).map_err(|e| e.to_string())?;
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        let conn = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
+        let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        let mut c = TlsKafka(rustls::StreamOwned::new(conn, tcp), 0);
+        c.api_versions()?;
+        Ok(c)
+    }
+
+    /// One ApiVersions v0 round trip.
+    fn api_versions(&mut self) -> Result<(), String> {
+        self.1 += 1;
+        let mut buf = bytes::BytesMut::new();
+        shardlog::protocol::client::encode_request(
+            &mut buf,
+            &ApiVersionsRequest::default(),
+            0,
+            self.1,
+        )
+        .map_err(|e| e.to_string())?;
+        self.0.write_all(&buf).map_err(|e| e.to_string())?;
+        let mut len = [0u8; 4];
+        self.0.read_exact(&mut len).map_err(|e| e.to_string())?;
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.0.read_exact(&mut body).map_err(|e| e.to_string())?;
+        let id = i32::from_be_bytes(body[..4].try_into().expect("4 bytes"));
+        if id == self.1 {
+            Ok(())
+        } else {
+            Err(format!("correlation id {id}"))
+        }
+    }
+}
+
+fn ca_dir_of(ca: &shardlog::security::tls::Pem) -> String {
+    match ca {
+        shardlog::security::tls::Pem::File(p) => {
+            Path::new(p).parent().expect("dir").display().to_string()
+        }
+        shardlog::security::tls::Pem::Inline(_) => unreachable!(),
+    }
+}
+
+/// Kafka's classpath (`perf/kafka/kafka.sh classpath`), if its jars are installed.
+fn kafka_classpath() -> Option<String> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(repo.join("perf/kafka/kafka.sh"))
+        .arg("classpath")
+        .output()
+        .ok()?;
+    let cp = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let jars = cp.split(':').next().map(|p| p.trim_end_matches('*').to_string())?;
+    (out.status.success() && Path::new(&jars).is_dir()).then_some(cp)
+}
+
+/// KIP-226 with Kafka's own ConfigCommand: the SSL listener's key store is switched to one
+/// signed by another CA with `--entity-type brokers --entity-name 0 --alter --add-config
+/// listener.name.ssl.ssl.keystore.location=...`; new connections get the new certificate at
+/// once, a connection opened before keeps working, and a store that cannot be loaded is
+/// logged and leaves the current one serving.
+#[test]
+fn a_dynamic_key_store_serves_new_connections_and_keeps_old_ones() {
+    let Some(cp) = kafka_classpath() else {
+        eprintln!("Kafka's jars are not installed (perf/kafka/kafka.sh fetch): skipped");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    for out in [&one, &two] {
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
+            .arg("certs")
+            .arg("--out")
+            .arg(out)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("shardlog certs");
+        assert!(status.success());
+    }
+    let config = dir.path().join("kip226.toml");
+    let settings = format!(
+        "listeners = \"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0\"\n\
+         \"listener.name.ssl.ssl.keystore.location\" = \"{}\"\n",
+        one.join("broker.pem").display()
+    );
+    std::fs::write(&config, settings).expect("write");
+    let broker = start(dir.path(), &config);
+    let ssl = port_of(&broker, "SSL");
+    let mut before = TlsKafka::open(&ssl, &one.join("ca.pem")).expect("first store");
+    assert!(TlsKafka::open(&ssl, &two.join("ca.pem")).is_err(), "not yet the second");
+
+    let alter = |location: &Path| {
+        let out = std::process::Command::new("java")
+            .args(["-cp", &cp, "kafka.admin.ConfigCommand", "--bootstrap-server", &broker.addr])
+            .args(["--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config"])
+            .arg(format!("listener.name.ssl.ssl.keystore.location={}", location.display()))
+            .output()
+            .expect("java");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "ConfigCommand: {text}");
+    };
+    let started = std::time::Instant::now();
+    alter(&two.join("broker.pem"));
+    let after = loop {
+        match TlsKafka::open(&ssl, &two.join("ca.pem")) {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(started.elapsed() < Duration::from_secs(30), "never reloaded: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    eprintln!("[kip226] new key store served {:?} after the alter began", started.elapsed());
+    assert!(TlsKafka::open(&ssl, &one.join("ca.pem")).is_err(), "the old certificate is gone");
+    before.api_versions().expect("the connection opened before carries on");
+    assert!(logs(&broker, "TLS key and trust stores reloaded"));
+
+    // A store that cannot be loaded: logged, and the current one keeps serving.
+    alter(&dir.path().join("missing.pem"));
+    TlsKafka::open(&ssl, &two.join("ca.pem")).expect("still the second store");
+    assert!(logs(&broker, "TLS stores not reloaded"));
+    drop((before, after));
+}

@@ -21,7 +21,7 @@ mod state;
 
 pub use frames::request_frame;
 pub use records::{decompress, record_batch, segment_scan};
-pub use security::sasl_tokens;
+pub use security::{sasl_tokens, tls_stores};
 pub use state::{
     cleaner_checkpoint, epoch_checkpoint, group_records, metadata_log, offset_index,
     producer_snapshot, raft_store, time_index, txn_index,

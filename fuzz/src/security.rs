@@ -50,3 +50,41 @@ pub fn sasl_tokens(data: &[u8]) {
         let _ = tls::private_key(text, "fuzz");
     }
 }
+
+/// What a broker reads from its own config and from another broker: PKCS12 key and trust
+/// stores (`security::tls::pkcs12_key_store`, `pkcs12_trusted`), `ssl.principal.mapping.rules`
+/// and the DNs they map (`security::principal`), and a broker's SCRAM answers to our client
+/// (`security::client::ScramClient`). Byte 0 % 3 picks which; the rest is the input (rules
+/// and DN, or SCRAM's server-first and server-final, split at 0xff).
+pub fn tls_stores(data: &[u8]) {
+    use shardlog::protocol::client_auth::SaslClient;
+    use shardlog::security::client::ScramClient;
+    use shardlog::security::principal::PrincipalMapper;
+    let Some((&selector, rest)) = data.split_first() else { return };
+    match selector % 3 {
+        0 => {
+            let _ = tls::pkcs12_key_store(rest, Some("pw"));
+            let _ = tls::pkcs12_trusted(rest, None);
+        }
+        1 => {
+            let mut parts = rest.splitn(2, |b| *b == 0xff);
+            let rules = String::from_utf8_lossy(parts.next().unwrap_or_default());
+            let dn = String::from_utf8_lossy(parts.next().unwrap_or_default());
+            if let Ok(mapper) = PrincipalMapper::parse(&rules) {
+                let _ = mapper.name(&dn);
+            }
+        }
+        _ => {
+            let m =
+                if selector & 0x80 == 0 { ScramMechanism::Sha256 } else { ScramMechanism::Sha512 };
+            let mut client = ScramClient::new(m, "alice", "pw", "clientnonce".into());
+            assert!(!client.first().is_empty());
+            for token in rest.split(|b| *b == 0xff) {
+                match client.step(token) {
+                    Ok(Some(reply)) => assert!(!reply.is_empty()),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+    }
+}

@@ -29,4 +29,5 @@ targets!(
     raft_store,
     txn_index,
     sasl_tokens,
+    tls_stores,
 );

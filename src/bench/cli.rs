@@ -96,6 +96,22 @@ pub struct CommonArgs {
     /// No live progress line.
     #[arg(long)]
     pub quiet: bool,
+    /// How to reach the brokers (Kafka's security.protocol): PLAINTEXT, SSL, SASL_PLAINTEXT or
+    /// SASL_SSL. TLS runs on the client's executors, as the broker runs it on its shards.
+    #[arg(long, default_value = "PLAINTEXT", value_name = "PROTOCOL")]
+    pub security_protocol: String,
+    /// PEM file of the CA the brokers' certificates must chain to (SSL, SASL_SSL).
+    #[arg(long, value_name = "FILE")]
+    pub ssl_ca: Option<PathBuf>,
+    /// SASL mechanism (SASL_*): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, default_value = "SCRAM-SHA-512", value_name = "MECHANISM")]
+    pub sasl_mechanism: String,
+    /// SASL user (SASL_*).
+    #[arg(long, value_name = "NAME")]
+    pub sasl_username: Option<String>,
+    /// SASL password (SASL_*).
+    #[arg(long, value_name = "PASSWORD")]
+    pub sasl_password: Option<String>,
 }
 
 /// Options of the producing side (`produce` and `e2e`).

@@ -49,10 +49,60 @@ pub fn topic_name(t: &str) -> TopicName {
     TopicName(StrBytes::from_string(t.to_string()))
 }
 
+/// How this process reaches the brokers (`--security-protocol` and friends), set once before
+/// the first connection; plain TCP when never set.
+static SECURITY: std::sync::OnceLock<crate::protocol::client_auth::ClientSecurity> =
+    std::sync::OnceLock::new();
+
+/// Sets the connections' security from the command line (first call wins).
+pub fn set_security(common: &super::cli::CommonArgs) -> anyhow::Result<()> {
+    use crate::config::SecurityProtocol;
+    use crate::protocol::client_auth::ClientSecurity;
+    let protocol = SecurityProtocol::parse(&common.security_protocol).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--security-protocol {}: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+            common.security_protocol
+        )
+    })?;
+    let mut security = ClientSecurity::default();
+    if protocol.tls() {
+        let ca = common.ssl_ca.as_ref().ok_or_else(|| {
+            anyhow::anyhow!("--security-protocol {} needs --ssl-ca", protocol.name())
+        })?;
+        security.tls = Some(crate::security::client::trust_only_config(ca)?);
+    }
+    if protocol.sasl() {
+        let mechanism = crate::security::sasl::Mechanism::parse(&common.sasl_mechanism)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--sasl-mechanism {}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                    common.sasl_mechanism
+                )
+            })?;
+        let (Some(user), Some(password)) = (&common.sasl_username, &common.sasl_password) else {
+            anyhow::bail!(
+                "--security-protocol {} needs --sasl-username and --sasl-password",
+                protocol.name()
+            );
+        };
+        security.sasl = Some(crate::security::client::login(mechanism, user, password));
+    }
+    let _ = SECURITY.set(security);
+    Ok(())
+}
+
+/// A connection to `addr`, secured as `--security-protocol` says.
+pub async fn connect(addr: &str) -> Result<Conn, super::wire::ClientError> {
+    match SECURITY.get() {
+        Some(security) => Conn::connect_secure(addr, security).await,
+        None => Conn::connect(addr).await,
+    }
+}
+
 /// Connects to the bootstrap broker, creates the topic if asked and missing, and
 /// returns the leader of every partition.
 pub async fn discover(bootstrap: &str, want: &TopicWanted) -> anyhow::Result<Layout> {
-    let mut conn = Conn::connect(bootstrap).await?;
+    let mut conn = connect(bootstrap).await?;
     let versions = conn.negotiate().await?;
     let mut created = false;
     for _ in 0..LEADER_WAIT_ROUNDS {
@@ -175,7 +225,7 @@ async fn wait_until_served(layout: &Layout) -> anyhow::Result<()> {
         by_leader.entry(addr).or_default().push(*p);
     }
     for (addr, parts) in by_leader {
-        let mut conn = Conn::connect(addr).await?;
+        let mut conn = connect(addr).await?;
         let mut rounds = 0;
         loop {
             let codes: Vec<i16> =

@@ -52,7 +52,7 @@ pub async fn run_lane(
     lane: Lane,
     shared: Arc<Shared>,
 ) -> anyhow::Result<()> {
-    let mut conn = Conn::connect(&lane.addr).await?;
+    let mut conn = super::client::connect(&lane.addr).await?;
     let v = plan.versions;
     let ts = if plan.from == StartFrom::Earliest { EARLIEST } else { LATEST };
     let starts = list_offsets(&mut conn, &v, &plan.topic, &lane.partitions, ts).await?;

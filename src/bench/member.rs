@@ -56,11 +56,11 @@ type Cursors = BTreeMap<String, BTreeMap<i32, PartitionCursor>>;
 /// Runs one member until the run stops (or, with `--to-end`, its partitions reached the
 /// end they had when assigned); always tries to leave the group.
 pub async fn run_member(plan: Arc<GroupPlan>, shared: Arc<Shared>) -> anyhow::Result<()> {
-    let mut boot = Conn::connect(&plan.bootstrap).await?;
+    let mut boot = super::client::connect(&plan.bootstrap).await?;
     let gv = GroupVersions::negotiate(&mut boot).await?;
     let coord_addr = locate(&mut boot, &gv, &plan.group).await?;
-    let mut coord = Conn::connect(&coord_addr).await?;
-    let hb_conn = Conn::connect(&coord_addr).await?;
+    let mut coord = super::client::connect(&coord_addr).await?;
+    let hb_conn = super::client::connect(&coord_addr).await?;
     let state = Rc::new(Membership { joining: Cell::new(true), ..Default::default() });
     let hb = glommio::spawn_local(heartbeat_loop(plan.clone(), gv, hb_conn, state.clone()));
     let result = member_loop(&plan, &gv, &mut coord, &state, &shared).await;
@@ -214,7 +214,7 @@ async fn connection<'a>(
     addr: &str,
 ) -> anyhow::Result<&'a mut Conn> {
     if !conns.contains_key(addr) {
-        conns.insert(addr.to_string(), Conn::connect(addr).await?);
+        conns.insert(addr.to_string(), super::client::connect(addr).await?);
     }
     conns.get_mut(addr).ok_or_else(|| anyhow::anyhow!("connection to {addr} vanished"))
 }

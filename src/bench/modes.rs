@@ -32,6 +32,7 @@ const GROUP_SESSION_TIMEOUT_MS: i32 = 10_000;
 const GROUP_REBALANCE_TIMEOUT_MS: i32 = 30_000;
 
 fn discover_topic(common: &CommonArgs) -> anyhow::Result<Layout> {
+    super::client::set_security(common)?;
     let bootstrap = common.client.bootstrap().to_string();
     let want = TopicWanted {
         topic: common.topic.clone(),

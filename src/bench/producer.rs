@@ -221,7 +221,7 @@ pub async fn run_lane(
     lane: Lane,
     shared: Arc<Shared>,
 ) -> anyhow::Result<()> {
-    let mut conn = Conn::connect(&lane.addr).await?;
+    let mut conn = super::client::connect(&lane.addr).await?;
     let producer =
         if plan.args.idempotent { Some(init_producer_id(&mut conn).await?) } else { None };
     let Conn { writer, reader, .. } = conn;

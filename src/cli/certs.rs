@@ -52,7 +52,10 @@ pub fn run(args: &CertsArgs) -> anyhow::Result<()> {
             Err(_) => Ok(SanType::DnsName(h.clone().try_into()?)),
         })
         .collect::<Result<_, rcgen::Error>>()?;
-    broker.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    // Both: a broker is also a TLS client of the other brokers (replica fetches, markers,
+    // the quorum), and a listener with mutual TLS checks that its client may authenticate.
+    broker.extended_key_usages =
+        vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
     leaf(&args.out, "broker", broker, (&ca, &ca_key))?;
     for client in &args.clients {
         let mut params = CertificateParams::new(Vec::new())?;

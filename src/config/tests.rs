@@ -434,3 +434,103 @@ fn the_default_cache_is_an_eighth_of_memory_over_the_shards_and_at_least_64_mib(
     assert_eq!(on(&[], 1, None).cache_bytes, 64 << 20, "memory unknown");
     assert_eq!(on(&["--cache-bytes", "8MiB"], 1, Some(24 << 30)).cache_bytes, 8 << 20);
 }
+
+/// A development CA and a broker key store (key then chain) for `localhost`/127.0.0.1, as
+/// PEM files in `dir`: (key store path, trust store path).
+fn pem_files(dir: &std::path::Path) -> (String, String) {
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::new()).expect("params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).expect("ca");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let params = rcgen::CertificateParams::new(vec!["localhost".into()]).expect("params");
+    let leaf = params.signed_by(&key, &ca, &ca_key).expect("leaf");
+    let (ks, ts) = (dir.join("broker.pem"), dir.join("ca.pem"));
+    std::fs::write(&ks, format!("{}{}", key.serialize_pem(), leaf.pem())).expect("write");
+    std::fs::write(&ts, ca.pem()).expect("write");
+    (ks.display().to_string(), ts.display().to_string())
+}
+
+/// A node of a three-voter cluster whose inter-broker listener is SASL_SSL, with `more`
+/// settings appended.
+fn sasl_ssl_cluster(dir: &std::path::Path, more: &str) -> Result<ServeConfig, ConfigError> {
+    let (ks, ts) = pem_files(dir);
+    with_file(
+        &format!(
+            "node_id = 1\ncontroller_listen = \"127.0.0.1:19193\"\n\
+             \"controller.quorum.voters\" = \"1@127.0.0.1:19193,2@127.0.0.1:19293\"\n\
+             listeners = \"CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0\"\n\
+             \"listener.security.protocol.map\" = \"CLIENT:PLAINTEXT,BROKER:SASL_SSL\"\n\
+             \"inter.broker.listener.name\" = \"BROKER\"\n\
+             \"ssl.keystore.location\" = \"{ks}\"\n\"ssl.truststore.location\" = \"{ts}\"\n{more}"
+        ),
+        &[],
+    )
+}
+
+#[test]
+fn an_inter_broker_listener_with_tls_and_sasl_gives_a_secured_client() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jaas = "\"listener.name.broker.scram-sha-512.sasl.jaas.config\" = 'org.apache.kafka.\
+                common.security.scram.ScramLoginModule required username=\"broker\" \
+                password=\"s3cret\";'\n";
+    let mechanism = "\"sasl.mechanism.inter.broker.protocol\" = \"SCRAM-SHA-512\"\n";
+    let cfg = sasl_ssl_cluster(dir.path(), &format!("{mechanism}{jaas}")).expect("resolve");
+    let client = &cfg.inter_broker_client;
+    assert_eq!(client.listener, "BROKER");
+    assert!(client.tls.is_some());
+    let login = client.sasl.as_ref().expect("sasl");
+    assert_eq!((login.mechanism, login.user.as_str()), ("SCRAM-SHA-512", "broker"));
+    assert!(!format!("{client:?}").contains("s3cret"), "no password in Debug");
+
+    // Each missing piece is an error naming the setting to fix.
+    let err = |more: &str| sasl_ssl_cluster(dir.path(), more).expect_err(more).to_string();
+    assert!(err(jaas).contains("sasl.mechanism.inter.broker.protocol"), "GSSAPI default");
+    let disabled = "\"listener.name.broker.sasl.enabled.mechanisms\" = \"PLAIN\"\n";
+    assert!(err(&format!("{mechanism}{jaas}{disabled}")).contains("sasl.enabled.mechanisms"));
+    assert!(err(mechanism).contains("listener.name.broker.scram-sha-512.sasl.jaas.config"));
+    let no_password = "\"listener.name.broker.scram-sha-512.sasl.jaas.config\" = \
+                       'M required username=\"broker\";'\n";
+    assert!(err(&format!("{mechanism}{no_password}")).contains("password"));
+    let algorithm = "\"ssl.endpoint.identification.algorithm\" = \"dns\"\n";
+    assert!(err(&format!("{mechanism}{jaas}{algorithm}")).contains("ssl.endpoint"));
+}
+
+#[test]
+fn a_tls_inter_broker_listener_needs_a_trust_store_and_a_single_node_dials_nobody() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ks, _) = pem_files(dir.path());
+    let listeners =
+        format!("listeners = \"SSL://127.0.0.1:0\"\n\"ssl.keystore.location\" = \"{ks}\"\n");
+    let single = with_file(&listeners, &[]).expect("a single node needs no trust store");
+    assert!(single.inter_broker_client.tls.is_none());
+    let cluster = format!(
+        "node_id = 1\ncontroller_listen = \"127.0.0.1:19193\"\n\
+         \"controller.quorum.voters\" = \"1@127.0.0.1:19193,2@127.0.0.1:19293\"\n{listeners}"
+    );
+    let err = with_file(&cluster, &[]).expect_err("no trust store").to_string();
+    assert!(err.contains("ssl.truststore.location"), "{err}");
+}
+
+#[test]
+fn an_ssl_controller_listener_secures_the_quorum_and_gives_its_address() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ks, ts) = pem_files(dir.path());
+    let base = format!(
+        "node_id = 1\n\"controller.quorum.voters\" = \"1@localhost:19193,2@127.0.0.1:19293\"\n\
+         listeners = \"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19193\"\n\
+         \"controller.listener.names\" = \"CONTROLLER\"\n\
+         \"listener.security.protocol.map\" = \"PLAINTEXT:PLAINTEXT,CONTROLLER:SSL\"\n\
+         \"ssl.keystore.location\" = \"{ks}\"\n"
+    );
+    let err = with_file(&base, &[]).expect_err("no trust store").to_string();
+    assert!(err.contains("controller.listener.names") && err.contains("truststore"), "{err}");
+    let cfg = with_file(&format!("{base}\"ssl.truststore.location\" = \"{ts}\"\n"), &[])
+        .expect("resolve");
+    let tls = cfg.controller_tls.as_ref().expect("quorum TLS");
+    assert_eq!(tls.voter_hosts[&1], "localhost");
+    assert_eq!(cfg.cluster.controller_listen, Some("127.0.0.1:19193".parse().expect("addr")));
+    assert_eq!(cfg.listeners.all.len(), 1, "CONTROLLER is not a Kafka listener");
+    let sasl = base.replace("CONTROLLER:SSL", "CONTROLLER:SASL_SSL");
+    assert!(with_file(&sasl, &[]).expect_err("sasl").to_string().contains("no SASL"));
+}

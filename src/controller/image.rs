@@ -40,10 +40,13 @@ impl BrokerImage {
         self.endpoints.iter().find(|e| e.listener == name)
     }
 
-    /// The endpoint other brokers dial: the inter-broker listener, registered first.
+    /// The endpoint another broker dials: its endpoint of the dialler's inter-broker
+    /// `listener` (every broker of a cluster names the same one), else the first registered
+    /// (a broker registers its own inter-broker listener first; one registered before
+    /// listener names mattered has only that one).
     #[must_use]
-    pub fn inter_broker_endpoint(&self) -> Option<&BrokerEndpoint> {
-        self.endpoints.first()
+    pub fn inter_broker_endpoint(&self, listener: &str) -> Option<&BrokerEndpoint> {
+        self.endpoint(listener).or_else(|| self.endpoints.first())
     }
 }
 

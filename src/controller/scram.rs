@@ -174,6 +174,57 @@ pub enum ScramChange {
     },
 }
 
+/// The file `shardlog format --add-scram` leaves in a data directory: the first SCRAM
+/// credentials, proposed once by the first active controller that finds them missing, then
+/// removed (it holds salted passwords).
+pub const BOOTSTRAP_SCRAM_FILE: &str = "bootstrap-scram";
+
+/// One `--add-scram` credential per line: `MECHANISM<TAB>user<TAB>iterations<TAB>salt<TAB>
+/// salted password` (base64), as [`ScramChange::Upsert`] carries it.
+#[must_use]
+pub fn encode_bootstrap(changes: &[ScramChange]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    changes
+        .iter()
+        .filter_map(|c| match c {
+            ScramChange::Upsert { user, mechanism, salted, salt, iterations } => Some(format!(
+                "{}\t{user}\t{iterations}\t{}\t{}\n",
+                mechanism.name(),
+                b64.encode(salt),
+                b64.encode(salted)
+            )),
+            ScramChange::Delete { .. } => None,
+        })
+        .collect()
+}
+
+/// Parses [`encode_bootstrap`]'s text.
+pub fn parse_bootstrap(text: &str) -> Result<Vec<ScramChange>, String> {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split('\t').collect();
+            let [mechanism, user, iterations, salt, salted] = f.as_slice() else {
+                return Err(format!(
+                    "{BOOTSTRAP_SCRAM_FILE}: a line has {} fields, not 5",
+                    f.len()
+                ));
+            };
+            let bad = |what: &str| format!("{BOOTSTRAP_SCRAM_FILE}: bad {what} for {user}");
+            Ok(ScramChange::Upsert {
+                user: (*user).to_string(),
+                mechanism: ScramMechanism::from_name(mechanism).ok_or_else(|| bad("mechanism"))?,
+                iterations: iterations.parse().map_err(|_| bad("iterations"))?,
+                salt: b64.decode(salt).map_err(|_| bad("salt"))?,
+                salted: b64.decode(salted).map_err(|_| bad("salted password"))?,
+            })
+        })
+        .collect()
+}
+
 /// Why one change is refused (mapped to Kafka's codes by the API handler).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ScramError {

@@ -271,7 +271,9 @@ impl PartitionTable {
                 })
             })
             .collect();
-        self.followers.reconcile(image.node_id, image.version, &image.brokers, follows, |f| {
+        let security = &ctx.config.inter_broker_client;
+        let (me, brokers) = (image.node_id, &image.brokers);
+        self.followers.reconcile(me, image.version, brokers, security, follows, |f| {
             drop(ctx.spawn(f));
         });
         for partition in stale {

@@ -1,7 +1,9 @@
 //! The Kafka client the broker and its tools share: request encoding with headers, response
-//! frames read off a TCP stream (`io::net`), and the negotiated API versions. Follower
-//! fetchers (`replication::link`), the transaction coordinator's markers
-//! (`server::txn::broker_client`) and the load generator (`bench`) all speak through it.
+//! frames read off a TCP or TLS stream (`io::net`), the negotiated API versions, and a
+//! connection secured as a listener asks ([`Conn::connect_secure`]: TLS, then SASL, see
+//! [`super::client_auth`]). Follower fetchers (`replication::link`), the transaction
+//! coordinator's markers (`server::txn::broker_client`) and the load generator (`bench`) all
+//! speak through it.
 //!
 //! Lives on the shard (or bench executor) that opened it; a [`Conn`] is never shared across
 //! threads. Invariant: Kafka answers a connection's requests in
@@ -18,8 +20,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
+use super::client_auth::{self, ClientSecurity};
 use crate::constants::BENCH_RESPONSE_BYTES_MAX;
-use crate::io::net::{self, TcpStream};
+use crate::io::net::{self, Stream};
 
 /// Client id sent in every request header.
 pub const CLIENT_ID: &str = "shardlog-bench";
@@ -41,6 +44,10 @@ pub enum ClientError {
     Protocol { addr: String, msg: String },
     #[error("broker {addr} does not support {api:?} in versions {ours_min}..={ours_max}")]
     Unsupported { addr: String, api: ApiKey, ours_min: i16, ours_max: i16 },
+    /// The broker refused our TLS handshake or SASL credentials (or we refused its
+    /// certificate): not retried sooner than any other failure, but logged as what it is.
+    #[error("authentication with broker {addr} failed: {msg}")]
+    Authentication { addr: String, msg: String },
 }
 
 /// Versions picked for each API this client uses: the highest both sides implement.
@@ -153,22 +160,23 @@ pub fn decode_response<R: Request>(
 
 /// The sending half of a connection.
 pub struct ConnWriter {
-    inner: WriteHalf<TcpStream>,
+    inner: WriteHalf<Stream>,
     pub addr: String,
 }
 
 /// The receiving half of a connection.
 pub struct ConnReader {
-    inner: BufReader<ReadHalf<TcpStream>>,
+    inner: BufReader<ReadHalf<Stream>>,
     pub addr: String,
 }
 
 impl ConnWriter {
     pub async fn send(&mut self, frame: &[u8]) -> Result<(), ClientError> {
-        self.inner
-            .write_all(frame)
-            .await
-            .map_err(|source| ClientError::Io { addr: self.addr.clone(), err: source })
+        let io = |source| ClientError::Io { addr: self.addr.clone(), err: source };
+        self.inner.write_all(frame).await.map_err(io)?;
+        // TLS may hold the last record until flushed; plain TCP's flush does nothing.
+        let io = |source| ClientError::Io { addr: self.addr.clone(), err: source };
+        self.inner.flush().await.map_err(io)
     }
 }
 
@@ -207,8 +215,39 @@ impl Conn {
         let connect_err = |source| ClientError::Connect { addr: addr.to_string(), err: source };
         let sock: SocketAddr = resolve(addr).map_err(connect_err)?;
         let stream = net::connect(sock, CONNECT_TIMEOUT).await.map_err(connect_err)?;
+        Ok(Conn::over(Stream::Plain(stream), addr))
+    }
+
+    /// Connects as `security` says: TCP, then a TLS handshake (checking the broker's
+    /// certificate against `addr`'s host), then a SASL exchange (SaslHandshake v1,
+    /// SaslAuthenticate v2) before the connection is handed out. A refused handshake or
+    /// credential is [`ClientError::Authentication`] naming the reason.
+    pub async fn connect_secure(
+        addr: &str,
+        security: &ClientSecurity,
+    ) -> Result<Conn, ClientError> {
+        let connect_err = |source| ClientError::Connect { addr: addr.to_string(), err: source };
+        let sock: SocketAddr = resolve(addr).map_err(connect_err)?;
+        let tcp = net::connect(sock, CONNECT_TIMEOUT).await.map_err(connect_err)?;
+        let stream = match &security.tls {
+            None => Stream::Plain(tcp),
+            Some(tls) => {
+                let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+                net::tls_handshake(tcp, host, tls.clone(), CONNECT_TIMEOUT).await.map_err(|e| {
+                    ClientError::Authentication { addr: addr.to_string(), msg: e.to_string() }
+                })?
+            }
+        };
+        let mut conn = Conn::over(stream, addr);
+        if let Some(sasl) = &security.sasl {
+            client_auth::authenticate(&mut conn, sasl).await?;
+        }
+        Ok(conn)
+    }
+
+    fn over(stream: Stream, addr: &str) -> Conn {
         let (r, w) = futures_lite::io::split(stream);
-        Ok(Conn {
+        Conn {
             writer: ConnWriter { inner: w, addr: addr.to_string() },
             reader: ConnReader {
                 inner: BufReader::with_capacity(READ_BUFFER_BYTES, r),
@@ -216,7 +255,7 @@ impl Conn {
             },
             next_correlation_id: 1,
             buf: BytesMut::with_capacity(4096),
-        })
+        }
     }
 
     pub fn addr(&self) -> &str {

@@ -9,6 +9,7 @@
 
 pub mod blocking;
 pub mod client;
+pub mod client_auth;
 pub mod errors;
 pub mod fetch_encode;
 pub mod frame;

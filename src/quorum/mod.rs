@@ -50,7 +50,7 @@ pub use driver::{
     QuorumStatus, ReplicaStatus, StateMachine,
 };
 pub use logger::raft_logger;
-pub use net::{NetConfig, TcpTransport};
+pub use net::{NetConfig, QuorumTls, TcpTransport};
 pub use node::{Advanced, Compaction, QuorumNode, Ready};
 pub use raft::prelude::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
 pub use raft::StateRole;

@@ -2,8 +2,13 @@
 //! [`super::frame`], not Kafka's), on the controller shard (shard 0).
 //!
 //! Connections: a listener on the node's controller address (if it has one), and one
-//! outbound connection per other voter, redialled with capped exponential backoff. Every
-//! connection starts with a [`Hello`] each way; a peer whose cluster id or voter set differs
+//! outbound connection per other voter, redialled with capped exponential backoff. With
+//! [`QuorumTls`] (`controller.listener.names` naming an SSL listener) every connection is
+//! TLS first, mutual by default: the dialler checks the voter's certificate against the trust
+//! store and the voter's host, the listener asks for the dialler's; a refused handshake is an
+//! ERROR line naming rustls' reason on the side that refused and counted in
+//! [`NetCounters::refused`]. The handshake and the encryption run on the controller shard, in
+//! its event loop. Every connection then starts with a [`Hello`] each way; a peer whose cluster id or voter set differs
 //! is refused by both sides (ERROR log naming both values, counted in
 //! [`NetCounters::refused`]), so a mis-configured node never joins. After the handshake a
 //! connection carries frames both ways: raft messages and RPC requests/responses.
@@ -18,6 +23,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -46,6 +52,27 @@ pub struct NetConfig {
     pub listen: Option<SocketAddr>,
     /// Every voter's id and controller address (this node included if it is a voter).
     pub voters: BTreeMap<u64, SocketAddr>,
+    /// TLS on every connection (`None`: plain TCP).
+    pub tls: Option<QuorumTls>,
+}
+
+/// The quorum's TLS: built once at start-up from the controller listener's `ssl.*`
+/// settings and shared read-only.
+#[derive(Clone)]
+pub struct QuorumTls {
+    /// The listener's side (asks for the dialler's certificate unless configured not to).
+    pub server: Arc<rustls::ServerConfig>,
+    /// The dialler's side (presents this node's key store).
+    pub client: Arc<rustls::ClientConfig>,
+    /// Each voter's host as `controller.quorum.voters` names it: what its certificate is
+    /// checked against.
+    pub voter_hosts: BTreeMap<u64, String>,
+}
+
+impl std::fmt::Debug for QuorumTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuorumTls").field("voter_hosts", &self.voter_hosts).finish_non_exhaustive()
+    }
 }
 
 impl NetConfig {
@@ -324,9 +351,9 @@ async fn write_all<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> Result<(),
 }
 
 /// Exchanges hellos (ours first when dialling); the peer's hello if acceptable.
-async fn handshake(
+async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     inner: &Inner,
-    stream: &mut TcpStream,
+    stream: &mut S,
     expect: Option<u64>,
 ) -> Result<Hello, String> {
     let ours = frame::encode(&Frame::Hello(inner.hello.clone()))?;
@@ -361,9 +388,13 @@ async fn dial_loop(inner: Rc<Inner>, peer: u64, addr: SocketAddr) {
     while !inner.stopped.get() {
         let refused_before = inner.counters.refused.get();
         let connected = bounded(&inner, CONNECT_TIMEOUT_MS + HANDSHAKE_TIMEOUT_MS, async {
-            let mut s = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+            let s = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
             let _ = s.set_nodelay(true);
             detect_dead_peer(&s);
+            let mut s = match &inner.cfg.tls {
+                None => Stream::Plain(s),
+                Some(tls) => Stream::Client(Box::new(dial_tls(&inner, tls, peer, addr, s).await?)),
+            };
             handshake(&inner, &mut s, Some(peer)).await.map(|_| s)
         })
         .await;
@@ -412,11 +443,29 @@ async fn accept_loop(inner: Rc<Inner>, listener: TcpListener) {
     }
 }
 
-async fn serve_inbound(inner: Rc<Inner>, mut stream: TcpStream) {
+async fn serve_inbound(inner: Rc<Inner>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     detect_dead_peer(&stream);
-    let hello = bounded(&inner, HANDSHAKE_TIMEOUT_MS, handshake(&inner, &mut stream, None)).await;
-    let Some(Ok(theirs)) = hello else { return };
+    let peer_addr =
+        stream.peer_addr().map_or_else(|_| "an unknown address".into(), |a| a.to_string());
+    let secured = bounded(&inner, HANDSHAKE_TIMEOUT_MS, async {
+        let mut stream = match &inner.cfg.tls {
+            None => Stream::Plain(stream),
+            Some(tls) => {
+                let accept = futures_rustls::TlsAcceptor::from(tls.server.clone()).accept(stream);
+                match accept.await {
+                    Ok(s) => Stream::Server(Box::new(s)),
+                    Err(e) => {
+                        tls_refused(&inner, &e, || format!("from {peer_addr}"));
+                        return Err(format!("TLS: {e}"));
+                    }
+                }
+            }
+        };
+        handshake(&inner, &mut stream, None).await.map(|h| (h, stream))
+    })
+    .await;
+    let Some(Ok((theirs, stream))) = secured else { return };
     let peer = theirs.node_id;
     debug!("quorum node {peer} connected to us");
     let conn = Conn::new(peer);
@@ -461,9 +510,97 @@ fn detect_dead_peer(stream: &TcpStream) {
     }
 }
 
+/// The client side of the TLS handshake with voter `peer` at `addr`, checking its certificate
+/// against its host in `controller.quorum.voters`.
+async fn dial_tls(
+    inner: &Inner,
+    tls: &QuorumTls,
+    peer: u64,
+    addr: SocketAddr,
+    tcp: TcpStream,
+) -> Result<futures_rustls::client::TlsStream<TcpStream>, String> {
+    let host = tls.voter_hosts.get(&peer).cloned().unwrap_or_else(|| addr.ip().to_string());
+    let name = rustls::pki_types::ServerName::try_from(host.clone())
+        .map_err(|e| format!("server name {host}: {e}"))?;
+    let connect = futures_rustls::TlsConnector::from(tls.client.clone()).connect(name, tcp);
+    connect.await.map_err(|e| {
+        tls_refused(inner, &e, || format!("to node {peer} at {addr}"));
+        format!("TLS: {e}")
+    })
+}
+
+/// Logs and counts a TLS handshake that rustls refused (a certificate, a protocol version
+/// or cipher suite); an EOF or reset mid-handshake is a peer restarting, not a refusal.
+fn tls_refused(inner: &Inner, e: &std::io::Error, whom: impl FnOnce() -> String) {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        let c = &inner.counters;
+        c.refused.set(c.refused.get() + 1);
+        error!("refusing quorum connection {}: TLS handshake failed: {e}", whom());
+    } else {
+        debug!("quorum TLS handshake {} ended: {e}", whom());
+    }
+}
+
+/// A quorum connection: plain TCP, or TLS as the dialler or the listener.
+enum Stream {
+    Plain(TcpStream),
+    Client(Box<futures_rustls::client::TlsStream<TcpStream>>),
+    Server(Box<futures_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Stream::Client(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Server(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Stream::Client(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Server(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Stream::Client(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Server(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_close(cx),
+            Stream::Client(s) => std::pin::Pin::new(s.as_mut()).poll_close(cx),
+            Stream::Server(s) => std::pin::Pin::new(s.as_mut()).poll_close(cx),
+        }
+    }
+}
+
 /// Runs an established connection until either direction fails or it is closed, then
 /// forgets it.
-async fn run_conn(inner: &Rc<Inner>, stream: TcpStream, conn: &Rc<Conn>) {
+async fn run_conn(inner: &Rc<Inner>, stream: Stream, conn: &Rc<Conn>) {
     inner.counters.connects.set(inner.counters.connects.get() + 1);
     let (rh, wh) = stream.split();
     let reader = read_loop(inner, futures::io::BufReader::new(rh), conn);

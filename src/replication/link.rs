@@ -1,8 +1,11 @@
 //! The [`LeaderLink`] over TCP: Kafka's own protocol to the leader broker, as Kafka's
 //! replica fetcher speaks it (Fetch v15 with `replica_state`, KIP-903; topics by id; ListOffsets
-//! for the leader's log start and end). One connection, opened lazily and dropped on any
+//! for the leader's log start and end), on the inter-broker listener with its TLS and SASL
+//! (`protocol::client_auth::ClientSecurity`). One connection, opened lazily and dropped on any
 //! error (the next round reconnects); every call is bounded by
-//! `replica.socket.timeout.ms` plus the fetch's own long-poll.
+//! `replica.socket.timeout.ms` plus the fetch's own long-poll. A refused TLS handshake or
+//! SASL login is a [`LinkError`] naming the reason, which the fetcher logs with every failed
+//! round (`replication::task`): such a follower stays out of the ISR until it is fixed.
 //!
 //! Runs on the shard of the fetcher that owns it. Speaks through the shared Kafka client
 //! (`protocol::client::Conn`); the connection is taken out of its cell for the duration of a
@@ -10,6 +13,7 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
@@ -25,6 +29,7 @@ use super::driver::{LeaderLink, LinkError};
 use super::fetcher::{FetchPlan, PartitionReply};
 use crate::constants::REPLICA_SOCKET_TIMEOUT_MS_DEFAULT;
 use crate::protocol::client::Conn;
+use crate::protocol::client_auth::ClientSecurity;
 use crate::types::{NodeId, Offset, TopicPartition};
 
 /// The Fetch version followers send (the first with `replica_state`).
@@ -36,13 +41,14 @@ const LIST_OFFSETS_VERSION: i16 = 7;
 pub struct TcpLink {
     addr: String,
     replica: NodeId,
+    security: Arc<ClientSecurity>,
     conn: Cell<Option<Conn>>,
 }
 
 impl TcpLink {
     #[must_use]
-    pub fn new(addr: impl Into<String>, replica: NodeId) -> Self {
-        TcpLink { addr: addr.into(), replica, conn: Cell::new(None) }
+    pub fn new(addr: impl Into<String>, replica: NodeId, security: Arc<ClientSecurity>) -> Self {
+        TcpLink { addr: addr.into(), replica, security, conn: Cell::new(None) }
     }
 
     /// Sends `req` on the connection (opened if needed) within `timeout`; the connection
@@ -56,7 +62,9 @@ impl TcpLink {
         let attempt = async {
             let mut conn = match self.conn.take() {
                 Some(c) => c,
-                None => Conn::connect(&self.addr).await.map_err(|e| LinkError(e.to_string()))?,
+                None => Conn::connect_secure(&self.addr, &self.security)
+                    .await
+                    .map_err(|e| LinkError(e.to_string()))?,
             };
             let resp = conn.call(req, version).await.map_err(|e| LinkError(e.to_string()))?;
             self.conn.set(Some(conn));

@@ -18,6 +18,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -27,6 +28,7 @@ use super::task::{run, Command, FetcherHandle};
 use crate::controller::BrokerImage;
 use crate::io::dma::DmaFileSystem;
 use crate::io::FileSystem;
+use crate::protocol::client_auth::ClientSecurity;
 use crate::storage::PartitionLog;
 use crate::types::{Epoch, NodeId, Offset, TopicPartition};
 
@@ -62,23 +64,28 @@ impl<F: FileSystem> Default for FollowerSet<F> {
     }
 }
 
-/// The address a follower dials for `broker` (its inter-broker listener, registered first).
+/// The address a follower dials for `broker`: its endpoint of the inter-broker `listener`
+/// (a broker registered with one unnamed endpoint: that one).
 #[must_use]
-pub fn broker_addr(broker: &BrokerImage) -> Option<String> {
-    broker.inter_broker_endpoint().map(|e| format!("{}:{}", e.host, e.port))
+pub fn broker_addr(broker: &BrokerImage, listener: &str) -> Option<String> {
+    broker.inter_broker_endpoint(listener).map(|e| format!("{}:{}", e.host, e.port))
 }
 
 impl<F: FileSystem> FollowerSet<F> {
     /// Brings the fetchers in line with `wanted`. `me` is this node, `brokers` the image's
-    /// registrations; `spawn` starts a fetcher loop on this shard.
+    /// registrations, `security` how leaders are dialled (which listener, TLS, SASL);
+    /// `spawn` starts a fetcher loop on this shard.
     pub fn reconcile(
         &self,
         me: NodeId,
         version: u64,
         brokers: &BTreeMap<NodeId, BrokerImage>,
+        security: &Arc<ClientSecurity>,
         wanted: Vec<Follow<F>>,
         spawn: impl Fn(std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>),
     ) {
+        let listener = security.listener.as_str();
+        let broker_addr = |b: &BrokerImage| broker_addr(b, listener);
         let my_epoch = brokers.get(&me).map(|b| b.epoch);
         let mut by_leader: BTreeMap<NodeId, Vec<Follow<F>>> = BTreeMap::new();
         for f in wanted {
@@ -115,7 +122,7 @@ impl<F: FileSystem> FollowerSet<F> {
                 tracing::info!(%leader, %addr, "starting fetcher");
                 let handle = Rc::new(FetcherHandle::default());
                 let fetcher = Fetcher::new(FetcherConfig::new(me, my_epoch), leader);
-                let link = TcpLink::new(addr.clone(), me);
+                let link = TcpLink::new(addr.clone(), me, security.clone());
                 let h = handle.clone();
                 spawn(Box::pin(async move {
                     let stats = run(fetcher, h, link, crate::shard::now_ms).await;
@@ -270,7 +277,7 @@ mod tests {
             leaderless.leader = NodeId(-1);
             let mut all = wanted;
             all.push(leaderless);
-            set.reconcile(me, 1, &brokers, all, spawn);
+            set.reconcile(me, 1, &brokers, &Arc::default(), all, spawn);
             let expect: BTreeMap<NodeId, Vec<TopicPartition>> =
                 [(NodeId(2), vec![tp(0)]), (NodeId(3), vec![tp(1)])].into();
             assert_eq!(set.leaders(), expect);
@@ -278,17 +285,17 @@ mod tests {
             // Broker 3 fenced: its fetcher stops; partition 0 moves to leader 3 (fenced):
             // nothing followed from 3, and 2 keeps nothing either.
             brokers.get_mut(&NodeId(3)).unwrap().fenced = true;
-            set.reconcile(me, 2, &brokers, vec![follow(&log, 0, 3, 2)], spawn);
+            set.reconcile(me, 2, &brokers, &Arc::default(), vec![follow(&log, 0, 3, 2)], spawn);
             assert!(set.leaders().is_empty());
             // Back, with a new endpoint: a new fetcher; our own new broker epoch replaces it.
             brokers.insert(NodeId(3), broker(9333, 13, false));
-            set.reconcile(me, 3, &brokers, vec![follow(&log, 0, 3, 2)], spawn);
+            set.reconcile(me, 3, &brokers, &Arc::default(), vec![follow(&log, 0, 3, 2)], spawn);
             assert_eq!(set.leaders(), [(NodeId(3), vec![tp(0)])].into());
             assert_eq!(spawned.get(), 3);
-            set.reconcile(me, 4, &brokers, vec![follow(&log, 0, 3, 2)], spawn);
+            set.reconcile(me, 4, &brokers, &Arc::default(), vec![follow(&log, 0, 3, 2)], spawn);
             assert_eq!(spawned.get(), 3, "same leader, endpoint and epoch: same fetcher");
             brokers.insert(NodeId(1), broker(9001, 20, false));
-            set.reconcile(me, 5, &brokers, vec![follow(&log, 0, 3, 2)], spawn);
+            set.reconcile(me, 5, &brokers, &Arc::default(), vec![follow(&log, 0, 3, 2)], spawn);
             assert_eq!(spawned.get(), 4, "a new broker epoch of ours: a new fetcher");
             assert!(set.follows(&tp(0)));
             set.stop_all();

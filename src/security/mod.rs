@@ -1,6 +1,7 @@
 //! Encryption and authentication of Kafka connections: TLS ([`tls`], rustls) and SASL
 //! ([`sasl`]: the mechanism negotiation; [`plain`] and [`scram`]: the mechanisms), plus what
-//! a listener needs of them ([`ListenerSecurity`]) and who a connection is ([`Session`]).
+//! a listener needs of them ([`ListenerSecurity`]) and who a connection is ([`Session`]);
+//! the client side of both for connections to other brokers ([`client`]).
 //!
 //! What it owns: the per-listener TLS server configs and SASL settings, built once on the
 //! main thread at start-up (bad material fails the start) and then shared read-only; the
@@ -12,7 +13,9 @@
 //! request handler sees it ([`Session`]). Kafka error codes are chosen at the protocol
 //! boundary (`server::sasl_gate`), not here.
 
+pub mod client;
 pub mod plain;
+pub mod principal;
 pub mod sasl;
 pub mod scram;
 pub mod tls;
@@ -30,6 +33,8 @@ pub struct ListenerSecurity {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// SASL (SASL_PLAINTEXT, SASL_SSL listeners).
     pub sasl: Option<Arc<sasl::SaslConfig>>,
+    /// `ssl.principal.mapping.rules`: a client certificate's DN to its principal.
+    pub principal_mapping: Arc<principal::PrincipalMapper>,
 }
 
 /// One connection's identity as its request handlers see it: the listener it came in on,

@@ -51,6 +51,8 @@ pub struct ShardBroker {
     quotas: OnceCell<RefCell<ShardQuotas>>,
     /// This shard's budget of authorization-denial log lines (`server::authz`).
     pub(crate) denial_log: super::authz::DenialLog,
+    /// TLS configs rebuilt from dynamic key and trust store settings (KIP-226).
+    pub(crate) tls: super::tls_reload::ShardTls,
 }
 
 impl ShardBroker {

@@ -91,10 +91,11 @@ async fn secure_then_run<S>(
 {
     let name: Rc<str> =
         ctx.config.listeners.all.get(listener).map_or("PLAINTEXT", |l| &l.name).into();
-    let security = ctx.config.listener_security.get(listener).cloned().unwrap_or_default();
+    // The key and trust stores in force now (KIP-226: dynamic broker configs may change them).
+    let security = super::tls_reload::listener_security(&ctx, listener);
     let session = Session::new(name, crate::quota::Principal::anonymous()).with_peer(peer);
-    let gate = security.sasl.map(SaslGate::new);
-    let Some(tls) = security.tls else {
+    let gate = security.sasl.clone().map(SaslGate::new);
+    let Some(tls) = security.tls.clone() else {
         return run_admitted(ctx, stream, peer, permit, (session, gate)).await;
     };
     let limit = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
@@ -113,8 +114,16 @@ async fn secure_then_run<S>(
     let certificate = tls_stream.get_ref().1.peer_certificates().and_then(|c| c.first());
     match certificate.and_then(crate::security::tls::subject_dn) {
         Some(dn) => {
-            session.authenticated(crate::quota::Principal::named(&dn));
-            tracing::info!(shard = %ctx.id, ?peer, listener = %session.listener, principal = %format_args!("User:{dn}"), "TLS client certificate accepted");
+            // Kafka fails the authentication of a DN no ssl.principal.mapping.rules apply to.
+            let name = match security.principal_mapping.name(&dn) {
+                Ok(name) => name,
+                Err(why) => {
+                    tracing::info!(shard = %ctx.id, ?peer, listener = %session.listener, "closing connection: TLS client certificate refused: {why}");
+                    return;
+                }
+            };
+            session.authenticated(crate::quota::Principal::named(&name));
+            tracing::info!(shard = %ctx.id, ?peer, listener = %session.listener, principal = %format_args!("User:{name}"), dn = %dn, "TLS client certificate accepted");
         }
         None => {
             tracing::debug!(shard = %ctx.id, ?peer, listener = %session.listener, "TLS handshake done");

@@ -34,6 +34,7 @@ pub mod shard_balance;
 pub mod shard_move;
 pub mod throttle;
 pub mod throttle_field;
+pub mod tls_reload;
 pub mod txn;
 pub mod unserved;
 

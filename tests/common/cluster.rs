@@ -27,15 +27,23 @@ pub struct Cluster {
     /// `controller.quorum.voters`.
     pub voters: String,
     pub nodes: Vec<Node>,
+    /// Extra `shardlog format` arguments of every node (e.g. `--add-scram ...`).
+    pub format_extra: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
 /// Runs `shardlog format` for `data_dir`.
 pub fn format(data_dir: &Path, cluster_id: &str, node_id: i32) {
+    format_with(data_dir, cluster_id, node_id, &[]);
+}
+
+/// Runs `shardlog format` for `data_dir` with `extra` arguments.
+pub fn format_with(data_dir: &Path, cluster_id: &str, node_id: i32, extra: &[String]) {
     let out = Command::new(env!("CARGO_BIN_EXE_shardlog"))
         .args(["format", &format!("--cluster-id={cluster_id}"), "--node-id", &node_id.to_string()])
         .arg("--data-dir")
         .arg(data_dir)
+        .args(extra)
         .output()
         .expect("run shardlog format");
     assert!(out.status.success(), "format failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -72,28 +80,43 @@ impl Cluster {
     /// As [`Cluster::start_with`], formatted but not started (a test may prepare a node's
     /// data dir first).
     pub fn formatted(voters: usize, base_port: u16, extra: &[&str]) -> Cluster {
+        Cluster::formatted_with(voters, base_port, extra, &[])
+    }
+
+    /// As [`Cluster::formatted`], each node formatted with `format_extra` too.
+    pub fn formatted_with(
+        voters: usize,
+        base_port: u16,
+        extra: &[&str],
+        format_extra: &[&str],
+    ) -> Cluster {
         let ports: Vec<u16> = (1..=voters as u16).map(|id| base_port + 100 * id).collect();
-        Cluster::formatted_at(&ports, extra)
+        Cluster::formatted_at(&ports, extra, format_extra)
     }
 
     /// As [`Cluster::start_with`], node `i + 1`'s controller port `ports[i]` (a test whose
     /// port range is narrower than `base + 100 * id` allows).
     pub fn start_at(ports: &[u16], extra: &[&str]) -> Cluster {
-        let mut cluster = Cluster::formatted_at(ports, extra);
+        let mut cluster = Cluster::formatted_at(ports, extra, &[]);
         let all: Vec<usize> = (0..cluster.nodes.len()).collect();
         cluster.start_nodes(&all);
         cluster
     }
 
-    fn formatted_at(ports: &[u16], extra: &[&str]) -> Cluster {
+    fn formatted_at(ports: &[u16], extra: &[&str], format_extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let cluster_id = random_cluster_id();
         let ports: Vec<(i32, u16)> =
             ports.iter().enumerate().map(|(i, p)| (i as i32 + 1, *p)).collect();
         let voters_text: Vec<String> =
             ports.iter().map(|(id, port)| format!("{id}@127.0.0.1:{port}")).collect();
-        let mut cluster =
-            Cluster { cluster_id, voters: voters_text.join(","), nodes: Vec::new(), _dir: dir };
+        let mut cluster = Cluster {
+            cluster_id,
+            voters: voters_text.join(","),
+            nodes: Vec::new(),
+            format_extra: format_extra.iter().map(|s| (*s).to_string()).collect(),
+            _dir: dir,
+        };
         for (id, port) in ports {
             cluster.add_node(id, port, extra);
         }
@@ -140,7 +163,7 @@ impl Cluster {
     /// Adds (formats, does not start) a node.
     pub fn add_node(&mut self, id: i32, controller_port: u16, extra: &[&str]) -> usize {
         let data_dir = self._dir.path().join(format!("node-{id}"));
-        format(&data_dir, &self.cluster_id, id);
+        format_with(&data_dir, &self.cluster_id, id, &self.format_extra);
         self.nodes.push(Node {
             id,
             controller_port,

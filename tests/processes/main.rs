@@ -36,6 +36,7 @@ mod maintenance_crash;
 mod replication_cluster;
 mod replication_elr;
 mod replication_visibility;
+mod security_cluster;
 mod shard_move;
 mod storage_crash;
 mod transactions_cluster;

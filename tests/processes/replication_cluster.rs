@@ -31,7 +31,7 @@ fn name(s: &str) -> TopicName {
 }
 
 /// CreateTopics (one partition, RF 3, min.insync.replicas=2): the topic's error code.
-fn create(w: &mut Wire, topic: &str) -> i16 {
+pub(crate) fn create(w: &mut Wire, topic: &str) -> i16 {
     let config = CreatableTopicConfig::default()
         .with_name(StrBytes::from_static_str("min.insync.replicas"))
         .with_value(Some(StrBytes::from_static_str("2")));
@@ -46,7 +46,7 @@ fn create(w: &mut Wire, topic: &str) -> i16 {
 }
 
 /// (leader, ISR) of partition 0 as one broker sees it.
-fn leader_isr(w: &mut Wire, topic: &str) -> Option<(i32, Vec<i32>)> {
+pub(crate) fn leader_isr(w: &mut Wire, topic: &str) -> Option<(i32, Vec<i32>)> {
     let req = MetadataRequest::default().with_topics(None);
     let m: MetadataResponse = w.call(ApiKey::Metadata, 12, &req);
     let t = m.topics.iter().find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))?;
@@ -55,7 +55,7 @@ fn leader_isr(w: &mut Wire, topic: &str) -> Option<(i32, Vec<i32>)> {
 }
 
 /// One batch of `count` records (acks, v9): (error code, base offset).
-fn produce(w: &mut Wire, topic: &str, acks: i16, count: usize) -> (i16, i64) {
+pub(crate) fn produce(w: &mut Wire, topic: &str, acks: i16, count: usize) -> (i16, i64) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
@@ -72,7 +72,7 @@ fn produce(w: &mut Wire, topic: &str, acks: i16, count: usize) -> (i16, i64) {
 
 /// Every record offset readable from `w` below the high watermark, after waiting until the
 /// high watermark reaches `end`.
-fn read_offsets(w: &mut Wire, topic: &str, end: i64) -> Vec<i64> {
+pub(crate) fn read_offsets(w: &mut Wire, topic: &str, end: i64) -> Vec<i64> {
     let deadline = Instant::now() + LIMIT;
     let mut offsets = Vec::new();
     let mut next = 0;
@@ -99,7 +99,7 @@ fn read_offsets(w: &mut Wire, topic: &str, end: i64) -> Vec<i64> {
 }
 
 /// Waits until `pred` holds for (leader, ISR) on the node at index `i`.
-fn wait_partition(
+pub(crate) fn wait_partition(
     c: &Cluster,
     i: usize,
     topic: &str,
@@ -125,7 +125,12 @@ fn wait_partition(
 
 /// Produces `batches` batches of 10 with `acks` to the leader, retrying refusals that a
 /// leader change explains; returns each acknowledged (base offset, count).
-fn produce_acked(w: &mut Wire, topic: &str, acks: i16, batches: usize) -> Vec<(i64, usize)> {
+pub(crate) fn produce_acked(
+    w: &mut Wire,
+    topic: &str,
+    acks: i16,
+    batches: usize,
+) -> Vec<(i64, usize)> {
     let deadline = Instant::now() + LIMIT;
     let mut acked = Vec::new();
     while acked.len() < batches {
@@ -140,7 +145,7 @@ fn produce_acked(w: &mut Wire, topic: &str, acks: i16, batches: usize) -> Vec<(i
     acked
 }
 
-fn expected(acked: &[(i64, usize)]) -> Vec<i64> {
+pub(crate) fn expected(acked: &[(i64, usize)]) -> Vec<i64> {
     acked.iter().flat_map(|(base, n)| *base..*base + *n as i64).collect()
 }
 

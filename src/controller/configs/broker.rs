@@ -168,14 +168,20 @@ pub fn broker_config_def(
 /// Listener settings Kafka takes with the prefix `listener.name.<listener>.`.
 const LISTENER_SETTINGS: &[&str] = &[
     "sasl.enabled.mechanisms",
+    "ssl.cipher.suites",
     "ssl.client.auth",
     "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm",
+    "ssl.key.password",
     "ssl.keystore.certificate.chain",
     "ssl.keystore.key",
     "ssl.keystore.location",
+    "ssl.keystore.password",
     "ssl.keystore.type",
+    "ssl.principal.mapping.rules",
     "ssl.truststore.certificates",
     "ssl.truststore.location",
+    "ssl.truststore.password",
     "ssl.truststore.type",
 ];
 

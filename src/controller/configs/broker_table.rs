@@ -18,7 +18,7 @@ const fn only(
 }
 
 use ConfigType::{Boolean as B, Double as D, Int as I, Long as L, String as S};
-use UpdateMode::{ClusterWide as DYNAMIC, ReadOnly as READ_ONLY};
+use UpdateMode::{ClusterWide as DYNAMIC, PerBroker as PER_BROKER, ReadOnly as READ_ONLY};
 use Validator::{AtLeast, Between, ListOf, None as Any, OneOf};
 
 /// Kafka's default of the replication throttles, `Long.MAX_VALUE` bytes/s (no throttle).
@@ -137,6 +137,19 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          At most 40000, so it fits inside the 60 s hard shutdown limit with the 10 s drain.",
     ),
     only(
+        "controller.listener.names",
+        S,
+        None,
+        Any,
+        READ_ONLY,
+        "A comma-separated list of the names of the listeners used by the controller; the \
+         first is the controller quorum's. Its entry in listeners (if any) is the quorum's \
+         listen address, not a Kafka listener; mapped to SSL in \
+         listener.security.protocol.map, every quorum connection is TLS (mutual unless \
+         listener.name.<name>.ssl.client.auth says otherwise). PLAINTEXT when unmapped; SASL is \
+         not served on the quorum.",
+    ),
+    only(
         "controller.quorum.election.timeout.ms",
         I,
         Some("1000"),
@@ -232,8 +245,10 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         READ_ONLY,
         "Name of listener used for communication between brokers. If this is unset, the \
          listener name is defined by security.inter.broker.protocol (a broker without a \
-         PLAINTEXT listener uses its first). Shardlog's brokers speak PLAINTEXT to each other: \
-         in a cluster this listener must be a PLAINTEXT one.",
+         PLAINTEXT listener uses its first). Replica fetches and transaction markers dial \
+         the other brokers' endpoints of this listener with its TLS (trust store, key store) \
+         and SASL (sasl.mechanism.inter.broker.protocol, with the username and password of \
+         listener.name.<listener>.<mechanism>.sasl.jaas.config).",
     ),
     only(
         "leader.imbalance.check.interval.seconds",
@@ -509,13 +524,23 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          PlainLoginModule required user_<name>=\"<password>\" ...; the users it lists.",
     ),
     only(
+        "sasl.mechanism.inter.broker.protocol",
+        S,
+        Some("GSSAPI"),
+        Any,
+        READ_ONLY,
+        "SASL mechanism used for inter-broker communication. Kafka's default, GSSAPI, is not \
+         served: a cluster whose inter-broker listener is SASL_PLAINTEXT or SASL_SSL sets \
+         PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (one the listener enables).",
+    ),
+    only(
         "security.inter.broker.protocol",
         S,
         Some("PLAINTEXT"),
         Any,
         READ_ONLY,
         "Security protocol used to communicate between brokers (names the listener when \
-         inter.broker.listener.name is unset). Only PLAINTEXT is served between brokers.",
+         inter.broker.listener.name is unset): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
     ),
     only(
         "shard.balance.enable",
@@ -555,6 +580,17 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         "The maximum number of bytes in a socket request",
     ),
     only(
+        "ssl.cipher.suites",
+        ConfigType::List,
+        Some(""),
+        Any,
+        READ_ONLY,
+        "A list of cipher suites, by their IANA names (TLS_AES_128_GCM_SHA256, \
+         TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, ...), in order of preference. Empty: rustls' \
+         defaults. rustls offers only AEAD suites with forward secrecy; another name fails the \
+         start, as does an enabled protocol left without a suite.",
+    ),
+    only(
         "ssl.client.auth",
         S,
         Some("none"),
@@ -572,11 +608,31 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         "The list of protocols enabled for TLS connections.",
     ),
     only(
+        "ssl.endpoint.identification.algorithm",
+        S,
+        Some("https"),
+        OneOf(&["https", "HTTPS", ""]),
+        READ_ONLY,
+        "The endpoint identification algorithm to validate server hostname using server \
+         certificate: https checks that a broker's certificate names the host it is dialled \
+         on (between brokers and in the quorum); empty checks only that it chains to the trust \
+         store.",
+    ),
+    only(
+        "ssl.key.password",
+        ConfigType::Password,
+        None,
+        Any,
+        PER_BROKER,
+        "The password of the private key in the key store file; a PKCS12 key store is opened \
+         with ssl.keystore.password, or this when that is unset.",
+    ),
+    only(
         "ssl.keystore.certificate.chain",
         ConfigType::Password,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "Certificate chain in PEM format (ssl.keystore.type=PEM), with ssl.keystore.key.",
     ),
     only(
@@ -584,7 +640,7 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         ConfigType::Password,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "Private key in PEM format (PKCS#8, PKCS#1 or SEC1, not encrypted), with \
          ssl.keystore.certificate.chain.",
     ),
@@ -593,25 +649,45 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         S,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "The location of the key store file: a PEM file holding the private key and the \
          certificate chain (ssl.keystore.type=PEM).",
+    ),
+    only(
+        "ssl.keystore.password",
+        ConfigType::Password,
+        None,
+        Any,
+        PER_BROKER,
+        "The store password for the key store file (PKCS12).",
     ),
     only(
         "ssl.keystore.type",
         S,
         Some("PEM"),
-        OneOf(&["PEM"]),
+        OneOf(&["PEM", "PKCS12", "JKS"]),
+        PER_BROKER,
+        "The file format of the key store file: PEM or PKCS12 (password-protected, \
+         ssl.keystore.password). Kafka's default, JKS, is Java's own format: convert it with \
+         keytool -importkeystore -deststoretype PKCS12.",
+    ),
+    only(
+        "ssl.principal.mapping.rules",
+        S,
+        Some("DEFAULT"),
+        Any,
         READ_ONLY,
-        "The file format of the key store file. Shardlog reads PEM (Kafka's default, JKS, is \
-         Java's own format).",
+        "A list of rules for mapping from distinguished name from the client certificate to \
+         short name: RULE:pattern/replacement/[L|U] (the first rule whose pattern matches the \
+         whole DN applies), DEFAULT (the DN itself). A DN no rule applies to fails the \
+         authentication.",
     ),
     only(
         "ssl.truststore.certificates",
         ConfigType::Password,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "Trusted certificates in PEM format, the CAs client certificates must chain to.",
     ),
     only(
@@ -619,17 +695,25 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         S,
         None,
         Any,
-        READ_ONLY,
+        PER_BROKER,
         "The location of the trust store file: PEM certificates of the CAs client \
          certificates must chain to.",
+    ),
+    only(
+        "ssl.truststore.password",
+        ConfigType::Password,
+        None,
+        Any,
+        PER_BROKER,
+        "The password for the trust store file (PKCS12; needed when the file carries a MAC).",
     ),
     only(
         "ssl.truststore.type",
         S,
         Some("PEM"),
-        OneOf(&["PEM"]),
-        READ_ONLY,
-        "The file format of the trust store file (PEM).",
+        OneOf(&["PEM", "PKCS12", "JKS"]),
+        PER_BROKER,
+        "The file format of the trust store file: PEM or PKCS12 (ssl.truststore.password).",
     ),
     only(
         "super.users",

@@ -16,6 +16,7 @@
 //! to the leader it knows and the leader never forwards it again; every wait is bounded.
 
 mod alter_partition;
+pub mod bootstrap;
 pub mod disk_fence;
 pub mod election;
 pub mod lifecycle;

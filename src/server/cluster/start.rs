@@ -77,6 +77,7 @@ pub async fn start(ctx: Rc<ShardCtx>) -> anyhow::Result<()> {
     // Every node: the cluster and leadership gauges; rebalancing on the active controller.
     ctx.spawn_background(super::election::rebalance_loop(node.clone(), ctx.clone()));
     ctx.spawn_background(crate::server::shard_balance::run(ctx.clone()));
+    ctx.spawn_background(super::bootstrap::apply_scram(node.clone(), ctx.clone()));
     if node.controller_role {
         ctx.spawn_background(lifecycle::expiry_loop(node.clone(), ctx.clone()));
     }
@@ -147,6 +148,7 @@ async fn open(ctx: &Rc<ShardCtx>) -> anyhow::Result<Rc<ClusterNode>> {
             node_id: me,
             listen: cluster.controller_listen,
             voters,
+            tls: config.controller_tls.clone(),
         })
         .with_context(|| {
             format!("cannot start the controller quorum's listener {:?}", cluster.controller_listen)

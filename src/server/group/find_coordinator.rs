@@ -152,7 +152,7 @@ pub fn leader_endpoint(
     let broker = image.brokers.get(&crate::types::NodeId(node)).filter(|b| !b.fenced)?;
     let e = match listener {
         Some(name) => broker.endpoint(name)?,
-        None => broker.inter_broker_endpoint()?,
+        None => broker.inter_broker_endpoint(&ctx.config.inter_broker_client.listener)?,
     };
     Some((node, StrBytes::from_string(e.host.clone()), i32::from(e.port)))
 }

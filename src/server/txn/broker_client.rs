@@ -1,8 +1,9 @@
 //! Broker-to-broker Kafka requests of the transaction machinery: the coordinator's
 //! WriteTxnMarkers to the leaders of a transaction's partitions on other brokers, and a
 //! partition leader's AddPartitionsToTxn v4 `verify_only` to a coordinator on another broker
-//! (KIP-890 part 1). Both go over a plain client connection to the other broker's advertised
-//! listener, as Kafka's inter-broker channel does.
+//! (KIP-890 part 1). Both go over a client connection to the other broker's endpoint of the
+//! inter-broker listener, with that listener's TLS and SASL, as Kafka's inter-broker channel
+//! does.
 //!
 //! Runs on whichever shard sends. One cached connection per (shard, address), taken out of
 //! its cell for a call and put back only after a success, so no borrow is held across
@@ -26,6 +27,7 @@ use kafka_protocol::protocol::{Request, StrBytes};
 
 use crate::constants::{BROKER_CALL_TIMEOUT_MS, BROKER_CONNECTIONS_PER_SHARD_MAX};
 use crate::protocol::client::Conn;
+use crate::protocol::client_auth::ClientSecurity;
 
 /// WriteTxnMarkers version sent (Kafka 4 serves v1 only).
 const WRITE_TXN_MARKERS_VERSION: i16 = 1;
@@ -36,13 +38,19 @@ thread_local! {
     static CONNECTIONS: RefCell<HashMap<String, Conn>> = RefCell::new(HashMap::new());
 }
 
-/// Sends `req` to the broker at `addr` and waits (bounded) for its answer.
-pub async fn call<R: Request>(addr: &str, req: &R, version: i16) -> Result<R::Response, String> {
+/// Sends `req` to the broker at `addr` (connecting as `security` says) and waits (bounded)
+/// for its answer.
+pub async fn call<R: Request>(
+    addr: &str,
+    security: &ClientSecurity,
+    req: &R,
+    version: i16,
+) -> Result<R::Response, String> {
     let cached = CONNECTIONS.with(|c| c.borrow_mut().remove(addr));
     let attempt = async {
         let mut conn = match cached {
             Some(conn) => conn,
-            None => Conn::connect(addr).await.map_err(|e| e.to_string())?,
+            None => Conn::connect_secure(addr, security).await.map_err(|e| e.to_string())?,
         };
         let resp = conn.call(req, version).await.map_err(|e| e.to_string())?;
         Ok::<_, String>((conn, resp))
@@ -72,6 +80,7 @@ pub struct RemoteMarker<'a> {
 /// WriteTxnMarkers to the broker at `addr`: each partition with its error code (0: written).
 pub async fn write_markers(
     addr: &str,
+    security: &ClientSecurity,
     m: &RemoteMarker<'_>,
 ) -> Result<Vec<((String, i32), i16)>, String> {
     let mut topics: Vec<WritableTxnMarkerTopic> = Vec::new();
@@ -92,7 +101,7 @@ pub async fn write_markers(
         .with_coordinator_epoch(m.coordinator_epoch)
         .with_topics(topics);
     let req = WriteTxnMarkersRequest::default().with_markers(vec![marker]);
-    let resp = call(addr, &req, WRITE_TXN_MARKERS_VERSION).await?;
+    let resp = call(addr, security, &req, WRITE_TXN_MARKERS_VERSION).await?;
     let mut out = Vec::new();
     for marker in resp.markers {
         for topic in marker.topics {
@@ -108,6 +117,7 @@ pub async fn write_markers(
 /// its error code (0: it is in the producer's ongoing transaction).
 pub async fn verify_partitions(
     addr: &str,
+    security: &ClientSecurity,
     transactional_id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -131,7 +141,7 @@ pub async fn verify_partitions(
         .with_verify_only(true)
         .with_topics(topics);
     let req = AddPartitionsToTxnRequest::default().with_transactions(vec![txn]);
-    let resp = call(addr, &req, VERIFY_VERSION).await?;
+    let resp = call(addr, security, &req, VERIFY_VERSION).await?;
     let mut out = Vec::new();
     for t in resp.results_by_transaction {
         for topic in t.topic_results {

@@ -425,7 +425,8 @@ async fn send_markers(
                 coordinator_epoch: m.coordinator_epoch,
                 partitions: &partitions,
             };
-            match super::broker_client::write_markers(&addr, &remote).await {
+            let security = &ctx.config.inter_broker_client;
+            match super::broker_client::write_markers(&addr, security, &remote).await {
                 Ok(codes) => codes,
                 Err(reason) => {
                     tracing::warn!(transactional_id, %addr, "markers not sent: {reason}");

@@ -127,6 +127,7 @@ async fn verify(
     let addr = format!("{host}:{port}");
     match super::broker_client::verify_partitions(
         &addr,
+        &ctx.config.inter_broker_client,
         transactional_id,
         producer_id,
         producer_epoch,
