@@ -8,7 +8,7 @@
 //! come in through [`SaslClient`]; this module only frames their tokens. Built once at
 //! start-up from the configuration and shared read-only ([`ClientSecurity`] is `Send +
 //! Sync`); each exchange runs on the shard that opens the connection, in its event loop.
-//! Invariant: a [`Conn`](super::client::Conn) from `connect_secure` is handed out only after
+//! Invariant: a [`Conn`] from `connect_secure` is handed out only after
 //! the exchange succeeded, and no password appears in a `Debug` rendering or an error.
 
 use std::sync::Arc;
