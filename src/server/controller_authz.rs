@@ -353,19 +353,32 @@ fn config_resource_allowed(
 /// A refused config resource: (type, name, code, message).
 type RefusedResource = (i8, StrBytes, i16, &'static str);
 
-fn alter_configs(call: Call, auth: &Auth) -> Result<Gate, String> {
-    use alter_configs_response::AlterConfigsResourceResponse;
-    let (header, mut req) = call.decode::<AlterConfigsRequest>()?;
-    let mut denied: Vec<RefusedResource> = Vec::new();
-    req.resources.retain(|r| {
-        match config_resource_allowed(auth, r.resource_type, &r.resource_name) {
+/// Removes the config resources `auth` may not alter (AlterConfigs and its incremental
+/// form share the rule) and returns them, to be answered with their refusal.
+fn refuse_config_resources<R>(
+    auth: &Auth,
+    resources: &mut Vec<R>,
+    key: impl Fn(&R) -> (i8, &StrBytes),
+) -> Vec<RefusedResource> {
+    let mut denied = Vec::new();
+    resources.retain(|r| {
+        let (rt, name) = key(r);
+        match config_resource_allowed(auth, rt, name) {
             Some((false, code, message)) => {
-                denied.push((r.resource_type, r.resource_name.clone(), code, message));
+                denied.push((rt, name.clone(), code, message));
                 false
             }
             _ => true,
         }
     });
+    denied
+}
+
+fn alter_configs(call: Call, auth: &Auth) -> Result<Gate, String> {
+    use alter_configs_response::AlterConfigsResourceResponse;
+    let (header, mut req) = call.decode::<AlterConfigsRequest>()?;
+    let denied =
+        refuse_config_resources(auth, &mut req.resources, |r| (r.resource_type, &r.resource_name));
     let (removed, left) = (denied.len(), req.resources.len());
     let finish: Finish<AlterConfigsResponse> = (!denied.is_empty()).then(|| {
         Box::new(move |r: &mut AlterConfigsResponse| {
@@ -384,16 +397,8 @@ fn alter_configs(call: Call, auth: &Auth) -> Result<Gate, String> {
 fn incremental_alter_configs(call: Call, auth: &Auth) -> Result<Gate, String> {
     use incremental_alter_configs_response::AlterConfigsResourceResponse;
     let (header, mut req) = call.decode::<IncrementalAlterConfigsRequest>()?;
-    let mut denied: Vec<RefusedResource> = Vec::new();
-    req.resources.retain(|r| {
-        match config_resource_allowed(auth, r.resource_type, &r.resource_name) {
-            Some((false, code, message)) => {
-                denied.push((r.resource_type, r.resource_name.clone(), code, message));
-                false
-            }
-            _ => true,
-        }
-    });
+    let denied =
+        refuse_config_resources(auth, &mut req.resources, |r| (r.resource_type, &r.resource_name));
     let (removed, left) = (denied.len(), req.resources.len());
     let finish: Finish<IncrementalAlterConfigsResponse> = (!denied.is_empty()).then(|| {
         Box::new(move |r: &mut IncrementalAlterConfigsResponse| {
