@@ -90,6 +90,7 @@ pub async fn apply_image(ctx: &Rc<ShardCtx>, image: Arc<MetadataImage>) -> Shard
     // Installed before the logs open so routing matches what the controller decided;
     // partitions that fail to open answer NOT_LEADER_OR_FOLLOWER until reopened.
     ctx.set_image(image.clone());
+    super::tls_reload::on_image(ctx);
     let result = ctx.partitions.apply_image(ctx, &image).await;
     super::isr::ensure_started(ctx);
     super::group::driver::ensure_started(ctx, &image);

@@ -14,9 +14,14 @@
 //! learn whether a topic exists or which name an id has), CreatePartitions (ALTER),
 //! AlterConfigs and IncrementalAlterConfigs (ALTER_CONFIGS on the topic, group or cluster).
 //!
-//! Runs on the connection's shard; touches nothing but the request and response.
+//! With or without an authorizer, an alter of this broker's own dynamic configs that names TLS
+//! key or trust stores is refused with INVALID_REQUEST when they do not load
+//! (`tls_reload::validate`, Kafka's check on the broker the resource names).
+//!
+//! Runs on the connection's shard; touches nothing but the request and response (and, for
+//! the store check, the store files).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -25,6 +30,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use uuid::Uuid;
 
+use super::admin::describe_configs::RESOURCE_BROKER;
 use super::authz::{Auth, Authorize};
 use super::dispatch::{respond, Outcome};
 use super::metadata::{CLUSTER_DENIED, GROUP_DENIED, TOPIC_DENIED};
@@ -62,16 +68,19 @@ pub fn gate(
     session: &Rc<Session>,
 ) -> Result<Gate, String> {
     let auth = Auth::new(ctx, session);
-    if !auth.enabled() {
-        return Ok(Gate::Forward(frame, None));
-    }
     let call = Call { api, version, frame };
+    // Config alters are checked with or without an authorizer: a broker loads the TLS stores
+    // a change of its own dynamic configs names before the change is stored.
+    match api {
+        ApiKey::AlterConfigs => return alter_configs(ctx, call, &auth),
+        ApiKey::IncrementalAlterConfigs => return incremental_alter_configs(ctx, call, &auth),
+        _ if !auth.enabled() => return Ok(Gate::Forward(call.frame, None)),
+        _ => {}
+    }
     match api {
         ApiKey::CreateTopics => create_topics(call, &auth),
         ApiKey::DeleteTopics => delete_topics(ctx, call, &auth),
         ApiKey::CreatePartitions => create_partitions(call, &auth),
-        ApiKey::AlterConfigs => alter_configs(call, &auth),
-        ApiKey::IncrementalAlterConfigs => incremental_alter_configs(call, &auth),
         ApiKey::InitProducerId => {
             let allowed =
                 auth.visible(Operation::IdempotentWrite, ResourceType::Cluster, CLUSTER_NAME)
@@ -351,7 +360,7 @@ fn config_resource_allowed(
 }
 
 /// A refused config resource: (type, name, code, message).
-type RefusedResource = (i8, StrBytes, i16, &'static str);
+type RefusedResource = (i8, StrBytes, i16, StrBytes);
 
 /// Removes the config resources `auth` may not alter (AlterConfigs and its incremental
 /// form share the rule) and returns them, to be answered with their refusal.
@@ -361,11 +370,14 @@ fn refuse_config_resources<R>(
     key: impl Fn(&R) -> (i8, &StrBytes),
 ) -> Vec<RefusedResource> {
     let mut denied = Vec::new();
+    if !auth.enabled() {
+        return denied;
+    }
     resources.retain(|r| {
         let (rt, name) = key(r);
         match config_resource_allowed(auth, rt, name) {
             Some((false, code, message)) => {
-                denied.push((rt, name.clone(), code, message));
+                denied.push((rt, name.clone(), code, sb(message)));
                 false
             }
             _ => true,
@@ -374,11 +386,55 @@ fn refuse_config_resources<R>(
     denied
 }
 
-fn alter_configs(call: Call, auth: &Auth) -> Result<Gate, String> {
+/// Removes the BROKER resources naming this broker whose new dynamic configs name TLS stores
+/// that do not load (`tls_reload::validate`); `layer` gives a resource's new per-broker layer.
+fn refuse_unloadable_stores<R>(
+    ctx: &ShardCtx,
+    resources: &mut Vec<R>,
+    key: impl Fn(&R) -> (i8, &StrBytes),
+    layer: impl Fn(&R, &BTreeMap<String, String>) -> BTreeMap<String, String>,
+) -> Vec<RefusedResource> {
+    let mut refused = Vec::new();
+    let image = ctx.image();
+    if ctx.config.listener_security.iter().all(|l| l.tls.is_none()) {
+        return refused;
+    }
+    let me = image.node_id.0.to_string();
+    resources.retain(|r| {
+        let (rt, name) = key(r);
+        if rt != RESOURCE_BROKER || name.as_str() != me {
+            return true;
+        }
+        let new_layer = layer(r, &image.broker_defaults.dynamic_broker);
+        match super::tls_reload::validate(ctx, &new_layer) {
+            Ok(()) => true,
+            Err(e) => {
+                let message = format!(
+                    "Invalid config value for resource ConfigResource(type=BROKER, name='{me}'): {e}"
+                );
+                tracing::info!(shard = %ctx.id, "{message}");
+                refused.push((rt, name.clone(), ResponseError::InvalidRequest.code(), sb(&message)));
+                false
+            }
+        }
+    });
+    refused
+}
+
+fn alter_configs(ctx: &ShardCtx, call: Call, auth: &Auth) -> Result<Gate, String> {
     use alter_configs_response::AlterConfigsResourceResponse;
     let (header, mut req) = call.decode::<AlterConfigsRequest>()?;
-    let denied =
-        refuse_config_resources(auth, &mut req.resources, |r| (r.resource_type, &r.resource_name));
+    fn key(r: &alter_configs_request::AlterConfigsResource) -> (i8, &StrBytes) {
+        (r.resource_type, &r.resource_name)
+    }
+    let mut denied = refuse_config_resources(auth, &mut req.resources, key);
+    // AlterConfigs replaces the resource's whole dynamic set.
+    denied.extend(refuse_unloadable_stores(ctx, &mut req.resources, key, |r, _| {
+        r.configs
+            .iter()
+            .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+            .collect()
+    }));
     let (removed, left) = (denied.len(), req.resources.len());
     let finish: Finish<AlterConfigsResponse> = (!denied.is_empty()).then(|| {
         Box::new(move |r: &mut AlterConfigsResponse| {
@@ -387,18 +443,38 @@ fn alter_configs(call: Call, auth: &Auth) -> Result<Gate, String> {
                     .with_resource_type(rt)
                     .with_resource_name(name)
                     .with_error_code(code)
-                    .with_error_message(msg(message))
+                    .with_error_message(Some(message))
             }));
         }) as Box<dyn FnOnce(&mut AlterConfigsResponse)>
     });
     call.rewritten((header, req), (removed, left), finish)
 }
 
-fn incremental_alter_configs(call: Call, auth: &Auth) -> Result<Gate, String> {
+fn incremental_alter_configs(ctx: &ShardCtx, call: Call, auth: &Auth) -> Result<Gate, String> {
+    use incremental_alter_configs_request::AlterConfigsResource;
     use incremental_alter_configs_response::AlterConfigsResourceResponse;
     let (header, mut req) = call.decode::<IncrementalAlterConfigsRequest>()?;
-    let denied =
-        refuse_config_resources(auth, &mut req.resources, |r| (r.resource_type, &r.resource_name));
+    fn key(r: &AlterConfigsResource) -> (i8, &StrBytes) {
+        (r.resource_type, &r.resource_name)
+    }
+    let mut denied = refuse_config_resources(auth, &mut req.resources, key);
+    // SET and DELETE on the current layer (APPEND and SUBTRACT edit lists, which no store
+    // setting is; the controller validates those).
+    denied.extend(refuse_unloadable_stores(ctx, &mut req.resources, key, |r, current| {
+        let mut layer = current.clone();
+        for c in &r.configs {
+            match (c.config_operation, &c.value) {
+                (0, Some(v)) => {
+                    layer.insert(c.name.to_string(), v.to_string());
+                }
+                (1, _) => {
+                    layer.remove(c.name.as_str());
+                }
+                _ => {}
+            }
+        }
+        layer
+    }));
     let (removed, left) = (denied.len(), req.resources.len());
     let finish: Finish<IncrementalAlterConfigsResponse> = (!denied.is_empty()).then(|| {
         Box::new(move |r: &mut IncrementalAlterConfigsResponse| {
@@ -407,7 +483,7 @@ fn incremental_alter_configs(call: Call, auth: &Auth) -> Result<Gate, String> {
                     .with_resource_type(rt)
                     .with_resource_name(name)
                     .with_error_code(code)
-                    .with_error_message(msg(message))
+                    .with_error_message(Some(message))
             }));
         }) as Box<dyn FnOnce(&mut IncrementalAlterConfigsResponse)>
     });
