@@ -18,6 +18,15 @@ pub enum Bug {
     /// with no batch (an epoch the replica started as leader and wrote nothing in), so the
     /// follower named that epoch on every fetch and truncated without end.
     EmptyEpochKept,
+    /// Issue 33 (first found by the fault matrix on real processes): a leader demoted, or at
+    /// a new leader epoch, while its batch was written acknowledged acks=all by its replica
+    /// state, which now described a follower of one replica.
+    DemotedLeaderAck,
+    /// Issue 33, found by the simulator once it ran the shipped role transitions: a broker
+    /// that led, stepped down and led again started its new leadership at the high
+    /// watermark of its follower state (its own log end when it stepped down), acknowledging
+    /// acks=all batches no follower held.
+    FollowerHwCarried,
 }
 
 thread_local! {

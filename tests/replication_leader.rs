@@ -174,42 +174,59 @@ fn a_single_replica_behaves_as_before() {
 #[test]
 fn acks_all_waits_for_the_isr_with_a_bound() {
     use kafka_protocol::error::ResponseError;
-    use shardlog::partition::replica_fetch::IsrWait;
+    use shardlog::partition::replica::PartitionReplica;
     use shardlog::sync::Notify;
+    use std::cell::Cell;
 
     run_local(async {
         let fs = Rc::new(MemFileSystem::new());
-        let leader = open(&fs, "/l/t-0").await;
         let (f2, f3) = (open(&fs, "/f2/t-0").await, open(&fs, "/f3/t-0").await);
-        let repl = three_replicas(2);
-        let hw_changed = Notify::new();
-        let waiter = IsrWait { log: &leader, replication: &repl, hw_changed: &hw_changed };
-        let end = produce(&leader, 2).await;
+        let waiter = PartitionReplica {
+            log: Rc::new(open(&fs, "/l/t-0").await),
+            leader_epoch: Cell::new(Epoch(1)),
+            is_leader: Cell::new(true),
+            follower_hw: Rc::new(Cell::new(Offset(0))),
+            hw_changed: Notify::new(),
+            replication: three_replicas(2),
+        };
+        let (leader, repl, hw_changed) = (&*waiter.log, &waiter.replication, &waiter.hw_changed);
+        let end = produce(leader, 2).await;
         let started = std::time::Instant::now();
-        let Err(err) = waiter.wait(end, 50, || T0).await else { panic!("no timeout") };
+        let Err(err) = waiter.wait_acks_at(Epoch(1), end, 50, || T0).await else {
+            panic!("no timeout")
+        };
         assert_eq!(err.code, ResponseError::RequestTimedOut);
         let waited = started.elapsed();
         assert!(waited >= std::time::Duration::from_millis(50));
         eprintln!("[figure] acks=all timeout 50 ms answered after {waited:?}");
         let fetches = async {
             for _ in 0..2 {
-                follow(&leader, &repl, 2, &f2).await;
+                follow(leader, repl, 2, &f2).await;
                 hw_changed.notify_all();
-                follow(&leader, &repl, 3, &f3).await;
+                follow(leader, repl, 3, &f3).await;
                 hw_changed.notify_all();
             }
         };
         let started = std::time::Instant::now();
-        let (acked, ()) = futures::join!(waiter.wait(end, 10_000, || T0), fetches);
+        let (acked, ()) =
+            futures::join!(waiter.wait_acks_at(Epoch(1), end, 10_000, || T0), fetches);
         assert!(acked.is_ok(), "acks=all answered OK");
         eprintln!("[figure] acks=all with two in-process followers: {:?}", started.elapsed());
         // The ISR shrinks to the leader alone while a produce waits: below
         // min.insync.replicas the high watermark is frozen (KIP-966), so the produce is never
         // acknowledged by the leader alone and times out, as Kafka 4.1's DelayedProduce.
-        let end2 = produce(&leader, 1).await;
+        let end2 = produce(leader, 1).await;
         repl.with(|r| r.apply_isr(&nodes(&[1])));
-        let Err(err) = waiter.wait(end2, 1000, || T0 + 31_000).await else { panic!("acked") };
+        let Err(err) = waiter.wait_acks_at(Epoch(1), end2, 1000, || T0 + 31_000).await else {
+            panic!("acked")
+        };
         assert_eq!(err.code, ResponseError::RequestTimedOut);
+        // A leader demoted while its batch waits is refused at once, whatever the ISR says.
+        waiter.is_leader.set(false);
+        let Err(err) = waiter.wait_acks_at(Epoch(1), end, 1000, || T0).await else {
+            panic!("a demoted leader acknowledged")
+        };
+        assert_eq!(err.code, ResponseError::NotLeaderOrFollower);
         assert_eq!(repl.check_produce().unwrap_err().kafka_code(), 19);
     });
 }

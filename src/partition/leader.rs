@@ -79,7 +79,16 @@ impl Replication {
             }
             return;
         }
-        let hw = st.high_watermark().max(high_watermark);
+        // Within one leadership the high watermark never moves back, so a leader with
+        // followers keeps its own. A follower's state (this broker alone) holds no high
+        // watermark worth keeping: it was its log end when it stepped down, records the ISR
+        // may never have held and a truncation may since have removed. Carried into the next
+        // leadership it acknowledged acks=all batches no follower had (issue 33, found by the
+        // simulator once it ran this transition).
+        let was_leading = st.me == me && st.replicas.len() > 1;
+        #[cfg(test)]
+        let was_leading = was_leading || crate::planted::is(crate::planted::Bug::FollowerHwCarried);
+        let hw = if was_leading { st.high_watermark().max(high_watermark) } else { high_watermark };
         *st = LeaderReplicas::new(me, epoch, epoch_start, replicas, isr, hw, settings, now_ms);
     }
 

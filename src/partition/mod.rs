@@ -1,7 +1,8 @@
 //! One partition's state and work on its owner shard: the table of partitions a shard owns
 //! (opened and closed as the metadata image changes, [`table`]), the partition-level
 //! operations a request sends there (append, read, offset and epoch lookups, the long-poll
-//! wait, [`ops`]), the leader's view of its followers (high watermark, ISR decisions,
+//! wait, [`ops`]), one replica's role, its transitions and the leader's produce path
+//! ([`replica`], run by the broker and the simulator alike), the leader's view of its followers (high watermark, ISR decisions,
 //! min.insync.replicas: [`replicas`], pure; kept per partition by [`leader`]; the answer
 //! to a follower's Fetch: [`replica_fetch`]), the high-watermark checkpoint
 //! ([`hw_checkpoint`]), a replica's size and lag for DescribeLogDirs ([`log_dir`]), and the periodic retention and cleaning of the shard's logs
@@ -18,6 +19,7 @@ pub mod leader;
 pub mod log_dir;
 pub mod maintenance;
 pub mod ops;
+pub mod replica;
 pub mod replica_fetch;
 pub mod replicas;
 pub mod table;

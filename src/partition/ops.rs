@@ -329,30 +329,17 @@ async fn produce(
     }
     let batch = records.unwrap_or_default();
     let (started, batch_bytes) = (std::time::Instant::now(), batch.len());
-    let epoch = p.leader_epoch.get();
-    let info = p.log.append(batch, epoch, p.log.now_ms()).await?;
-    // Followers' long-polls hear of the data at once (they read up to the log end).
-    p.replication.appended.notify_all();
-    // A duplicate (an idempotent producer's retry) waits for its original, like Kafka's
-    // delayed produce, then gets the original's offsets.
-    p.log.wait_committed(info.last_offset).await?;
+    let appended = p.append_as_leader(batch).await?;
+    let info = appended.info;
     if !info.duplicate {
         p.bytes_in.set(p.bytes_in.get() + batch_bytes as u64);
         let records = u64::try_from(info.last_offset.0 - info.base_offset.0 + 1).unwrap_or(0);
         crate::metrics::produced(topic, batch_bytes, records, started);
     }
-    p.hw_changed.notify_all();
-    // Demoted while the batch was written: the replica state now describes a follower (one
-    // replica, so "committed" would mean only this log), and the new leader may not hold the
-    // batch. Kafka appends as leader under its leader-ISR lock and answers a delayed produce
-    // of a demoted leader NOT_LEADER_OR_FOLLOWER; acking it lost acknowledged records in
-    // rolling restarts.
-    if !p.is_leader.get() || p.leader_epoch.get() != epoch {
-        let why = "leadership changed while the batch was written".to_string();
-        return Err((ResponseError::NotLeaderOrFollower, Some(why)).into());
-    }
     if wait.acks == -1 && p.replication.has_followers() {
-        super::replica_fetch::wait_for_isr(&p, info.last_offset.next(), wait.timeout_ms).await?;
+        p.wait_acks(appended.epoch, info.last_offset.next(), wait.timeout_ms).await?;
+    } else {
+        p.check_still_leader(appended.epoch)?;
     }
     Ok(ProduceOk {
         base_offset: info.base_offset.0,

@@ -5,27 +5,21 @@
 //! fetch offset becomes its log end offset in [`super::replicas::LeaderReplicas`], and the
 //! answer carries the high watermark after that update.
 //!
-//! Also the acks=all wait of a produce on a partition with followers ([`wait_for_isr`]).
-//!
 //! Runs on the partition's owner shard; the core is generic over the file system so it runs
 //! on the in-memory one in tests. Invariant: a follower's state is updated only by a fetch that
 //! read without error and without divergence (Kafka does the same), so a diverging follower
 //! never holds the high watermark at an offset it is about to truncate away.
 
-use std::time::Duration;
-
 use kafka_protocol::error::ResponseError;
 
 use super::leader::Replication;
 use super::ops::{check_epoch, owned, FetchPart, ProduceError};
-use super::replicas::{AckState, ReplicaError};
-use super::OwnedPartition;
+use super::replicas::ReplicaError;
 use crate::io::FileSystem;
 use crate::protocol::errors::storage_error_code;
 use crate::replication::truncation::diverging_epoch;
 use crate::shard::ShardCtx;
 use crate::storage::{PartitionLog, SendRecords, StorageError};
-use crate::sync::Notify;
 use crate::types::{Epoch, NodeId, Offset};
 
 /// One partition of a follower's Fetch.
@@ -220,63 +214,5 @@ pub async fn run(ctx: &ShardCtx, op: ReplicaFetchOp) -> FetchPart {
         }
         Err(ReplicaFetchError::Replica(err)) => fail(replica_error(err).code),
         Err(ReplicaFetchError::Storage(err)) => fail(storage_error_code(&err)),
-    }
-}
-
-/// acks=all after the leader's own write: waits until the high watermark passes
-/// `required_end`, the ISR shrinks below `min.insync.replicas`
-/// (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or `timeout_ms` passes (REQUEST_TIMED_OUT, as
-/// Kafka's expired delayed produce).
-pub async fn wait_for_isr(
-    p: &OwnedPartition,
-    required_end: Offset,
-    timeout_ms: i32,
-) -> Result<(), ProduceError> {
-    let epoch = p.leader_epoch.get();
-    let waiter = IsrWait { log: &p.log, replication: &p.replication, hw_changed: &p.hw_changed };
-    let log = p.log.clone();
-    let result = waiter.wait(required_end, timeout_ms, move || log.now_ms()).await;
-    // Demoted (or a new leader epoch) while waiting: the ISR that was to hold the batch is
-    // not this one's any more, so the batch may be lost (Kafka answers a delayed produce of
-    // a demoted leader NOT_LEADER_OR_FOLLOWER).
-    if !p.is_leader.get() || p.leader_epoch.get() != epoch {
-        let why = "leadership changed while acks=all waited".to_string();
-        return Err((ResponseError::NotLeaderOrFollower, Some(why)).into());
-    }
-    result
-}
-
-/// What acks=all waits on: the leader's log, its replica state and the signal that the
-/// high watermark may have moved.
-pub struct IsrWait<'a, F: FileSystem> {
-    pub log: &'a PartitionLog<F>,
-    pub replication: &'a Replication,
-    pub hw_changed: &'a Notify,
-}
-
-impl<F: FileSystem> IsrWait<'_, F> {
-    /// See [`wait_for_isr`]; `now_ms` is the wall clock the lag rule reads.
-    pub async fn wait(
-        &self,
-        required_end: Offset,
-        timeout_ms: i32,
-        now_ms: impl Fn() -> i64,
-    ) -> Result<(), ProduceError> {
-        let timeout = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let seen = self.hw_changed.version();
-            match self.replication.ack_state(self.log, required_end, now_ms()) {
-                Ok(AckState::Done) => return Ok(()),
-                Err(err) => return Err(replica_error(err)),
-                Ok(AckState::Waiting) => {}
-            }
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                return Err((ResponseError::RequestTimedOut, None).into());
-            }
-            let changed = self.hw_changed.changed_since(seen);
-            crate::shard::with_timeout(deadline - now, changed).await;
-        }
     }
 }

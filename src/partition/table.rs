@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::leader::Replication;
+use super::replica::{PartitionReplica, Role};
 use super::replicas::ReplicaSettings;
 use crate::controller::BrokerDefaults;
 use crate::controller::{MetadataImage, TopicImage};
@@ -30,28 +30,18 @@ use crate::replication::manager::{Follow, FollowerSet};
 use crate::shard::ShardCtx;
 use crate::storage::DmaPartitionLog as Log;
 use crate::storage::{BatchCache, FlushPolicy, LogConfig, TimestampType};
-use crate::sync::Notify;
 use crate::types::{Epoch, NodeId, Offset, ShardId, TopicPartition};
 
 use crate::constants::PARTITION_CLOSE_WAIT_MS_MAX as CLOSE_WAIT_MS_MAX;
 use crate::constants::{FOLLOWER_RELEASE_WAIT_MS_MAX, PARTITION_OPENS_IN_FLIGHT_MAX};
 
+/// A partition this shard owns: its replica (log, role, replica state: [`PartitionReplica`],
+/// which it derefs to, so `p.log` and `p.is_leader` read as before) and what only the broker
+/// keeps of it.
 pub struct OwnedPartition {
     pub tp: TopicPartition,
     pub topic_id: Uuid,
-    /// Shared with this shard's follower fetcher while this broker follows the partition.
-    pub log: Rc<Log>,
-    pub leader_epoch: Cell<Epoch>,
-    /// Whether this broker leads the partition (the image's `leader`): only the leader
-    /// takes produces and answers consumers; a follower's log is written by its fetcher.
-    pub is_leader: Cell<bool>,
-    /// The follower high watermark while this broker follows (min of the leader's and the
-    /// local log end, kept by the fetcher): where the high watermark starts if it leads next.
-    pub follower_hw: Rc<Cell<Offset>>,
-    /// Notified whenever the high watermark may have moved (Fetch long-polls wait on it).
-    pub hw_changed: Notify,
-    /// Replicas, ISR and followers' progress (`partition::leader`); a single replica today.
-    pub replication: Replication,
+    pub replica: PartitionReplica<DmaFileSystem>,
     /// Record bytes produced into / fetched from this partition since it opened on this
     /// shard: what the shard balancer (`server::shard_balance`) measures rates from.
     pub bytes_in: Cell<u64>,
@@ -61,23 +51,11 @@ pub struct OwnedPartition {
     pub coordinator_epochs: RefCell<crate::txn::partition::CoordinatorEpochs>,
 }
 
-impl OwnedPartition {
-    /// The high watermark: what consumers may read and acks=all waits for. The partition
-    /// layer decides it, not storage: storage reports how far this replica's log is durable
-    /// under the flush policy (`committed_offset`); with replication the leader takes the
-    /// minimum of that over the ISR (`partition::leader`); for a single replica it is this
-    /// log's own.
-    #[must_use]
-    pub fn high_watermark(&self) -> Offset {
-        self.replication.high_watermark(&self.log, self.log.now_ms())
-    }
+impl std::ops::Deref for OwnedPartition {
+    type Target = PartitionReplica<DmaFileSystem>;
 
-    /// The last stable offset: the high watermark, or the first offset of the oldest open
-    /// transaction if lower (read_committed consumers stop here).
-    #[must_use]
-    pub fn last_stable_offset(&self) -> Offset {
-        let hw = self.high_watermark();
-        self.log.first_unstable_offset(hw).map_or(hw, |first| first.min(hw))
+    fn deref(&self) -> &Self::Target {
+        &self.replica
     }
 }
 
@@ -298,15 +276,8 @@ impl PartitionTable {
             if leads && was_following.contains(&tp) {
                 wait_log_released(&existing).await;
             }
-            if existing.is_leader.get() && !leads {
-                // A leader stepping down keeps what it knew committed as its follower high
-                // watermark (Kafka keeps the log's high watermark), so its checkpoint and a
-                // later leadership never start below it.
-                let hw = existing.high_watermark().min(existing.log.log_end_offset());
-                existing.follower_hw.set(existing.follower_hw.get().max(hw));
-            }
-            if leads && (!existing.is_leader.get() || existing.leader_epoch.get() != w.leader_epoch)
-            {
+            let role = role_of(image, topic, &existing.tp, w.leader);
+            if existing.apply_role(&role) {
                 tracing::info!(
                     partition = %tp,
                     epoch = w.leader_epoch.0,
@@ -315,9 +286,6 @@ impl PartitionTable {
                     "leading the partition"
                 );
             }
-            existing.is_leader.set(leads);
-            existing.leader_epoch.set(w.leader_epoch);
-            sync_replication(&existing, image, topic);
             // Live topic configs (AlterConfigs): a no-op when nothing changed.
             existing.log.set_config(log_config(topic, &image.broker_defaults));
             epoch_starts.push((existing, w.leader_epoch));
@@ -364,12 +332,7 @@ impl PartitionTable {
         let partition = OwnedPartition {
             tp: tp.clone(),
             topic_id,
-            log: Rc::new(log),
-            leader_epoch: Cell::new(epoch),
-            is_leader: Cell::new(false),
-            follower_hw: Rc::new(Cell::new(hw)),
-            hw_changed: Notify::new(),
-            replication: Replication::single(crate::types::NodeId(0), epoch),
+            replica: PartitionReplica::new(Rc::new(log), epoch, Rc::new(Cell::new(hw))),
             bytes_in: Cell::new(0),
             bytes_out: Cell::new(0),
             coordinator_epochs: RefCell::default(),
@@ -524,38 +487,20 @@ fn same_topic(prev: &MetadataImage, next: &MetadataImage, topic: &str) -> bool {
         && (Arc::ptr_eq(&prev.brokers, &next.brokers) || prev.brokers == next.brokers)
 }
 
-/// Brings a partition's replica state in line with the image (replicas, ISR, leader epoch,
-/// `min.insync.replicas`, `replica.lag.time.max.ms`).
-fn sync_replication(p: &OwnedPartition, image: &MetadataImage, topic: &TopicImage) {
-    let Some(pi) = usize::try_from(p.tp.partition).ok().and_then(|i| topic.partitions.get(i))
-    else {
-        return;
-    };
+/// The image's view of one partition as [`PartitionReplica::apply_role`] takes it (replicas,
+/// ISR, leader epoch, `min.insync.replicas`, `replica.lag.time.max.ms`, and the replicas that
+/// may not join the ISR).
+fn role_of(image: &MetadataImage, topic: &TopicImage, tp: &TopicPartition, leader: NodeId) -> Role {
+    let me = image.node_id;
     let settings = ReplicaSettings {
         lag_time_max_ms: image.broker_defaults.long("replica.lag.time.max.ms"),
         min_insync_replicas: topic.config.min_insync_replicas,
     };
-    let me = image.node_id;
-    // Leader-side tracking only where this broker leads (followers come with the cluster
-    // work); a single replica keeps today's behaviour.
-    let (replicas, isr) = if pi.leader == me && pi.replicas.len() > 1 {
-        (pi.replicas.clone(), pi.isr.clone())
-    } else {
-        (vec![me], vec![me])
+    let pi = usize::try_from(tp.partition).ok().and_then(|i| topic.partitions.get(i));
+    let (leader_epoch, replicas, isr) = match pi {
+        Some(pi) => (pi.leader_epoch, pi.replicas.clone(), pi.isr.clone()),
+        None => (Epoch(-1), vec![me], vec![me]),
     };
-    // A leader with followers starts from what it knew as a follower (the previous leader's
-    // high watermark, capped at its own log end: Kafka's rule), at least the log start, until
-    // a high-watermark checkpoint exists; never exposing records the ISR may not hold. One
-    // replica starts from its own log.
-    let hw = if replicas.len() > 1 {
-        let followed = p.follower_hw.get().min(p.log.log_end_offset());
-        p.log.log_start_offset().max(followed)
-    } else {
-        p.log.committed_offset()
-    };
-    let now_ms = p.log.now_ms();
-    let epoch_start = p.log.log_end_offset();
-    p.replication.sync(me, pi.leader_epoch, epoch_start, &replicas, &isr, hw, settings, now_ms);
     // Kafka's `isReplicaIsrEligible`: fenced or unregistered brokers (a single node
     // registers nothing: every replica is eligible).
     let ineligible: Vec<NodeId> = if image.brokers.is_empty() {
@@ -563,17 +508,12 @@ fn sync_replication(p: &OwnedPartition, image: &MetadataImage, topic: &TopicImag
     } else {
         replicas.iter().copied().filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced)).collect()
     };
-    p.replication.with(|st| st.ineligible = ineligible);
+    Role { me, leader, leader_epoch, replicas, isr, ineligible, settings }
 }
 
-/// A leader with followers records its epoch's start in the epoch cache at once (Kafka's
-/// `maybeAssignEpochStartOffset`), so followers of an older epoch learn where it ended. A
-/// single replica is left as before (its epoch is recorded by its first append).
+/// Records a new leader's epoch start (see [`PartitionReplica::start_leader_epoch`]).
 async fn start_leader_epoch(p: &OwnedPartition, epoch: Epoch) {
-    if !p.replication.has_followers() || p.log.latest_epoch().is_some_and(|e| e >= epoch) {
-        return;
-    }
-    if let Err(err) = p.log.assign_epoch_start(epoch).await {
+    if let Err(err) = p.start_leader_epoch(epoch).await {
         tracing::warn!(partition = %p.tp, "cannot record leader epoch {epoch}: {err}");
     }
 }
@@ -623,10 +563,11 @@ async fn wait_log_released(p: &OwnedPartition) {
 /// Closes a partition's log once its fetcher let go of it.
 pub(crate) async fn close_log(owned: OwnedPartition) -> Result<(), crate::storage::StorageError> {
     wait_log_released(&owned).await;
-    match Rc::try_unwrap(owned.log) {
+    let tp = owned.tp.clone();
+    match Rc::try_unwrap(owned.replica.log) {
         Ok(log) => log.close().await,
         Err(_) => {
-            tracing::warn!(partition = %owned.tp, "log still shared at close; dropping it");
+            tracing::warn!(partition = %tp, "log still shared at close; dropping it");
             Ok(())
         }
     }

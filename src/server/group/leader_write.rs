@@ -62,15 +62,13 @@ pub async fn append_acks_all(
     owned.hw_changed.notify_all();
     if owned.replication.has_followers() {
         let timeout_ms = i32::try_from(COORDINATOR_WRITE_TIMEOUT_MS).unwrap_or(i32::MAX);
-        crate::partition::replica_fetch::wait_for_isr(owned, last.next(), timeout_ms)
-            .await
-            .map_err(|e| {
-                if e.code == kafka_protocol::error::ResponseError::NotLeaderOrFollower {
-                    WriteError::NotLeader
-                } else {
-                    WriteError::Failed(format!("{:?}: {:?}", e.code, e.message))
-                }
-            })?;
+        owned.wait_acks(epoch, last.next(), timeout_ms).await.map_err(|e| {
+            if e.code == kafka_protocol::error::ResponseError::NotLeaderOrFollower {
+                WriteError::NotLeader
+            } else {
+                WriteError::Failed(format!("{:?}: {:?}", e.code, e.message))
+            }
+        })?;
     }
     if !owned.is_leader.get() || owned.leader_epoch.get() != epoch {
         return Err(WriteError::NotLeader);

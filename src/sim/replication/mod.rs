@@ -234,8 +234,8 @@ impl World {
         self.settle_acks()?;
         let now = self.now_ms();
         for n in &self.nodes {
-            let Some(log) = n.log.as_ref().filter(|_| n.leads()) else { continue };
-            let hw = n.replication.high_watermark(log, now);
+            let Some(log) = n.log().filter(|_| n.leads()) else { continue };
+            let hw = n.replication().high_watermark(log, now);
             let seen = self.hw_seen.entry((n.id, n.seen.epoch)).or_insert(hw);
             if hw < *seen {
                 return Err(format!(
@@ -290,15 +290,17 @@ impl World {
         };
         let Some(id) = target else { return Ok(()) };
         let i = idx(id);
-        if !self.nodes[i].leads() || self.nodes[i].replication.check_produce().is_err() {
+        if !self.nodes[i].leads() || self.nodes[i].replication().check_produce().is_err() {
             return Ok(());
         }
         let epoch = self.nodes[i].seen.epoch;
         let Some(b) = self.next_batch(id, epoch) else { return Ok(()) };
-        let log = self.nodes[i].log.clone().expect("a leader is up");
-        let now = self.now_ms();
-        match log.append(self.batches[b].bytes.clone(), epoch, now).await {
-            Ok(info) => {
+        let replica = self.nodes[i].replica.as_ref().expect("a leader is up");
+        // The shipped leader write: append at the replica's leader epoch, wake the
+        // followers, wait for the flush policy's durability.
+        match replica.append_as_leader(self.batches[b].bytes.clone()).await {
+            Ok(appended) => {
+                let (info, epoch) = (appended.info, appended.epoch);
                 let seq = self.batches[b].sequence;
                 let dup = if info.duplicate { " (duplicate)" } else { "" };
                 self.log(format!(
@@ -325,11 +327,10 @@ impl World {
         let now = self.now_ms();
         let mut keep = Vec::new();
         for p in std::mem::take(&mut self.pending) {
-            let n = &self.nodes[idx(p.node)];
-            let Some(log) = n.log.as_ref().filter(|_| n.leads() && n.seen.epoch == p.epoch) else {
-                continue;
-            };
-            match n.replication.ack_state(log, p.end, now) {
+            // A request to a process that died gets no answer (the producer retries).
+            let Some(replica) = self.nodes[idx(p.node)].replica.as_ref() else { continue };
+            // The shipped acks=all decision: refused once the leadership moved.
+            match replica.ack_state(p.epoch, p.end, now) {
                 Ok(AckState::Waiting) => keep.push(p),
                 Ok(AckState::Done) => {
                     let b = &mut self.batches[p.batch];
@@ -366,7 +367,7 @@ impl World {
         let before = follower.truncations;
         match fetch_once(follower, leader_node, now).await {
             Ok(Some(stats)) if stats.truncations + stats.appended_batches > 0 => {
-                let end = follower.log.as_ref().map_or(-1, |l| l.log_end_offset().0);
+                let end = follower.log().map_or(-1, |l| l.log_end_offset().0);
                 let line = format!(
                     "node {} fetched from {leader}: {} batches, {} truncations, log end {end}",
                     f + 1,
@@ -389,8 +390,9 @@ impl World {
         let now = self.now_ms();
         let up: Vec<bool> = self.nodes.iter().map(Node::is_up).collect();
         let n = &self.nodes[i];
-        let end = n.log.as_ref().expect("a leader is up").log_end_offset();
-        let Some(change) = n.replication.with(|r| r.isr_change(end, now, |id| up[idx(id)])) else {
+        let end = n.log().expect("a leader is up").log_end_offset();
+        let Some(change) = n.replication().with(|r| r.isr_change(end, now, |id| up[idx(id)]))
+        else {
             return Ok(());
         };
         // The request names the partition epoch the leader knows (here: the metadata
@@ -405,7 +407,7 @@ impl World {
             return self.apply(i, &meta).await;
         }
         let isr = n.seen.isr.clone();
-        n.replication.with(|r| r.apply_isr(&isr));
+        n.replication().with(|r| r.apply_isr(&isr));
         Ok(())
     }
 
@@ -431,6 +433,7 @@ impl World {
             self.out.kills += 1;
         }
         self.nodes[i].stop(disk);
+        self.pending.retain(|p| p.node != id);
         // The controller fences it: out of the ISR (never emptying it), a new leader if it led.
         if self.ctrl.leader == Some(id) {
             self.elect(Some(id)).await?;
@@ -449,7 +452,7 @@ impl World {
 
     async fn restart(&mut self, i: usize) -> Result<(), String> {
         self.nodes[i].start().await.map_err(|e| format!("node {} restart: {e}", i + 1))?;
-        let end = self.nodes[i].log.as_ref().map_or(0, |l| l.log_end_offset().0);
+        let end = self.nodes[i].log().map_or(0, |l| l.log_end_offset().0);
         self.log(format!("node {} restarted, log end {end}", i + 1));
         if self.ctrl.leader.is_none() && self.ctrl.isr.contains(&self.nodes[i].id) {
             self.elect(None).await?;
@@ -501,7 +504,7 @@ impl World {
             self.ctrl.epoch, self.ctrl.isr
         ));
         // Kafka's promise: a leader elected from the ISR holds everything acknowledged.
-        let log = self.nodes[idx(leader)].log.clone().expect("candidates are up");
+        let log = self.nodes[idx(leader)].log().cloned().expect("candidates are up");
         let held = check::batches(&log).await?;
         check::acked_present(&held, &self.acked)
             .map_err(|e| format!("new leader {leader} (epoch {}): {e}", self.ctrl.epoch))
@@ -509,7 +512,7 @@ impl World {
 
     fn leader_log(&self) -> Result<Rc<node::Log>, String> {
         let leader = self.ctrl.leader.ok_or("no leader after the calm phase")?;
-        self.nodes[idx(leader)].log.clone().ok_or_else(|| format!("leader {leader} is down"))
+        self.nodes[idx(leader)].log().cloned().ok_or_else(|| format!("leader {leader} is down"))
     }
 
     /// No faults: every node up and on the current metadata; the followers must converge.
@@ -523,11 +526,8 @@ impl World {
         if self.ctrl.leader.is_none() {
             self.elect(None).await?;
         }
-        let epochs_held: Vec<usize> = self
-            .nodes
-            .iter()
-            .map(|n| n.log.as_ref().map_or(0, |l| l.epoch_entries().len()))
-            .collect();
+        let epochs_held: Vec<usize> =
+            self.nodes.iter().map(|n| n.log().map_or(0, |l| l.epoch_entries().len())).collect();
         let truncations_before: Vec<usize> = self.nodes.iter().map(|n| n.truncations).collect();
         let mut converged = false;
         for round in 0..SETTLE_ROUNDS_MAX {
@@ -560,11 +560,8 @@ impl World {
         }
         self.out.truncations = self.nodes.iter().map(|n| n.truncations).sum();
         if !converged {
-            let ends: Vec<i64> = self
-                .nodes
-                .iter()
-                .map(|n| n.log.as_ref().map_or(-1, |l| l.log_end_offset().0))
-                .collect();
+            let ends: Vec<i64> =
+                self.nodes.iter().map(|n| n.log().map_or(-1, |l| l.log_end_offset().0)).collect();
             return Err(format!(
                 "no convergence in {SETTLE_ROUNDS_MAX} calm rounds: log ends {ends:?}, ISR {:?}",
                 self.ctrl.isr
@@ -572,7 +569,7 @@ impl World {
         }
         let leader = self.leader_log()?;
         for n in self.nodes.iter().filter(|n| Some(n.id) != self.ctrl.leader) {
-            let log = n.log.as_ref().expect("all up");
+            let log = n.log().expect("all up");
             check::same_log(&leader, log).await.map_err(|e| format!("node {}: {e}", n.id))?;
         }
         check::acked_present(&check::batches(&leader).await?, &self.acked)
@@ -586,7 +583,7 @@ impl World {
         let leader = self.ctrl.leader.ok_or("no leader after the calm phase")?;
         let n = &self.nodes[idx(leader)];
         let end = self.leader_log()?.log_end_offset();
-        let all_there = n.replication.with(|r| r.followers().iter().all(|f| f.log_end == end));
+        let all_there = n.replication().with(|r| r.followers().iter().all(|f| f.log_end == end));
         Ok(n.leads() && all_there && self.ctrl.isr.len() == self.nodes.len())
     }
 }

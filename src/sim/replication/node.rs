@@ -1,6 +1,7 @@
 //! One simulated replica of the partition: its in-memory file system and the shipped
-//! [`PartitionLog`], the shipped leader state ([`Replication`], answering follower fetches
-//! through [`serve_replica_fetch`]) and, while it follows, the shipped [`Fetcher`] driven by
+//! [`PartitionReplica`] (the [`PartitionLog`], the role transitions a broker applies from its
+//! metadata, the leader's produce path and acks=all decision, and the leader state
+//! [`Replication`], answering follower fetches through [`serve_replica_fetch`]) and, while it follows, the shipped [`Fetcher`] driven by
 //! [`fetch_round_assigned`] over a [`SimLink`] to the leader it believes in.
 //!
 //! What a node believes comes from the metadata it has applied ([`Meta`]), which lags the
@@ -14,8 +15,9 @@ use uuid::Uuid;
 
 use crate::io::mem::MemFileSystem;
 use crate::partition::leader::Replication;
+use crate::partition::replica::{PartitionReplica, Role};
 use crate::partition::replica_fetch::{serve_replica_fetch, to_reply, ReplicaFetchRequest};
-use crate::partition::replicas::{LeaderReplicas, ReplicaSettings};
+use crate::partition::replicas::ReplicaSettings;
 use crate::replication::driver::{
     fetch_round_assigned, FollowerLog, LeaderLink, LinkError, RoundStats,
 };
@@ -65,12 +67,11 @@ fn log_config() -> LogConfig {
 pub struct Node {
     pub id: NodeId,
     pub fs: Rc<MemFileSystem>,
-    /// `None` while the process is down.
-    pub log: Option<Rc<Log>>,
-    /// The follower high watermark (shared with the fetcher), kept across roles as Kafka
-    /// keeps it in the log.
+    /// The shipped replica (log, role, leader state); `None` while the process is down.
+    pub replica: Option<PartitionReplica<MemFileSystem>>,
+    /// The follower high watermark, shared with the replica and the fetcher, and kept
+    /// across restarts as the broker's high-watermark checkpoint keeps it.
     pub hw: Rc<Cell<Offset>>,
-    pub replication: Replication,
     pub seen: Meta,
     /// Bumped at every start (KIP-903's broker epoch).
     pub broker_epoch: i64,
@@ -83,22 +84,11 @@ pub struct Node {
 
 impl Node {
     pub fn new(id: NodeId, fs: Rc<MemFileSystem>, meta: &Meta, settings: ReplicaSettings) -> Self {
-        let replication = Replication::new(LeaderReplicas::new(
-            id,
-            Epoch(-1),
-            Offset(0),
-            &meta.replicas,
-            &meta.isr,
-            Offset(0),
-            settings,
-            0,
-        ));
         Node {
             id,
             fs,
-            log: None,
+            replica: None,
             hw: Rc::new(Cell::new(Offset(0))),
-            replication,
             seen: Meta { version: 0, leader: None, epoch: Epoch(-1), ..meta.clone() },
             broker_epoch: 0,
             fetcher: None,
@@ -110,7 +100,22 @@ impl Node {
 
     #[must_use]
     pub fn is_up(&self) -> bool {
-        self.log.is_some()
+        self.replica.is_some()
+    }
+
+    /// The log, while the process is up.
+    #[must_use]
+    pub fn log(&self) -> Option<&Rc<Log>> {
+        self.replica.as_ref().map(|r| &r.log)
+    }
+
+    /// The leader state of a node that is up.
+    ///
+    /// # Panics
+    /// If the node is down (callers ask only nodes that lead or are up).
+    #[must_use]
+    pub fn replication(&self) -> &Replication {
+        &self.replica.as_ref().expect("the node is up").replication
     }
 
     /// Whether this node leads, as far as it knows.
@@ -119,12 +124,15 @@ impl Node {
         self.is_up() && self.seen.leader == Some(self.id)
     }
 
-    /// Starts the process: opens (and recovers) the log from what its disk holds.
+    /// Starts the process: opens (and recovers) the log from what its disk holds, as the
+    /// broker's partition table opens a replica (high watermark from the checkpoint, capped
+    /// at the log end).
     pub async fn start(&mut self) -> Result<(), StorageError> {
         let dir = std::path::PathBuf::from(format!("/node-{}/{}", self.id, tp().dir_name()));
         let cache = Rc::new(BatchCache::new(1 << 20));
         let log = PartitionLog::open(self.fs.clone(), &dir, log_config(), cache).await?;
-        self.log = Some(Rc::new(log));
+        self.hw.set(self.hw.get().min(log.log_end_offset()));
+        self.replica = Some(PartitionReplica::new(Rc::new(log), Epoch(-1), self.hw.clone()));
         self.broker_epoch += 1;
         self.seen = Meta { version: 0, leader: None, epoch: Epoch(-1), ..self.seen.clone() };
         Ok(())
@@ -132,53 +140,38 @@ impl Node {
 
     /// The process dies; `disk` is what the restarted process will find.
     pub fn stop(&mut self, disk: MemFileSystem) {
-        self.log = None;
+        self.replica = None;
         self.fetcher = None;
         self.follower_logs.clear();
         self.fs = Rc::new(disk);
     }
 
     /// Applies the controller's view of the partition, as a broker applies a new image:
-    /// a new leader starts its epoch at its log end (Kafka's `makeLeader`), a follower
-    /// (re)points its fetcher.
-    pub async fn apply(&mut self, meta: &Meta, now_ms: i64) -> Result<(), StorageError> {
-        let Some(log) = self.log.clone() else { return Ok(()) };
-        let was_leading = self.leads();
-        let old_epoch = self.seen.epoch;
+    /// fetchers first (a partition this node now leads stops being written by its fetcher),
+    /// then the shipped role transition and leader-epoch start
+    /// ([`PartitionReplica::apply_role`]), then a follower (re)points its fetcher.
+    pub async fn apply(&mut self, meta: &Meta, _now_ms: i64) -> Result<(), StorageError> {
+        let Some(replica) = self.replica.as_ref() else { return Ok(()) };
+        let log = replica.log.clone();
         self.seen = meta.clone();
-        if meta.leader == Some(self.id) {
-            if !was_leading || old_epoch != meta.epoch {
-                log.assign_epoch_start(meta.epoch).await?;
-            }
+        let leads = meta.leader == Some(self.id);
+        if leads || meta.leader.is_none() {
             self.fetcher = None;
             self.follower_logs.clear();
-            let entries = log.epoch_entries();
-            let start = entries
-                .iter()
-                .find(|(e, _)| *e == meta.epoch)
-                .map_or(log.log_end_offset(), |(_, o)| *o);
-            self.replication.sync(
-                self.id,
-                meta.epoch,
-                start,
-                &meta.replicas,
-                &meta.isr,
-                self.hw.get(),
-                self.settings,
-                now_ms,
-            );
-            return Ok(());
         }
-        if was_leading {
-            // Stepping down: the high watermark it reached as leader is still committed.
-            let hw = self.replication.high_watermark(&log, now_ms);
-            self.hw.set(self.hw.get().max(hw).min(log.log_end_offset()));
-        }
-        let Some(leader) = meta.leader else {
-            self.fetcher = None;
-            self.follower_logs.clear();
-            return Ok(());
+        let role = Role {
+            me: self.id,
+            leader: meta.leader.unwrap_or(NodeId(-1)),
+            leader_epoch: meta.epoch,
+            replicas: meta.replicas.clone(),
+            isr: meta.isr.clone(),
+            ineligible: Vec::new(),
+            settings: self.settings,
         };
+        replica.apply_role(&role);
+        replica.start_leader_epoch(meta.epoch).await?;
+        replica.hw_changed.notify_all();
+        let Some(leader) = meta.leader.filter(|_| !leads) else { return Ok(()) };
         if self.fetcher.as_ref().is_none_or(|f| f.leader != leader) {
             self.fetcher =
                 Some(Fetcher::new(FetcherConfig::new(self.id, self.broker_epoch), leader));
@@ -209,7 +202,7 @@ impl LeaderLink for SimLink<'_> {
         plan: &FetchPlan,
     ) -> Result<Vec<(TopicPartition, PartitionReply)>, LinkError> {
         let node = self.leader;
-        let Some(log) = node.log.as_ref() else {
+        let Some(log) = node.log() else {
             return Err(LinkError(format!("node {} is down", node.id)));
         };
         let mut out = Vec::new();
@@ -237,14 +230,14 @@ impl LeaderLink for SimLink<'_> {
                 epoch_given: true,
             };
             let reply =
-                to_reply(serve_replica_fetch(log, &node.replication, &req, self.now_ms).await);
+                to_reply(serve_replica_fetch(log, node.replication(), &req, self.now_ms).await);
             out.push((p.tp.clone(), reply));
         }
         Ok(out)
     }
 
     async fn log_offsets(&self, _tp: &TopicPartition) -> Result<(Offset, Offset), LinkError> {
-        let log = self.leader.log.as_ref().ok_or_else(|| LinkError("leader down".into()))?;
+        let log = self.leader.log().ok_or_else(|| LinkError("leader down".into()))?;
         Ok((log.log_start_offset(), log.log_end_offset()))
     }
 }

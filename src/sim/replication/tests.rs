@@ -31,3 +31,21 @@ fn the_simulator_finds_the_leader_end_truncation_bug() {
 fn the_simulator_finds_the_empty_epoch_kept_bug() {
     find(Bug::EmptyEpochKept);
 }
+
+/// Issue 33: a leader demoted (or at a new leader epoch) after it appended a batch
+/// acknowledges acks=all anyway, by a replica state that now describes a follower of one;
+/// the new leader may not hold the batch. The fault matrix found it on real processes in
+/// rolling restarts; the simulator runs the shipped role transition and acks=all decision
+/// (`partition::replica`) and finds it.
+#[test]
+fn the_simulator_finds_the_demoted_leader_ack_bug() {
+    find(Bug::DemotedLeaderAck);
+}
+
+/// Issue 33: a leader that stepped down and leads again must not start from its follower
+/// state's high watermark; the simulator found this one itself, the first time it ran the
+/// shipped role transition.
+#[test]
+fn the_simulator_finds_the_follower_high_watermark_carried_bug() {
+    find(Bug::FollowerHwCarried);
+}
