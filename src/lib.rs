@@ -53,6 +53,7 @@ pub mod crashpoint;
 pub mod doctor;
 pub mod group;
 pub mod io;
+pub mod metadata;
 pub mod metrics;
 pub mod partition;
 #[cfg(test)]

@@ -100,7 +100,7 @@ pub struct MetadataImage {
     pub topic_ids: HashMap<Uuid, String>,
     pub broker_defaults: Arc<BrokerDefaults>,
     /// Client quotas (AlterClientQuotas), enforced by every shard.
-    pub client_quotas: Arc<crate::quota::ClientQuotaConfigs>,
+    pub client_quotas: Arc<crate::metadata::ClientQuotaConfigs>,
     /// SCRAM credentials (AlterUserScramCredentials), read by every shard's SASL exchange.
     pub scram_credentials: Arc<super::scram::ScramCredentials>,
     /// ACLs (CreateAcls/DeleteAcls), checked by every shard's authorizer.

@@ -79,7 +79,7 @@ use uuid::Uuid;
 use self::log::{parse_log, FileStore, MetadataStore};
 use self::records::MetadataRecord;
 use crate::constants::PRODUCER_ID_BLOCK_SIZE;
-use crate::quota::{ClientQuotaConfigs, QuotaEntity};
+use crate::metadata::{ClientQuotaConfigs, QuotaEntity};
 use crate::types::{NodeId, ProducerId};
 
 /// The single-node controller: a [`ControllerState`] made durable by the legacy metadata

@@ -30,7 +30,7 @@ use super::records::{
 };
 use super::{placement, ControllerError, MetadataImage, PartitionImage, TopicImage};
 use crate::constants::METADATA_FRAME_BYTES_MAX;
-use crate::quota::ClientQuotaConfigs;
+use crate::metadata::ClientQuotaConfigs;
 use crate::types::{NodeId, ShardId};
 
 /// Version byte of the snapshot layout: `[version u8][last applied index u64]
