@@ -4,8 +4,9 @@
 //! math of Kafka's `ClientQuotaManager` ([`rate`]), and the per-shard state that applies them
 //! ([`ShardQuotas`]).
 //!
-//! Pure logic, no glommio: the clock comes in as `now_ms`. The configs ([`ClientQuotaConfigs`])
-//! are owned by the controller (recorded in the metadata log) and reach every shard in the
+//! Pure logic, no glommio: the clock comes in as `now_ms`. The configs ([`ClientQuotaConfigs`],
+//! defined with the image in [`crate::metadata::client_quotas`] and re-exported here) are
+//! owned by the controller (recorded in the metadata log) and reach every shard in the
 //! metadata image; each shard owns one [`ShardQuotas`] and touches it only from its own
 //! thread, so the request path takes no lock.
 //!
