@@ -457,7 +457,7 @@ pub const SHARD_MOVE_PARK_WAIT_MS_MAX: u64 = 30_000;
 /// Shard moves: how long a request waits for its partition to finish opening on the
 /// shard the image names (the target of a move installs the image before it opens).
 pub const SHARD_MOVE_OPEN_WAIT_MS_MAX: u64 = 5_000;
-/// Shard balancer defaults (`shard.balance.*`, registry in `controller::configs::broker`).
+/// Shard balancer defaults (`shard.balance.*`, registry in `metadata::configs::broker`).
 pub const SHARD_BALANCE_ENABLE_DEFAULT: bool = true;
 pub const SHARD_BALANCE_INTERVAL_MS_DEFAULT: i64 = 300_000;
 pub const SHARD_BALANCE_MARGIN_PERCENT_DEFAULT: i32 = 50;

@@ -3,7 +3,8 @@
 //! Module map (a record's path: [`server`] decodes a Produce request with [`protocol`],
 //! [`shard`] routes the partition's batch to its owner shard, [`storage`] validates and
 //! appends it through [`io`], and Fetch reads it back the same way; [`controller`] owns
-//! cluster metadata; [`bench`](mod@bench) is the bundled load generator):
+//! cluster metadata and publishes it as the [`metadata`] image every shard reads;
+//! [`bench`](mod@bench) is the bundled load generator):
 //!
 //! - [`authz`]: Kafka's ACL model, the indexed ACL set, the `StandardAuthorizer` decision
 //!   and a connection's decision cache (pure; the controller stores ACLs, the server checks).
@@ -14,13 +15,16 @@
 //! - [`storage`]: partition logs: segments, sparse indexes, recovery, cache.
 //! - [`sync`]: single-shard `Notify` and FIFO `TicketLock`.
 //! - [`protocol`]: Kafka codec glue, framing, version table, error-code mapping.
+//! - [`metadata`]: the immutable metadata image every shard reads (topics, partitions,
+//!   brokers, client quotas, SCRAM credentials, reassignments) and the config registry it
+//!   carries; built on the controller shard.
 //! - [`server`]: listener, connection pipeline, one handler per Kafka API.
 //! - [`shard`]: the runtime: glommio executors, routing, the type-erased cross-shard mesh.
 //! - [`partition`]: a partition's state and operations on its owner shard, retention and
 //!   cleaning loops.
 //! - [`replication`]: ISR replication (in progress): follower fetch decisions, truncation to
 //!   the divergence point.
-//! - [`controller`]: metadata log, topic configs, placement.
+//! - [`controller`]: metadata log and state, topic config changes, placement.
 //! - [`quorum`]: the Raft quorum (raft-rs `RawNode` as a pure state machine) and its durable
 //!   store through [`io`]; not wired into the broker yet.
 //! - [`sim`]: the deterministic simulator of the quorum, and of the controller and broker
@@ -53,6 +57,7 @@ pub mod crashpoint;
 pub mod doctor;
 pub mod group;
 pub mod io;
+pub mod metadata;
 pub mod metrics;
 pub mod partition;
 #[cfg(test)]

@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::image::BrokerImage;
 use super::records::{BrokerEndpoint, BrokerEpochRecord, MetadataRecord, RegisterBrokerRecord};
 use super::state::ControllerState;
+use super::BrokerImage;
 use super::ControllerError;
 use crate::types::NodeId;
 

@@ -4,7 +4,7 @@
 //! every shard enforces them from its next request.
 //!
 //! Runs on the controller shard. Invariant: `client_quotas` holds only values that pass
-//! [`crate::quota::validate`] (a recorded value a newer rule refuses is skipped at replay
+//! [`crate::metadata::client_quotas::validate`] (a recorded value a newer rule refuses is skipped at replay
 //! with a warning).
 
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use super::records::{ClientQuotaRecord, EntityPart, MetadataRecord};
 #[cfg(test)]
 use super::Controller;
 use super::{ControllerError, ControllerState};
-use crate::quota::{validate, ClientQuotaConfigs, QuotaEntity};
+use crate::metadata::client_quotas::{validate, ClientQuotaConfigs, QuotaEntity};
 
 /// One quota change: key and new value (`None`: remove).
 pub type QuotaChange = (String, Option<f64>);

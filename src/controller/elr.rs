@@ -23,9 +23,9 @@
 //! (what Kafka's `HashSet` iteration gives for small ids).
 
 use super::brokers::NO_LEADER;
-use super::image::{PartitionImage, TopicImage};
 use super::records::PartitionRecord;
 use super::state::record_of;
+use super::{PartitionImage, TopicImage};
 use crate::types::{Epoch, NodeId};
 
 /// The partition change to apply, given the ISR the caller wants (`target_isr`) and which

@@ -1,5 +1,6 @@
 //! The controller: owner of cluster metadata (topics, partitions, placement, topic configs,
-//! producer-id blocks, brokers), and the topic-config registry.
+//! producer-id blocks, brokers). The image it publishes and the topic-config registry are
+//! [`crate::metadata`]'s, re-exported here.
 //!
 //! Lives on the controller shard (shard 0) and is called synchronously from there; it holds
 //! no glommio types. The metadata itself is [`ControllerState`], a deterministic state
@@ -23,12 +24,10 @@ pub mod alter_partition;
 mod broker_configs;
 mod brokers;
 mod client_quotas;
-pub mod configs;
 mod delta;
 pub mod election;
 mod elr;
 mod error;
-mod image;
 pub mod log;
 mod meta_properties;
 mod placement;
@@ -53,10 +52,8 @@ pub use brokers::{
     BrokerEpoch, BrokerHeartbeat, BrokerHeartbeats, BrokerRegistration, HeartbeatOutcome, NO_LEADER,
 };
 pub use client_quotas::QuotaChange;
-pub use configs::{BrokerDefaults, TopicConfig};
 pub use delta::{ImageDelta, PartitionRef};
 pub use error::ControllerError;
-pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use meta_properties::{random_kafka_uuid, MetaProperties};
 pub use reassign::{ReassignError, ReassignmentView};
 pub use shard_assignment::{
@@ -70,6 +67,12 @@ pub use state::{
 pub use topic_name::{collision_key, is_internal, validate_topic_name, INTERNAL_TOPICS};
 pub use topics::{NewTopic, TopicChange};
 
+// The image and the config registry are `metadata`'s (below the controller, which builds the
+// image); re-exported so `controller::MetadataImage`, `controller::configs` and the rest keep
+// their paths.
+pub use crate::metadata::configs::{self, BrokerDefaults, TopicConfig};
+pub use crate::metadata::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,7 +82,7 @@ use uuid::Uuid;
 use self::log::{parse_log, FileStore, MetadataStore};
 use self::records::MetadataRecord;
 use crate::constants::PRODUCER_ID_BLOCK_SIZE;
-use crate::quota::{ClientQuotaConfigs, QuotaEntity};
+use crate::metadata::{ClientQuotaConfigs, QuotaEntity};
 use crate::types::{NodeId, ProducerId};
 
 /// The single-node controller: a [`ControllerState`] made durable by the legacy metadata

@@ -34,17 +34,11 @@ use uuid::Uuid;
 use super::records::{MetadataRecord, PartitionReassignmentRecord, PartitionRecord};
 use super::state::{record_of, ControllerState};
 use super::{PartitionImage, NO_LEADER};
+pub use crate::metadata::Reassignment;
 use crate::types::{Epoch, NodeId};
 
 /// Ongoing reassignments by (topic id, partition).
 pub(super) type Reassignments = BTreeMap<(Uuid, i32), Reassignment>;
-
-/// The adding and removing replicas of one partition.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Reassignment {
-    pub adding: Vec<NodeId>,
-    pub removing: Vec<NodeId>,
-}
 
 /// One reassignment as ListPartitionReassignments shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]

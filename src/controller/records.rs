@@ -6,6 +6,7 @@
 
 use uuid::Uuid;
 
+pub use crate::metadata::BrokerEndpoint;
 use crate::types::{Epoch, NodeId, ShardId};
 
 /// One part of a quota entity: Kafka's entity type (`client-id`, later `user`) and name
@@ -95,16 +96,6 @@ pub struct PartitionReassignmentRecord {
     pub partition: i32,
     pub adding: Vec<NodeId>,
     pub removing: Vec<NodeId>,
-}
-
-/// One listener of a broker, as BrokerRegistration sends it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct BrokerEndpoint {
-    pub listener: String,
-    pub host: String,
-    pub port: u16,
-    /// Kafka's security protocol id (0 = PLAINTEXT).
-    pub security_protocol: i16,
 }
 
 /// A broker registration. Layout: `[node i32][broker_epoch i64][incarnation uuid]

@@ -22,15 +22,15 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::configs::{BrokerDefaults, TopicConfig};
-use super::image::BrokerImage;
 use super::log::{decode_frame, encode_frame, parse_log, METADATA_DIR, METADATA_FILE};
 use super::records::{
     BrokerConfigRecord, ClientQuotaRecord, ConfigRecord, MetadataRecord, PartitionRecord,
     RegisterBrokerRecord, TopicRecord,
 };
+use super::BrokerImage;
 use super::{placement, ControllerError, MetadataImage, PartitionImage, TopicImage};
 use crate::constants::METADATA_FRAME_BYTES_MAX;
-use crate::quota::ClientQuotaConfigs;
+use crate::metadata::ClientQuotaConfigs;
 use crate::types::{NodeId, ShardId};
 
 /// Version byte of the snapshot layout: `[version u8][last applied index u64]

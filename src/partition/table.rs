@@ -23,9 +23,9 @@ use uuid::Uuid;
 
 use super::replica::{PartitionReplica, Role};
 use super::replicas::ReplicaSettings;
-use crate::controller::BrokerDefaults;
-use crate::controller::{MetadataImage, TopicImage};
 use crate::io::dma::DmaFileSystem;
+use crate::metadata::BrokerDefaults;
+use crate::metadata::{MetadataImage, TopicImage};
 use crate::replication::manager::{Follow, FollowerSet};
 use crate::shard::ShardCtx;
 use crate::storage::DmaPartitionLog as Log;
@@ -424,7 +424,7 @@ impl PartitionTable {
 /// `flush.messages` above 1 (Kafka's default is "never") without `flush.ms` means never:
 /// acknowledged once the O_DIRECT write completed, as Kafka's page-cache write.
 fn log_config(topic: &TopicImage, broker: &BrokerDefaults) -> LogConfig {
-    use crate::controller::configs::{topic_config_def, TimestampType as ConfigTimestampType};
+    use crate::metadata::configs::{topic_config_def, TimestampType as ConfigTimestampType};
     let c = &topic.config;
     let explicit = |name: &str| {
         topic.configs.get(name).cloned().or_else(|| {

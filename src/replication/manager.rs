@@ -25,9 +25,9 @@ use uuid::Uuid;
 use super::fetcher::{Fetcher, FetcherConfig};
 use super::link::TcpLink;
 use super::task::{run, Command, FetcherHandle};
-use crate::controller::BrokerImage;
 use crate::io::dma::DmaFileSystem;
 use crate::io::FileSystem;
+use crate::metadata::BrokerImage;
 use crate::protocol::client_auth::ClientSecurity;
 use crate::storage::PartitionLog;
 use crate::types::{Epoch, NodeId, Offset, TopicPartition};
@@ -213,8 +213,8 @@ impl<F: FileSystem> FollowerSet<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::records::BrokerEndpoint;
     use crate::io::mem::MemFileSystem;
+    use crate::metadata::BrokerEndpoint;
     use crate::storage::{BatchCache, LogConfig};
 
     fn broker(port: u16, epoch: i64, fenced: bool) -> BrokerImage {

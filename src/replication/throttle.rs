@@ -23,7 +23,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::controller::{MetadataImage, TopicImage};
+use crate::metadata::{MetadataImage, TopicImage};
 use crate::types::{NodeId, ShardId, TopicPartition};
 
 /// Samples in the rate window (Kafka's `replication.quota.window.num` default).
@@ -365,7 +365,7 @@ mod tests {
 
     #[test]
     fn only_listed_out_of_sync_replicas_are_throttled() {
-        use crate::controller::{MetadataImage, PartitionImage};
+        use crate::metadata::{MetadataImage, PartitionImage};
         use crate::types::Epoch;
         let mut image = crate::server::fetch::one_partition_image();
         // Node 1 leads t-0 with replicas {1, 2}, ISR {1}; 2 is catching up.
@@ -394,7 +394,7 @@ mod tests {
 
     #[test]
     fn a_follower_over_its_rate_rechecks_soon() {
-        use crate::controller::{MetadataImage, PartitionImage};
+        use crate::metadata::{MetadataImage, PartitionImage};
         use crate::types::Epoch;
         let mut image = crate::server::fetch::one_partition_image();
         // Node 1 follows t-0 from 2 and is out of its ISR.
@@ -421,7 +421,7 @@ mod tests {
 
     #[test]
     fn the_rate_is_shared_by_the_shards_holding_throttled_partitions_only() {
-        use crate::controller::PartitionImage;
+        use crate::metadata::PartitionImage;
         use crate::types::Epoch;
         let mut image = crate::server::fetch::one_partition_image();
         image.shard_count = 4;

@@ -15,7 +15,7 @@ use glommio::TaskQueueHandle;
 
 use super::mesh::{Handler, MeshError, MeshMsg, Payload};
 use crate::config::ServeConfig;
-use crate::controller::MetadataImage;
+use crate::metadata::MetadataImage;
 use crate::partition::PartitionTable;
 use crate::sync::Notify;
 use crate::types::{Epoch, ShardId};

@@ -1,22 +1,30 @@
-//! [`MetadataImage`]: an immutable snapshot of cluster metadata that every shard reads.
+//! [`MetadataImage`]: an immutable snapshot of cluster metadata that every shard reads, and
+//! the plain data it holds (brokers with their endpoints, topics, partitions, reassignments).
 //!
 //! Built on the controller shard after each change and published (as an `Arc`) to every
 //! shard's cache; it is `Send + Sync` and never mutated after publication. Topics are held
 //! behind their own `Arc`, so a new image shares every unchanged topic with the previous one.
-//! Invariants: `topics` and `topic_ids` index the same topics; partitions are indexed
-//! `0..len` in order; in a node image ([`super::node_image`], what shards receive) every
-//! `owner_shard` is below `shard_count` and `hosted` says whether this node is a replica; in
-//! a [`super::ControllerState`]'s own image owner shards are [`super::UNASSIGNED_SHARD`] or
-//! legacy hints.
+//! Invariants: in the module docs of [`crate::metadata`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use uuid::Uuid;
 
+use super::client_quotas::ClientQuotaConfigs;
 use super::configs::{BrokerDefaults, TopicConfig};
-use super::records::BrokerEndpoint;
+use super::scram::ScramCredentials;
 use crate::types::{Epoch, NodeId, ShardId, TopicPartition};
+
+/// One listener of a broker, as BrokerRegistration sends it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BrokerEndpoint {
+    pub listener: String,
+    pub host: String,
+    pub port: u16,
+    /// Kafka's security protocol id (0 = PLAINTEXT).
+    pub security_protocol: i16,
+}
 
 /// A registered broker (Kafka's broker registration as the controller keeps it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +79,13 @@ pub struct PartitionImage {
     pub last_known_elr: Vec<NodeId>,
 }
 
+/// The adding and removing replicas of one partition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reassignment {
+    pub adding: Vec<NodeId>,
+    pub removing: Vec<NodeId>,
+}
+
 /// The state of one topic.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TopicImage {
@@ -100,16 +115,16 @@ pub struct MetadataImage {
     pub topic_ids: HashMap<Uuid, String>,
     pub broker_defaults: Arc<BrokerDefaults>,
     /// Client quotas (AlterClientQuotas), enforced by every shard.
-    pub client_quotas: Arc<crate::quota::ClientQuotaConfigs>,
+    pub client_quotas: Arc<ClientQuotaConfigs>,
     /// SCRAM credentials (AlterUserScramCredentials), read by every shard's SASL exchange.
-    pub scram_credentials: Arc<super::scram::ScramCredentials>,
+    pub scram_credentials: Arc<ScramCredentials>,
     /// ACLs (CreateAcls/DeleteAcls), checked by every shard's authorizer.
     pub acls: Arc<crate::authz::AclSet>,
     /// Registered brokers by node id (empty until brokers register: a single node).
     pub brokers: Arc<BTreeMap<NodeId, BrokerImage>>,
     /// Partition reassignments in progress by (topic id, partition): adding and removing
     /// replicas (`controller::reassign`).
-    pub reassignments: Arc<BTreeMap<(Uuid, i32), super::reassign::Reassignment>>,
+    pub reassignments: Arc<BTreeMap<(Uuid, i32), Reassignment>>,
 }
 
 impl MetadataImage {
