@@ -259,6 +259,10 @@ pub const PARTITION_CLOSE_WAIT_MS_MAX: u64 = 5_000;
 /// cross-shard hop costs milliseconds at p99).
 pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 50;
 
+/// The group coordinator's internal topic (Kafka's name), read by the partition layer
+/// (transaction markers on it complete offset commits) and the group coordinator.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
 // ---------------------------------------------------------------- controller
 /// Most partitions one topic may have (CreateTopics / CreatePartitions beyond it get
 /// INVALID_PARTITIONS): each partition costs an open log with three file descriptors per
@@ -436,7 +440,7 @@ pub const BROKER_CALL_TIMEOUT_MS: u64 = 30_000;
 /// Cached broker-to-broker connections per shard (one per other broker in practice).
 pub const BROKER_CONNECTIONS_PER_SHARD_MAX: usize = 64;
 /// Partition side of markers: producers whose coordinator epoch a partition remembers, to
-/// refuse a deposed coordinator's markers (`txn::partition::CoordinatorEpochs`); past this
+/// refuse a deposed coordinator's markers (`partition::transactions::CoordinatorEpochs`); past this
 /// an arbitrary half is forgotten (each forgotten entry only skips one check).
 pub const TXN_COORDINATOR_EPOCHS_MAX: usize = 10_000;
 

@@ -160,3 +160,11 @@ mod tests {
         assert_eq!(m.get(&("t1", 0) as &dyn TopicPartitionKey), None);
     }
 }
+
+/// Which byte rate a request counts against (Kafka's client quota kinds). Here, at the
+/// bottom, because metrics label by it; the quota keys it maps to are `quota`'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuotaKind {
+    Produce,
+    Fetch,
+}

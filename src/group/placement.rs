@@ -6,7 +6,7 @@
 //! Pure code, used on every shard (to route a group request to its coordinator shard).
 
 /// Kafka's internal topic holding group metadata and committed offsets.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub use crate::constants::OFFSETS_TOPIC;
 
 /// Java's `String.hashCode`: `s[0]*31^(n-1) + ... + s[n-1]` over UTF-16 units, wrapping.
 #[must_use]

@@ -296,7 +296,7 @@ pub fn topic_in(topic: &str, bytes: u64, records: u64) {
 /// Bytes a client sent (produce) or was sent (fetch) on this shard, and the throttle time
 /// its request got (0: not throttled). Counted on the connection's shard.
 #[inline]
-pub fn client_quota(kind: crate::quota::QuotaKind, client_id: &str, bytes: u64, throttle_ms: u64) {
+pub fn client_quota(kind: crate::types::QuotaKind, client_id: &str, bytes: u64, throttle_ms: u64) {
     with(|r| r.client_quota(kind, client_id, bytes, throttle_ms));
 }
 

@@ -460,7 +460,7 @@ mod tests {
 
     #[test]
     fn client_quota_counters_merge_across_shards() {
-        use crate::quota::QuotaKind;
+        use crate::types::QuotaKind;
         let snaps: Vec<ShardSnapshot> = (0..2)
             .map(|shard| {
                 let r = ShardRecorder::new(shard);

@@ -19,7 +19,7 @@ use crate::constants::{
     METRICS_CLIENTS_MAX, METRICS_HISTOGRAM_SIGFIG, METRICS_LAG_SERIES_MAX, METRICS_LATENCY_US_MAX,
     METRICS_TOPICS_MAX,
 };
-use crate::quota::QuotaKind;
+use crate::types::QuotaKind;
 
 /// Highest Kafka API key tracked with its own histograms; higher keys share the last slot.
 pub const API_KEY_MAX: i16 = 127;

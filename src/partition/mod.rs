@@ -23,5 +23,6 @@ pub mod replica;
 pub mod replica_fetch;
 pub mod replicas;
 pub mod table;
+pub mod transactions;
 
 pub use table::{OwnedPartition, PartitionTable};

@@ -385,7 +385,7 @@ async fn fetch(
     let aborted = read_committed.then(|| {
         // Every piece holds whole batches: the last one ends the range.
         let last = records.pieces().last().cloned().unwrap_or_default();
-        let end = crate::txn::partition::records_end(&last).unwrap_or(upper);
+        let end = super::transactions::records_end(&last).unwrap_or(upper);
         p.log.aborted_between(Offset(fetch_offset), end)
     });
     FetchPart {
@@ -529,7 +529,7 @@ async fn write_marker(
     p.log.wait_committed(info.last_offset).await.map_err(storage)?;
     p.hw_changed.notify_all();
     if let Some(txn) = &done {
-        crate::txn::partition::marker_written(ctx, topic, partition, txn);
+        super::transactions::marker_written(ctx, topic, partition, txn);
     }
     Ok(done)
 }

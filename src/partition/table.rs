@@ -47,8 +47,8 @@ pub struct OwnedPartition {
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
     /// Per producer, the newest transaction coordinator epoch whose marker this partition
-    /// took (`txn::partition::CoordinatorEpochs`).
-    pub coordinator_epochs: RefCell<crate::txn::partition::CoordinatorEpochs>,
+    /// took (`partition::transactions::CoordinatorEpochs`).
+    pub coordinator_epochs: RefCell<super::transactions::CoordinatorEpochs>,
 }
 
 impl std::ops::Deref for OwnedPartition {

@@ -68,12 +68,7 @@ impl Principal {
     }
 }
 
-/// Which byte rate a request counts against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum QuotaKind {
-    Produce,
-    Fetch,
-}
+pub use crate::types::QuotaKind;
 
 impl QuotaKind {
     /// The Kafka quota key this kind is configured by.

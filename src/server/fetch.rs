@@ -452,7 +452,7 @@ fn build_response(
             .with_last_stable_offset(part.last_stable_offset)
             .with_log_start_offset(if plan.version >= 5 { part.log_start_offset } else { -1 })
             .with_preferred_read_replica(BrokerId(-1))
-            .with_aborted_transactions(crate::txn::partition::aborted_field(part.aborted));
+            .with_aborted_transactions(crate::partition::transactions::aborted_field(part.aborted));
         if part.records.pieces().len() > 1 {
             data.records = Some(Bytes::new());
             let index = response.responses[w.topic].partitions.len();

@@ -90,7 +90,9 @@ async fn stop_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
 /// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.
 pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     check_formatted(&config)?;
-    crate::txn::partition::register_offsets_completion(group::driver::complete_txn_offsets);
+    crate::partition::transactions::register_offsets_completion(
+        group::driver::complete_txn_offsets,
+    );
     crate::shard::runtime::serve(config, APP)
 }
 

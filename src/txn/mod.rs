@@ -1,7 +1,8 @@
 //! Transactions (issue 17): the transaction coordinator's pure state machine
 //! ([`coordinator`]), its records in `__transaction_state` ([`records`], Kafka's
-//! `TransactionLogKey`/`TransactionLogValue` schemas) and the partition-side hooks that
-//! markers and read_committed fetches use ([`partition`]).
+//! `TransactionLogKey`/`TransactionLogValue` schemas). The partition-side hooks that
+//! markers and read_committed fetches use sit with the partition
+//! (`partition::transactions`).
 //!
 //! A transactional id lives on the shard owning its `__transaction_state` partition
 //! (`abs(javaHash(transactional.id)) % transaction.state.log.num.partitions`, as Kafka), like
@@ -12,7 +13,6 @@
 //! transactions) is in `storage::producer_state`.
 
 pub mod coordinator;
-pub mod partition;
 pub mod records;
 
 pub use coordinator::{Coordinator, TxnError, TxnMeta, TxnState};

@@ -336,7 +336,7 @@ impl GroupShard {
 
 /// A transaction marker closed `producer_id`'s transaction on offsets partition
 /// `partition` of this shard (durably): its pending offsets are applied (COMMIT) or
-/// dropped (ABORT). Called by `txn::partition::marker_written` on the owner shard.
+/// dropped (ABORT). Called by `partition::transactions::marker_written` on the owner shard.
 pub fn complete_txn_offsets(ctx: &ShardCtx, partition: i32, producer_id: i64, commit: bool) {
     let Some(s) = crate::server::broker::of(ctx).groups.get().cloned() else { return };
     s.complete_txn(partition, producer_id, commit, now_ms());

@@ -13,7 +13,8 @@
 //!
 //! Runs on the partition's owner shard (fetch, markers) and on the connection's shard
 //! (building the response). Small functions on purpose: `server::fetch` and
-//! `partition::ops` only call them.
+//! `partition::ops` only call them. Part of `partition` (not `txn`, the coordinator's
+//! layer above) because the partition holds this state and calls it.
 
 use std::collections::HashMap;
 
@@ -22,7 +23,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::AbortedTransaction;
 use kafka_protocol::messages::ProducerId;
 
-use crate::group::placement::OFFSETS_TOPIC;
+use crate::constants::OFFSETS_TOPIC;
 use crate::shard::ShardCtx;
 use crate::storage::producer_state::CompletedTxn;
 use crate::types::Offset;
