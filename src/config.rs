@@ -85,6 +85,11 @@ pub struct ServeArgs {
     /// the start.
     #[arg(long)]
     pub admin_listen: Option<SocketAddr>,
+    /// Ask every admin HTTP request for a user's credentials (HTTP Basic: a SCRAM or PLAIN
+    /// user of the broker) and, with an authorizer, DESCRIBE (GET) or ALTER (POST) on the
+    /// cluster [default: false].
+    #[arg(long)]
+    pub admin_require_auth: Option<bool>,
     /// Microseconds an idle executor spins before parking (0 disables spinning); `2ms` works.
     #[arg(long, value_name = "US", value_parser = units::micros::<u64>)]
     pub spin_before_park_us: Option<u64>,
@@ -117,6 +122,7 @@ struct FileConfig {
     controller_listen: Option<SocketAddr>,
     log_level: Option<String>,
     admin_listen: Option<SocketAddr>,
+    admin_require_auth: Option<bool>,
     spin_before_park_us: Option<u64>,
     /// `--cache-bytes`, bytes per shard.
     cache_bytes: Option<u64>,
@@ -167,6 +173,7 @@ const FILE_KEYS: &[&str] = &[
     "controller_listen",
     "log_level",
     "admin_listen",
+    "admin_require_auth",
     "spin_before_park_us",
     "cache_bytes",
     "cpus",
@@ -226,6 +233,8 @@ pub struct ServeConfig {
     pub cluster: ClusterConfig,
     pub log_level: Option<String>,
     pub admin_listen: Option<SocketAddr>,
+    /// `--admin-require-auth`: the admin endpoint authenticates (and authorizes) requests.
+    pub admin_require_auth: bool,
     pub spin_before_park_us: u64,
     /// Each shard's batch cache bound (`--cache-bytes`).
     pub cache_bytes: usize,
@@ -452,6 +461,10 @@ impl ServeConfig {
             cluster,
             log_level: args.log_level.clone().or(file.log_level),
             admin_listen: args.admin_listen.or(file.admin_listen),
+            admin_require_auth: args
+                .admin_require_auth
+                .or(file.admin_require_auth)
+                .unwrap_or(false),
             spin_before_park_us: args
                 .spin_before_park_us
                 .or(file.spin_before_park_us)

@@ -7,6 +7,9 @@
 //!   registered ([`set_post_handler`]): `POST /v1/shards/move?partition=T-P&to=N` and
 //!   `GET /v1/shards/partitions` (`server::shard_move`).
 //!
+//! With `--admin-require-auth` every request first passes the check the server registered
+//! ([`set_auth_handler`]: HTTP Basic credentials of a broker user, then the cluster ACL).
+//!
 //! Runs on one shard, in its background task queue: a scrape is a handful of
 //! milliseconds of merge work that must not delay requests. One request per connection
 //! (`Connection: close`), heads capped at [`ADMIN_REQUEST_HEAD_BYTES_MAX`], at most
@@ -37,8 +40,50 @@ static STARTED: OnceLock<Instant> = OnceLock::new();
 pub type PostHandler =
     Box<dyn Fn(String, String) -> futures::future::LocalBoxFuture<'static, (u16, String)>>;
 
+/// Whether a request may be served: (method, target, the `Authorization` header's value, the
+/// peer's address) in; `Err((status, message))` refuses it (401 asks for credentials, 403
+/// refuses the authenticated user). Set by the server when `--admin-require-auth` is on.
+pub type AuthHandler =
+    Box<dyn Fn(&str, &str, Option<&str>, Option<std::net::IpAddr>) -> Result<(), (u16, String)>>;
+
 thread_local! {
     static POST: std::cell::RefCell<Option<Rc<PostHandler>>> = const { std::cell::RefCell::new(None) };
+    static AUTH: std::cell::RefCell<Option<Rc<AuthHandler>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Set before the shards start when requests must be authenticated: until a shard's check
+/// is registered (its broker still starting) its endpoint answers 503 rather than serve
+/// anyone.
+static AUTH_REQUIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every admin request wait for the server's check (`--admin-require-auth`).
+pub fn require_auth(required: bool) {
+    AUTH_REQUIRED.store(required, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Registers the check every request of this shard's admin endpoint passes first.
+pub fn set_auth_handler(handler: AuthHandler) {
+    AUTH.with(|a| *a.borrow_mut() = Some(Rc::new(handler)));
+}
+
+/// The registered check's verdict on a complete request head (`Ok` without a check).
+fn authorized(head: &[u8], peer: Option<std::net::IpAddr>) -> Result<(), Response> {
+    let Some(check) = AUTH.with(|a| a.borrow().clone()) else {
+        if AUTH_REQUIRED.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Response::text(503, "starting: credentials cannot be checked yet\n"));
+        }
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.split("\r\n");
+    let mut parts = lines.next().unwrap_or_default().split(' ');
+    let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let authorization = lines.take_while(|l| !l.is_empty()).find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim().eq_ignore_ascii_case("authorization").then(|| value.trim())
+    });
+    check(method, target, authorization, peer)
+        .map_err(|(status, body)| Response::text(status, body))
 }
 
 /// Registers the POST action of this shard's admin endpoint.
@@ -79,14 +124,20 @@ impl Response {
         let reason = match self.status {
             200 => "OK",
             400 => "Bad Request",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            503 => "Service Unavailable",
             409 => "Conflict",
             404 => "Not Found",
             405 => "Method Not Allowed",
             _ => "Error",
         };
+        // RFC 7617: a 401 names the scheme the client should answer with.
+        let challenge =
+            if self.status == 401 { "WWW-Authenticate: Basic realm=\"shardlog\"\r\n" } else { "" };
         let mut out = format!(
             "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\
-             Connection: close\r\n\r\n",
+             {challenge}Connection: close\r\n\r\n",
             self.status,
             self.content_type,
             self.body.len()
@@ -165,6 +216,10 @@ async fn serve(mut stream: TcpStream) {
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
         if head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let peer = stream.peer_addr().ok().map(|a| a.ip());
+            if let Err(refused) = authorized(&head, peer) {
+                break refused;
+            }
             if let Some((action, method, target)) = post_action(&head) {
                 let (status, body) = action(method, target).await;
                 break Response::text(status, body);

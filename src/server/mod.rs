@@ -7,6 +7,7 @@
 
 pub mod acl_apis;
 pub mod admin;
+mod admin_auth;
 mod admin_wiring;
 pub mod api_versions;
 pub mod authz;
@@ -71,6 +72,7 @@ async fn start_controller(ctx: std::rc::Rc<crate::shard::ShardCtx>) -> anyhow::R
 /// The broker's per-shard background work: retention, cleaning, checkpoints, replication
 /// and LSO gauges, the transaction marker driver, quota share reports.
 fn start_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
+    admin_auth::install(&ctx);
     use crate::partition::maintenance as m;
     ctx.spawn_background(m::retention_loop(ctx.clone()));
     ctx.spawn_background(m::cleaner_loop(ctx.clone()));
@@ -90,6 +92,7 @@ async fn stop_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
 /// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.
 pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     check_formatted(&config)?;
+    crate::metrics::http::require_auth(config.admin_require_auth);
     crate::partition::transactions::register_offsets_completion(
         group::driver::complete_txn_offsets,
     );
