@@ -25,7 +25,6 @@ use super::configs::check;
 use super::sasl::SaslArgs;
 use crate::authz::{Acl, Operation, PatternType, Permission, ResourceType, CLUSTER_NAME};
 use crate::cli::ClientArgs;
-use crate::protocol::blocking::BlockingConn;
 
 const CLIENT_ID: &str = "shardlog-acls";
 /// Kafka 4.1's ACL API version.
@@ -197,8 +196,8 @@ fn render(resp: &DescribeAclsResponse) -> String {
 
 /// Runs the command and prints its report on stdout.
 pub fn run(args: AclsArgs) -> anyhow::Result<()> {
-    let mut conn = BlockingConn::open(args.client.bootstrap(), CLIENT_ID)?;
-    args.sasl.login(&mut conn)?;
+    args.sasl.install();
+    let mut conn = super::sasl::connect(args.client.bootstrap(), CLIENT_ID)?;
     let mut out = std::io::stdout().lock();
     match args.command {
         AclsCommand::List { resource, principal } => {

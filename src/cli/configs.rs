@@ -26,7 +26,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::cli::{ClientArgs, UsageError};
-use crate::protocol::blocking::BlockingConn;
 
 /// The client id of every request `shardlog configs` sends.
 const CLIENT_ID: &str = "shardlog-configs";
@@ -50,6 +49,9 @@ pub struct ConfigsArgs {
     /// The broker (`--bootstrap-server`, `--bootstrap`, `-b`), accepted anywhere on the line.
     #[command(flatten)]
     pub client: ClientArgs,
+    /// `--user`, `--password`, `--sasl-mechanism`: log in on a SASL listener.
+    #[command(flatten)]
+    pub sasl: super::sasl::SaslArgs,
     #[command(subcommand)]
     pub command: ConfigsCommand,
 }
@@ -118,6 +120,7 @@ impl Entity {
 
 /// Runs the command and prints its report on stdout.
 pub fn run(args: ConfigsArgs) -> anyhow::Result<()> {
+    args.sasl.install();
     let mut out = std::io::stdout().lock();
     match args.command {
         ConfigsCommand::Describe { entity, all } => {
@@ -157,8 +160,8 @@ pub fn describe(bootstrap: &str, entity: &Entity) -> anyhow::Result<Vec<ConfigRo
     let (kind, name) = entity.resource()?;
     let mut conn = match entity.broker {
         // A broker describes only itself: ask that broker, found through Metadata.
-        Some(id) => BlockingConn::open(&broker_addr(bootstrap, id)?, CLIENT_ID)?,
-        None => BlockingConn::open(bootstrap, CLIENT_ID)?,
+        Some(id) => super::sasl::connect(&broker_addr(bootstrap, id)?, CLIENT_ID)?,
+        None => super::sasl::connect(bootstrap, CLIENT_ID)?,
     };
     let req =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
@@ -219,7 +222,7 @@ pub fn alter(
             .with_resource_name(StrBytes::from_string(name.clone()))
             .with_configs(configs),
     ]);
-    let mut conn = BlockingConn::open(bootstrap, CLIENT_ID)?;
+    let mut conn = super::sasl::connect(bootstrap, CLIENT_ID)?;
     let resp: IncrementalAlterConfigsResponse =
         conn.call(ApiKey::IncrementalAlterConfigs, INCREMENTAL_ALTER_CONFIGS_VERSION, &req)?;
     let result =
@@ -302,7 +305,7 @@ fn split_outside_brackets(text: &str, sep: char) -> anyhow::Result<Vec<String>> 
 
 /// host:port of broker `id`, from the bootstrap broker's Metadata.
 fn broker_addr(bootstrap: &str, id: i32) -> anyhow::Result<String> {
-    let mut conn = BlockingConn::open(bootstrap, CLIENT_ID)?;
+    let mut conn = super::sasl::connect(bootstrap, CLIENT_ID)?;
     let req = MetadataRequest::default().with_topics(Some(Vec::new()));
     let resp: MetadataResponse = conn.call(ApiKey::Metadata, METADATA_VERSION, &req)?;
     let broker = resp

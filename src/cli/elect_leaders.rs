@@ -18,7 +18,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::cli::ClientArgs;
 use crate::constants::CLI_REQUEST_TIMEOUT_MS;
-use crate::protocol::blocking::BlockingConn;
 
 const CLIENT_ID: &str = "shardlog-elect-leaders";
 const ELECT_LEADERS_VERSION: i16 = 2;
@@ -33,6 +32,9 @@ pub enum ElectionKind {
 pub struct ElectLeadersArgs {
     #[command(flatten)]
     pub client: ClientArgs,
+    /// `--user`, `--password`, `--sasl-mechanism`: log in on a SASL listener.
+    #[command(flatten)]
+    pub sasl: super::sasl::SaslArgs,
     /// Type of election to attempt.
     #[arg(long, value_enum)]
     pub election_type: ElectionKind,
@@ -72,6 +74,7 @@ fn parse_json(text: &str) -> anyhow::Result<Vec<(String, Vec<i32>)>> {
 
 /// Runs the elections and prints the tool's report.
 pub fn run(args: ElectLeadersArgs) -> anyhow::Result<()> {
+    args.sasl.install();
     let targets: Option<Vec<(String, Vec<i32>)>> =
         match (&args.topic, args.partition, args.all_topic_partitions, &args.path_to_json_file) {
             (Some(t), Some(p), false, None) => Some(vec![(t.clone(), vec![p])]),
@@ -98,7 +101,7 @@ pub fn run(args: ElectLeadersArgs) -> anyhow::Result<()> {
                 })
                 .collect()
         }));
-    let mut conn = BlockingConn::open(args.client.bootstrap(), CLIENT_ID)?;
+    let mut conn = super::sasl::connect(args.client.bootstrap(), CLIENT_ID)?;
     let resp: ElectLeadersResponse =
         conn.call(ApiKey::ElectLeaders, ELECT_LEADERS_VERSION, &req)?;
     if resp.error_code != 0 {

@@ -32,6 +32,9 @@ pub struct GroupsArgs {
     /// The broker (`--bootstrap-server`, `--bootstrap`, `-b`), accepted anywhere on the line.
     #[command(flatten)]
     pub client: ClientArgs,
+    /// `--user`, `--password`, `--sasl-mechanism`: log in on a SASL listener.
+    #[command(flatten)]
+    pub sasl: super::sasl::SaslArgs,
     #[command(subcommand)]
     pub command: GroupsCommand,
 }
@@ -49,6 +52,7 @@ pub enum GroupsCommand {
 
 /// Runs the command and prints its report on stdout.
 pub fn run(args: GroupsArgs) -> anyhow::Result<()> {
+    args.sasl.install();
     let mut out = std::io::stdout().lock();
     match args.command {
         GroupsCommand::List => {
@@ -135,7 +139,7 @@ impl GroupReport {
 
 /// (group, state, protocol type) of every group the broker lists.
 pub fn list(bootstrap: &str) -> anyhow::Result<Vec<(String, String, String)>> {
-    let mut conn = BlockingConn::open(bootstrap, CLIENT_ID)?;
+    let mut conn = super::sasl::connect(bootstrap, CLIENT_ID)?;
     let resp: ListGroupsResponse =
         conn.call(ApiKey::ListGroups, 4, &ListGroupsRequest::default())?;
     if resp.error_code != 0 {
@@ -150,13 +154,13 @@ pub fn list(bootstrap: &str) -> anyhow::Result<Vec<(String, String, String)>> {
 
 /// Committed offsets, log end offsets and members of a group.
 pub fn describe(bootstrap: &str, group: &str) -> anyhow::Result<GroupReport> {
-    let mut boot = BlockingConn::open(bootstrap, CLIENT_ID)?;
+    let mut boot = super::sasl::connect(bootstrap, CLIENT_ID)?;
     let find = FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.into()));
     let found: FindCoordinatorResponse = boot.call(ApiKey::FindCoordinator, 3, &find)?;
     if found.error_code != 0 {
         bail!("FindCoordinator failed with error {}", found.error_code);
     }
-    let mut coord = BlockingConn::open(&format!("{}:{}", found.host, found.port), CLIENT_ID)?;
+    let mut coord = super::sasl::connect(&format!("{}:{}", found.host, found.port), CLIENT_ID)?;
     let req = DescribeGroupsRequest::default()
         .with_groups(vec![GroupId(StrBytes::from_string(group.into()))]);
     let described: DescribeGroupsResponse = coord.call(ApiKey::DescribeGroups, 4, &req)?;

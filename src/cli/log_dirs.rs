@@ -33,6 +33,9 @@ const DESCRIBE_LOG_DIRS_VERSION: i16 = 4;
 pub struct LogDirsArgs {
     #[command(flatten)]
     pub client: ClientArgs,
+    /// `--user`, `--password`, `--sasl-mechanism`: log in on a SASL listener.
+    #[command(flatten)]
+    pub sasl: super::sasl::SaslArgs,
     /// Brokers to query, `1,2,3` (default: every broker in the cluster's metadata).
     #[arg(long, value_name = "IDS", value_delimiter = ',')]
     pub broker_list: Vec<i32>,
@@ -69,8 +72,9 @@ pub struct Dir {
 pub type BrokerDirs = (i32, Result<Vec<Dir>, String>);
 
 pub fn run(args: LogDirsArgs) -> anyhow::Result<()> {
+    args.sasl.install();
     let bootstrap = args.client.bootstrap();
-    let mut conn = BlockingConn::open(bootstrap, CLIENT_ID)?;
+    let mut conn = super::sasl::connect(bootstrap, CLIENT_ID)?;
     let meta: MetadataResponse = conn.call(
         ApiKey::Metadata,
         METADATA_VERSION,
@@ -102,7 +106,7 @@ fn ids(brokers: &[(i32, String)]) -> Vec<i32> {
 
 /// Asks the broker at `addr` for its log directories (only the `topics` named, if any).
 fn describe(addr: &str, topics: Option<&[String]>) -> anyhow::Result<Vec<Dir>> {
-    let mut conn = BlockingConn::open(addr, CLIENT_ID)?;
+    let mut conn = super::sasl::connect(addr, CLIENT_ID)?;
     let topics = match topics {
         None => None,
         Some(names) => Some(partitions_of(&mut conn, names)?),

@@ -21,7 +21,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::configs::{check, parse_add_config};
 use crate::cli::ClientArgs;
-use crate::protocol::blocking::BlockingConn;
 use crate::quota::{CONSUMER_BYTE_RATE, ENTITY_CLIENT_ID, ENTITY_USER, PRODUCER_BYTE_RATE};
 
 /// The client id of every request `shardlog quotas` sends.
@@ -36,6 +35,9 @@ pub struct QuotasArgs {
     /// The broker (`--bootstrap-server`, `--bootstrap`, `-b`), accepted anywhere on the line.
     #[command(flatten)]
     pub client: ClientArgs,
+    /// `--user`, `--password`, `--sasl-mechanism`: log in on a SASL listener.
+    #[command(flatten)]
+    pub sasl: super::sasl::SaslArgs,
     #[command(subcommand)]
     pub command: QuotasCommand,
 }
@@ -131,7 +133,8 @@ fn render(resp: &DescribeClientQuotasResponse) -> String {
 
 /// Runs the command and prints its report on stdout.
 pub fn run(args: QuotasArgs) -> anyhow::Result<()> {
-    let mut conn = BlockingConn::open(args.client.bootstrap(), CLIENT_ID)?;
+    args.sasl.install();
+    let mut conn = super::sasl::connect(args.client.bootstrap(), CLIENT_ID)?;
     let mut out = std::io::stdout().lock();
     match args.command {
         QuotasCommand::Describe { entity } => {

@@ -3,6 +3,11 @@
 //! SASL_PLAINTEXT listener, so `shardlog acls` can act as a principal the authorizer knows
 //! (a super user, or one holding ALTER on the cluster).
 //!
+//! Every admin subcommand takes these flags; [`connect`] opens a connection and logs in with
+//! them. They are installed once per process ([`SaslArgs::install`]) rather than threaded
+//! through every helper, because a subcommand dials several brokers (the bootstrap, a group
+//! coordinator, each broker of a log-dirs query) and each connection logs in the same way.
+//!
 //! Runs in the CLI process only. Invariant: the server's SCRAM signature is checked before
 //! the connection is used, so a broker that does not know the password is never trusted.
 
@@ -33,7 +38,24 @@ pub struct SaslArgs {
     pub sasl_mechanism: String,
 }
 
+/// The login of this CLI process (set by the subcommand before it connects).
+static LOGIN: std::sync::OnceLock<SaslArgs> = std::sync::OnceLock::new();
+
+/// A connection to `addr`, logged in as the user the flags name (anonymous without one).
+pub fn connect(addr: &str, client_id: &'static str) -> anyhow::Result<BlockingConn> {
+    let mut conn = BlockingConn::open(addr, client_id)?;
+    if let Some(login) = LOGIN.get() {
+        login.login(&mut conn).map_err(|e| anyhow!("{addr}: {e}"))?;
+    }
+    Ok(conn)
+}
+
 impl SaslArgs {
+    /// Makes [`connect`] log in with these flags (the first call wins).
+    pub fn install(&self) {
+        let _ = LOGIN.set(self.clone());
+    }
+
     /// Authenticates `conn` if a user was given.
     pub fn login(&self, conn: &mut BlockingConn) -> anyhow::Result<()> {
         let (Some(user), Some(password)) = (&self.user, &self.password) else { return Ok(()) };

@@ -26,7 +26,6 @@ use kafka_protocol::protocol::StrBytes;
 use super::configs::{check, describe as describe_configs, parse_add_config, Entity};
 use crate::cli::ClientArgs;
 use crate::constants::CLI_REQUEST_TIMEOUT_MS;
-use crate::protocol::blocking::BlockingConn;
 
 /// The client id of every request `shardlog topics` sends.
 const CLIENT_ID: &str = "shardlog-topics";
@@ -41,6 +40,9 @@ pub struct TopicsArgs {
     /// The broker (`--bootstrap-server`, `--bootstrap`, `-b`), accepted anywhere on the line.
     #[command(flatten)]
     pub client: ClientArgs,
+    /// `--user`, `--password`, `--sasl-mechanism`: log in on a SASL listener.
+    #[command(flatten)]
+    pub sasl: super::sasl::SaslArgs,
     #[command(subcommand)]
     pub command: TopicsCommand,
 }
@@ -73,6 +75,7 @@ pub enum TopicsCommand {
 
 /// Runs the command and prints its report on stdout.
 pub fn run(args: TopicsArgs) -> anyhow::Result<()> {
+    args.sasl.install();
     let bootstrap = args.client.bootstrap();
     let mut out = std::io::stdout().lock();
     match args.command {
@@ -121,7 +124,7 @@ fn metadata(
     bootstrap: &str,
     topics: Option<Vec<String>>,
 ) -> anyhow::Result<Vec<MetadataResponseTopic>> {
-    let mut conn = BlockingConn::open(bootstrap, CLIENT_ID)?;
+    let mut conn = super::sasl::connect(bootstrap, CLIENT_ID)?;
     let req = MetadataRequest::default()
         .with_topics(topics.map(|names| {
             names
@@ -149,7 +152,7 @@ fn elr_of(bootstrap: &str, topic: &str) -> Option<Elr> {
     use kafka_protocol::messages::{
         DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
     };
-    let mut conn = BlockingConn::open(bootstrap, CLIENT_ID).ok()?;
+    let mut conn = super::sasl::connect(bootstrap, CLIENT_ID).ok()?;
     let name = TopicName(StrBytes::from_string(topic.to_string()));
     let mut out = Elr::new();
     let mut cursor = None;
@@ -253,7 +256,7 @@ fn create(
     replication_factor: Option<i16>,
     configs: &[(String, String)],
 ) -> anyhow::Result<()> {
-    let mut conn = BlockingConn::open(bootstrap, CLIENT_ID)?;
+    let mut conn = super::sasl::connect(bootstrap, CLIENT_ID)?;
     let creatable = CreatableTopic::default()
         .with_name(TopicName(StrBytes::from_string(topic.to_string())))
         .with_num_partitions(partitions.unwrap_or(-1))
@@ -281,7 +284,7 @@ fn delete(bootstrap: &str, topic: &str) -> anyhow::Result<()> {
     if topic.is_empty() {
         bail!("a topic name is needed");
     }
-    let mut conn = BlockingConn::open(bootstrap, CLIENT_ID)?;
+    let mut conn = super::sasl::connect(bootstrap, CLIENT_ID)?;
     let req = DeleteTopicsRequest::default()
         .with_topics(vec![DeleteTopicState::default()
             .with_name(Some(TopicName(StrBytes::from_string(topic.to_string()))))])

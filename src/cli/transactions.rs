@@ -27,6 +27,9 @@ pub struct TransactionsArgs {
     /// The broker (`--bootstrap-server`, `--bootstrap`, `-b`), accepted anywhere on the line.
     #[command(flatten)]
     pub client: ClientArgs,
+    /// `--user`, `--password`, `--sasl-mechanism`: log in on a SASL listener.
+    #[command(flatten)]
+    pub sasl: super::sasl::SaslArgs,
     /// Every transactional id, not only those with an open transaction.
     #[arg(long)]
     pub all: bool,
@@ -46,8 +49,9 @@ pub struct Row {
 
 /// Runs the command and prints its report on stdout.
 pub fn run(args: &TransactionsArgs) -> anyhow::Result<()> {
+    args.sasl.install();
     let addr = args.client.bootstrap();
-    let mut conn = BlockingConn::open(addr, CLIENT_ID).map_err(|e| anyhow!("{addr}: {e}"))?;
+    let mut conn = super::sasl::connect(addr, CLIENT_ID).map_err(|e| anyhow!("{addr}: {e}"))?;
     let rows = collect(&mut conn, args.all)?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", render(&rows))?;
