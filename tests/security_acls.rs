@@ -672,3 +672,30 @@ fn quotas_follow_the_authenticated_user() {
     assert_eq!(throttled(&mut bob), 0, "bob has no quota");
     assert_eq!(throttled(&mut alice_fast), 0, "users/alice/clients/fast wins");
 }
+
+/// OffsetFetch without DESCRIBE on the group, as Kafka answers it: v2+ at the top level;
+/// v1, which has no top-level error, on every partition the request named.
+#[test]
+fn offset_fetch_v1_reports_a_group_refusal_on_each_partition() {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write_config(dir.path(), true);
+    let broker = start(dir.path(), &config);
+    let mut bob = login(&port_of(&broker, "SASL_PLAINTEXT"), "bob");
+    let req =
+        OffsetFetchRequest::default().with_group_id(GroupId(s("billing"))).with_topics(Some(vec![
+            OffsetFetchRequestTopic::default()
+                .with_name(TopicName(s("orders")))
+                .with_partition_indexes(vec![0, 1]),
+        ]));
+    let r: OffsetFetchResponse = bob.call(ApiKey::OffsetFetch, 1, &req).expect("v1");
+    let codes: Vec<(i32, i16)> = r
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (p.partition_index, p.error_code)))
+        .collect();
+    assert_eq!(codes, [(0, 30), (1, 30)], "GROUP_AUTHORIZATION_FAILED on each partition");
+    let r: OffsetFetchResponse = bob.call(ApiKey::OffsetFetch, 2, &req).expect("v2");
+    assert_eq!(r.error_code, 30);
+    assert!(r.topics.is_empty());
+}

@@ -111,7 +111,9 @@ pub async fn start(
     Ok(Box::pin(async move {
         let answers = futures::future::join_all(pending).await;
         let mut response = OffsetFetchResponse::default();
-        for (((group_id, _), answer), denied) in wanted.into_iter().zip(answers).zip(refused) {
+        for (((group_id, requested), answer), denied) in
+            wanted.into_iter().zip(answers).zip(refused)
+        {
             let rows: Rows = match answer {
                 GroupAnswer::Fetch(rows) => rows,
                 GroupAnswer::Failed(e) => Err(e),
@@ -132,7 +134,7 @@ pub async fn start(
             if version >= 8 {
                 response.groups.push(group_entry(group_id, rows));
             } else {
-                single_group(&mut response, rows, version);
+                single_group(&mut response, rows, version, requested.as_deref());
             }
         }
         respond(ApiKey::OffsetFetch, version, correlation_id, &response)
@@ -185,29 +187,45 @@ fn group_entry(group_id: String, rows: Answered) -> OffsetFetchResponseGroup {
     group
 }
 
-fn single_group(response: &mut OffsetFetchResponse, rows: Answered, version: i16) {
-    match rows {
-        // v1 has no top-level error: it goes on every partition (none listed here).
-        Err(e) if version >= 2 => response.error_code = error_code(Some(e)),
-        Err(_) => {}
-        Ok(rows) => {
-            for (topic, partition, committed) in rows {
-                let ((offset, epoch, metadata), code) = answered(committed.as_ref());
-                let part = OffsetFetchResponsePartition::default()
-                    .with_partition_index(partition)
-                    .with_committed_offset(offset)
-                    .with_committed_leader_epoch(if version >= 5 { epoch } else { -1 })
-                    .with_metadata(Some(str_bytes(&metadata)))
-                    .with_error_code(code);
-                match response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
-                    Some(t) => t.partitions.push(part),
-                    None => response.topics.push(
-                        OffsetFetchResponseTopic::default()
-                            .with_name(TopicName(str_bytes(&topic)))
-                            .with_partitions(vec![part]),
-                    ),
-                }
-            }
+/// v0–7: one group. `requested`: the partitions the request named (`None`: all).
+fn single_group(
+    response: &mut OffsetFetchResponse,
+    rows: Answered,
+    version: i16,
+    requested: Option<&[(String, i32)]>,
+) {
+    let rows = match rows {
+        Err(e) if version >= 2 => {
+            response.error_code = error_code(Some(e));
+            return;
+        }
+        // v0–1 have no top-level error: Kafka's `OffsetFetchRequest.getErrorResponse` puts it
+        // on every partition the request named (none when it asked for all).
+        Err(e) => {
+            let code = error_code(Some(e));
+            requested
+                .unwrap_or_default()
+                .iter()
+                .map(|(t, p)| (t.clone(), *p, Some(Err(code))))
+                .collect()
+        }
+        Ok(rows) => rows,
+    };
+    for (topic, partition, committed) in rows {
+        let ((offset, epoch, metadata), code) = answered(committed.as_ref());
+        let part = OffsetFetchResponsePartition::default()
+            .with_partition_index(partition)
+            .with_committed_offset(offset)
+            .with_committed_leader_epoch(if version >= 5 { epoch } else { -1 })
+            .with_metadata(Some(str_bytes(&metadata)))
+            .with_error_code(code);
+        match response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partitions.push(part),
+            None => response.topics.push(
+                OffsetFetchResponseTopic::default()
+                    .with_name(TopicName(str_bytes(&topic)))
+                    .with_partitions(vec![part]),
+            ),
         }
     }
 }
