@@ -421,6 +421,25 @@ fn refuse_unloadable_stores<R>(
     refused
 }
 
+/// The answer's entries for the refused config resources (AlterConfigs and its incremental
+/// form have the same entry shape under different types).
+macro_rules! refused_configs {
+    ($denied:expr, $resp:ty, $entry:ty) => {{
+        let denied: Vec<RefusedResource> = $denied;
+        (!denied.is_empty()).then(|| {
+            Box::new(move |r: &mut $resp| {
+                r.responses.extend(denied.into_iter().map(|(rt, name, code, message)| {
+                    <$entry>::default()
+                        .with_resource_type(rt)
+                        .with_resource_name(name)
+                        .with_error_code(code)
+                        .with_error_message(Some(message))
+                }));
+            }) as Box<dyn FnOnce(&mut $resp)>
+        })
+    }};
+}
+
 fn alter_configs(ctx: &ShardCtx, call: Call, auth: &Auth) -> Result<Gate, String> {
     use alter_configs_response::AlterConfigsResourceResponse;
     let (header, mut req) = call.decode::<AlterConfigsRequest>()?;
@@ -436,17 +455,8 @@ fn alter_configs(ctx: &ShardCtx, call: Call, auth: &Auth) -> Result<Gate, String
             .collect()
     }));
     let (removed, left) = (denied.len(), req.resources.len());
-    let finish: Finish<AlterConfigsResponse> = (!denied.is_empty()).then(|| {
-        Box::new(move |r: &mut AlterConfigsResponse| {
-            r.responses.extend(denied.into_iter().map(|(rt, name, code, message)| {
-                AlterConfigsResourceResponse::default()
-                    .with_resource_type(rt)
-                    .with_resource_name(name)
-                    .with_error_code(code)
-                    .with_error_message(Some(message))
-            }));
-        }) as Box<dyn FnOnce(&mut AlterConfigsResponse)>
-    });
+    let finish: Finish<AlterConfigsResponse> =
+        refused_configs!(denied, AlterConfigsResponse, AlterConfigsResourceResponse);
     call.rewritten((header, req), (removed, left), finish)
 }
 
@@ -476,17 +486,8 @@ fn incremental_alter_configs(ctx: &ShardCtx, call: Call, auth: &Auth) -> Result<
         layer
     }));
     let (removed, left) = (denied.len(), req.resources.len());
-    let finish: Finish<IncrementalAlterConfigsResponse> = (!denied.is_empty()).then(|| {
-        Box::new(move |r: &mut IncrementalAlterConfigsResponse| {
-            r.responses.extend(denied.into_iter().map(|(rt, name, code, message)| {
-                AlterConfigsResourceResponse::default()
-                    .with_resource_type(rt)
-                    .with_resource_name(name)
-                    .with_error_code(code)
-                    .with_error_message(Some(message))
-            }));
-        }) as Box<dyn FnOnce(&mut IncrementalAlterConfigsResponse)>
-    });
+    let finish: Finish<IncrementalAlterConfigsResponse> =
+        refused_configs!(denied, IncrementalAlterConfigsResponse, AlterConfigsResourceResponse);
     call.rewritten((header, req), (removed, left), finish)
 }
 

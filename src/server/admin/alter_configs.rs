@@ -13,13 +13,15 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource as IncrementalResource, AlterableConfig,
+};
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
-use super::{error_code, sb, Mutation};
-use crate::controller::{
-    validate_topic_name, BrokerChange, ControllerState, MetadataImage, TopicChange, TopicImage,
-};
+use super::incremental_alter_configs::OP_DELETE;
+use super::{sb, Mutation};
+use crate::controller::{validate_topic_name, ControllerState, MetadataImage, TopicImage};
 use crate::types::NodeId;
 
 /// Every version Kafka 4.x defines.
@@ -54,6 +56,9 @@ pub fn handle(
     Mutation { response: AlterConfigsResponse::default().with_responses(responses), image_changed }
 }
 
+/// Kafka's legacy semantics as incremental operations: each given config SET, each explicit
+/// config of the resource not given DELETEd (back to its default). Kafka's legacy checks and
+/// messages come first (duplicate keys, null values); the rest is IncrementalAlterConfigs'.
 fn replace_one(
     controller: &mut ControllerState,
     r: &AlterConfigsResource,
@@ -61,55 +66,38 @@ fn replace_one(
 ) -> Result<bool, (i16, String)> {
     let invalid_request = |m: String| (ResponseError::InvalidRequest.code(), m);
     let name = r.resource_name.as_str();
-    if r.resource_type == RESOURCE_BROKER {
-        return replace_broker(controller, r, validate_only);
-    }
-    let (image, topic) = target_topic(controller, r.resource_type, name)?;
+    let broker = r.resource_type == RESOURCE_BROKER;
     let mut given = HashSet::new();
-    let mut changes: Vec<TopicChange> = Vec::new();
+    let mut ops = Vec::with_capacity(r.configs.len());
     for c in &r.configs {
         let key = c.name.to_string();
         if !given.insert(key.clone()) {
-            return Err(invalid_request(format!("Error due to duplicate config keys: {key}")));
+            let message = if broker { String::new() } else { format!(": {key}") };
+            return Err(invalid_request(format!("Error due to duplicate config keys{message}")));
         }
         let value = c
             .value
-            .as_ref()
-            .map(|v| v.to_string())
+            .clone()
             .ok_or_else(|| invalid_request(format!("Null value not supported for : {key}")))?;
-        changes.push((key, Some(value)));
+        ops.push(AlterableConfig::default().with_name(c.name.clone()).with_value(Some(value)));
     }
-    changes.extend(topic.configs.keys().filter(|k| !given.contains(*k)).map(|k| (k.clone(), None)));
-    let before = image.version;
-    controller.alter_topic_configs(name, &changes, validate_only).map_err(|e| error_code(&e))?;
-    Ok(controller.image().version != before)
-}
-
-/// Replaces the dynamic configs of a BROKER resource (Kafka's legacy AlterConfigs semantics).
-fn replace_broker(
-    controller: &mut ControllerState,
-    r: &AlterConfigsResource,
-    validate_only: bool,
-) -> Result<bool, (i16, String)> {
-    let invalid_request = |m: String| (ResponseError::InvalidRequest.code(), m);
-    let node = target_broker(controller, r.resource_name.as_str())?;
-    let mut given = HashSet::new();
-    let mut changes: Vec<BrokerChange> = Vec::new();
-    for c in &r.configs {
-        let key = c.name.to_string();
-        if !given.insert(key.clone()) {
-            return Err(invalid_request("Error due to duplicate config keys".into()));
-        }
-        let value = c
-            .value
-            .as_ref()
-            .map(|v| v.to_string())
-            .ok_or_else(|| invalid_request(format!("Null value not supported for : {key}")))?;
-        changes.push((key, Some(value)));
-    }
-    let current = controller.dynamic_broker_configs(node);
-    changes.extend(current.keys().filter(|k| !given.contains(*k)).map(|k| (k.clone(), None)));
-    controller.alter_broker_configs(node, &changes, validate_only).map_err(|e| error_code(&e))
+    let current: Vec<String> = if broker {
+        let node = target_broker(controller, name)?;
+        controller.dynamic_broker_configs(node).into_keys().collect()
+    } else {
+        target_topic(controller, r.resource_type, name)?.1.configs.keys().cloned().collect()
+    };
+    ops.extend(
+        current
+            .into_iter()
+            .filter(|k| !given.contains(k))
+            .map(|k| AlterableConfig::default().with_name(sb(k)).with_config_operation(OP_DELETE)),
+    );
+    let incremental = IncrementalResource::default()
+        .with_resource_type(r.resource_type)
+        .with_resource_name(r.resource_name.clone())
+        .with_configs(ops);
+    super::incremental_alter_configs::alter_one(controller, &incremental, validate_only)
 }
 
 /// The broker a BROKER resource names: `None` for the cluster default (the empty name),

@@ -28,7 +28,7 @@ use crate::controller::{BrokerChange, ControllerState, TopicChange};
 pub const VERSIONS: (i16, i16) = (0, 1);
 
 const OP_SET: i8 = 0;
-const OP_DELETE: i8 = 1;
+pub(super) const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
@@ -75,8 +75,8 @@ pub fn handle(
     Mutation { response, image_changed }
 }
 
-/// Alters one resource; `Ok(true)` when the image changed.
-fn alter_one(
+/// Alters one resource; `Ok(true)` when the image changed (AlterConfigs runs here too).
+pub(super) fn alter_one(
     controller: &mut ControllerState,
     r: &AlterConfigsResource,
     validate_only: bool,
