@@ -6,6 +6,7 @@
 //! coordinator shard answers with a [`GroupAnswer`]. Invariant: Kafka error codes are
 //! chosen here ([`error_code`]), never in `crate::group`.
 
+pub(crate) mod commit_slots;
 pub mod delete_groups;
 pub mod describe_groups;
 pub(crate) mod driver;

@@ -15,11 +15,12 @@ use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitRe
 
 use crate::authz::Operation::{Read, Write};
 use crate::authz::ResourceType::{Group, Topic, TransactionalId};
-use crate::group::types::{CommitPartition, CommitRequest, GroupError};
+use crate::group::types::{CommitRequest, GroupError};
 use crate::protocol::decode_request;
 use crate::server::authz;
 use crate::server::dispatch::{respond, ResponseFuture};
-use crate::server::group::{call_group, error_code, GroupAnswer, GroupCall};
+use crate::server::group::commit_slots::{answered, Sorted};
+use crate::server::group::{call_group, error_code, GroupCall};
 use crate::shard::ShardCtx;
 
 /// Kafka 4's range up to v4 (v5 is transaction.version 2).
@@ -50,38 +51,23 @@ pub async fn start(
     } else {
         None
     };
-    let mut slots: Vec<(usize, i32, Option<GroupError>)> = Vec::new();
-    let mut partitions = Vec::new();
+    let mut sorted = Sorted::default();
     let mut response = TxnOffsetCommitResponse::default();
     for (t, topic) in req.topics.iter().enumerate() {
-        let name = topic.name.0.to_string();
-        let count = image.topics.get(name.as_str()).map(|ti| ti.partitions.len());
+        let name = topic.name.0.as_str();
         let refused = everything.or_else(|| {
-            (!authz::allowed_in(ctx, session, acls, (Read, Topic, &name)))
+            (!authz::allowed_in(ctx, session, acls, (Read, Topic, name)))
                 .then_some(GroupError::TopicAuthorizationFailed)
         });
-        for p in &topic.partitions {
-            if refused.is_some() {
-                slots.push((t, p.partition_index, refused));
-                continue;
-            }
-            let known =
-                count.is_some_and(|n| usize::try_from(p.partition_index).is_ok_and(|i| i < n));
-            if known {
-                partitions.push(CommitPartition {
-                    topic: name.clone(),
-                    partition: p.partition_index,
-                    offset: p.committed_offset,
-                    leader_epoch: if version >= 2 { p.committed_leader_epoch } else { -1 },
-                    metadata: p.committed_metadata.as_ref().map(ToString::to_string),
-                });
-                slots.push((t, p.partition_index, None));
-            } else {
-                slots.push((t, p.partition_index, Some(GroupError::UnknownTopicOrPartition)));
-            }
-        }
+        let given = topic.partitions.iter().map(|p| {
+            let epoch = if version >= 2 { p.committed_leader_epoch } else { -1 };
+            let metadata = p.committed_metadata.as_ref().map(ToString::to_string);
+            (p.partition_index, p.committed_offset, epoch, metadata)
+        });
+        sorted.topic(&image, (t, name), refused, given);
         response.topics.push(TxnOffsetCommitResponseTopic::default().with_name(topic.name.clone()));
     }
+    let Sorted { slots, partitions } = sorted;
     let commit = CommitRequest {
         group_id: req.group_id.0.to_string(),
         generation_id: if version >= 3 { req.generation_id } else { -1 },
@@ -103,21 +89,7 @@ pub async fn start(
     let answer = if sent { Some(call_group(ctx, call).await) } else { None };
     let correlation_id = header.correlation_id;
     Ok(Box::pin(async move {
-        let sent_count = slots.iter().filter(|s| s.2.is_none()).count();
-        let mut results = match answer {
-            Some(answer) => match answer.await {
-                GroupAnswer::Commit(errors) => errors,
-                GroupAnswer::Failed(e) => vec![Some(e); sent_count],
-                _ => vec![Some(GroupError::CoordinatorNotAvailable); sent_count],
-            },
-            None => Vec::new(),
-        }
-        .into_iter();
-        for (t, partition, decided) in slots {
-            let error = match decided {
-                Some(e) => Some(e),
-                None => results.next().flatten(),
-            };
+        for (t, partition, error) in answered(slots, answer).await {
             response.topics[t].partitions.push(
                 TxnOffsetCommitResponsePartition::default()
                     .with_partition_index(partition)
