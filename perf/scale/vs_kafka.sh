@@ -68,41 +68,9 @@ stop_all
 rm -rf "$TMP"/s?
 
 # ---- Kafka ---------------------------------------------------------------------------------
-KVOTERS="1@127.0.0.1:31431,2@127.0.0.1:31432,3@127.0.0.1:31433"
-KCID="$(java -Xmx128m -cp "$CP" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)"
-for id in 1 2 3; do
-  d="$TMP/k$id"
-  mkdir -p "$d"
-  cat >"$d/server.properties" <<EOF
-process.roles=broker,controller
-node.id=$id
-controller.quorum.voters=$KVOTERS
-listeners=PLAINTEXT://127.0.0.1:$((31420 + id)),CONTROLLER://127.0.0.1:$((31430 + id))
-advertised.listeners=PLAINTEXT://127.0.0.1:$((31420 + id))
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-log.dirs=$d/data
-offsets.topic.replication.factor=3
-EOF
-  cat >"$d/log4j2.properties" <<EOF
-status = error
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = $d/server.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = FILE
-EOF
-  java -Xmx256m -cp "$CP" -Dlog4j2.configurationFile="$KAFKA_HOME/tools-log4j2.properties" \
-    kafka.tools.StorageTool format --cluster-id="$KCID" -c "$d/server.properties" >"$d/format.log" 2>&1
-  taskset -c "$((id % CORES))" java -Xms1g -Xmx1g -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 \
-    -Djava.awt.headless=true -Dlog4j2.configurationFile="$d/log4j2.properties" -cp "$CP" \
-    kafka.Kafka "$d/server.properties" >"$d/stdout.log" 2>&1 </dev/null &
-  PIDS+=($!)
-done
+# shellcheck source=perf/kafka/cluster.sh
+. "$REPO/perf/kafka/cluster.sh"
+kafka_cluster_start "$TMP" 31420 1g
 for p in 31421 31422 31423; do wait_port "$p" || { log "port $p never opened"; exit 1; }; done
 sleep 8
 log "Kafka $KVER up"
