@@ -74,10 +74,17 @@ async fn start_controller(ctx: std::rc::Rc<crate::shard::ShardCtx>) -> anyhow::R
 fn start_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
     admin_auth::install(&ctx);
     use crate::partition::maintenance as m;
-    ctx.spawn_background(m::retention_loop(ctx.clone()));
-    ctx.spawn_background(m::cleaner_loop(ctx.clone()));
-    ctx.spawn_background(m::hw_checkpoint_loop(ctx.clone()));
-    ctx.spawn_background(m::replication_metrics_loop(ctx.clone()));
+    // The partition layer's loops borrow the table: each task keeps what holds it alive.
+    let c = ctx.clone();
+    ctx.spawn_background(async move { m::retention_loop(c.clone(), &c.partitions).await });
+    let c = ctx.clone();
+    ctx.spawn_background(async move { m::cleaner_loop(c.clone(), &c.partitions).await });
+    let c = ctx.clone();
+    ctx.spawn_background(async move { m::hw_checkpoint_loop(c.clone(), &c.partitions).await });
+    let c = ctx.clone();
+    ctx.spawn_background(
+        async move { m::replication_metrics_loop(c.clone(), &c.partitions).await },
+    );
     ctx.spawn_background(txn::lso_metrics::lso_metrics_loop(ctx.clone()));
     txn::driver::start(&ctx);
     ctx.spawn_background(throttle::share_loop(ctx.clone()));
@@ -85,7 +92,7 @@ fn start_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
 
 /// After the shard drained: the last high-watermark checkpoint, then every log closed.
 async fn stop_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
-    crate::partition::maintenance::write_hw_checkpoint(&ctx).await;
+    crate::partition::maintenance::write_hw_checkpoint(&ctx, &ctx.partitions).await;
     ctx.partitions.close_all().await;
 }
 

@@ -150,7 +150,7 @@ pub(super) async fn run_gated(
         ctx.partitions.get(topic, partition).is_some() || !hosted_elsewhere(ctx, topic, partition)
     };
     if no_gates(ctx) && ops.iter().all(local) {
-        return ops::run_ops(ctx, ops).await;
+        return ops::run_ops(ctx, &ctx.partitions, ops).await;
     }
     // join_all polls in order: each op takes its gate ticket in the request's order.
     let futures = ops.into_iter().map(|op| run_one(ctx, op, forwarded));
@@ -187,7 +187,7 @@ async fn run_one(ctx: &Rc<ShardCtx>, op: PartitionOp, forwarded: bool) -> Partit
     // In turn: a forward is sent (queued on the mesh) or a local op started before the next
     // parked request goes, so parked requests keep their order.
     if ctx.partitions.get(topic, partition).is_some() || forwarded {
-        let result = ops::run_ops(ctx, vec![op]).await;
+        let result = ops::run_ops(ctx, &ctx.partitions, vec![op]).await;
         drop(entered);
         return result.into_iter().next().unwrap_or_else(|| unreachable_result(Kind::Fetch));
     }
@@ -231,7 +231,7 @@ async fn local_after_open_wait(ctx: &Rc<ShardCtx>, op: PartitionOp) -> Partition
         crate::shard::sleep(Duration::from_millis(1)).await;
         waited_ms += 1;
     }
-    let result = ops::run_ops(ctx, vec![op]).await;
+    let result = ops::run_ops(ctx, &ctx.partitions, vec![op]).await;
     result.into_iter().next().unwrap_or_else(|| unreachable_result(Kind::Fetch))
 }
 
