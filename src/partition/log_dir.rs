@@ -6,7 +6,7 @@
 //! this shard does not hold (not open yet, closed, moved away) yields `None`, never an
 //! error: Kafka lists only the logs that exist in the directory.
 
-use crate::shard::ShardCtx;
+use super::PartitionTable;
 use crate::types::Offset;
 
 /// What DescribeLogDirs reports for one local replica.
@@ -30,8 +30,8 @@ pub fn offset_lag(high_watermark: Offset, log_end: Offset) -> i64 {
 
 /// The entry of `topic`-`partition` if this shard holds its log, leader or follower.
 #[must_use]
-pub fn describe(ctx: &ShardCtx, topic: &str, partition: i32) -> Option<ReplicaLogDir> {
-    let p = ctx.partitions.get(topic, partition)?;
+pub fn describe(table: &PartitionTable, topic: &str, partition: i32) -> Option<ReplicaLogDir> {
+    let p = table.get(topic, partition)?;
     let high_watermark = if p.is_leader.get() { p.high_watermark() } else { p.follower_hw.get() };
     Some(ReplicaLogDir {
         size_bytes: p.log.size_bytes(),

@@ -17,64 +17,68 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::OwnedPartition as Partition;
+use super::PartitionTable;
 use crate::metrics::{self, Count, Level};
 use crate::shard::{sleep, ShardCtx};
 use crate::storage::cleaner::throttle::Throttler;
 use crate::storage::CleanOptions;
 
-/// Runs retention over this shard's logs until shutdown.
-pub async fn retention_loop(ctx: Rc<ShardCtx>) {
+/// Runs retention over this shard's logs (`table`) until shutdown.
+pub async fn retention_loop(ctx: Rc<ShardCtx>, table: &PartitionTable) {
     let interval = Duration::from_millis(ctx.config.log_retention_check_interval_ms);
     loop {
         sleep(interval).await;
         if ctx.is_shutting_down() {
             return;
         }
-        retention_pass(&ctx).await;
+        retention_pass(&ctx, table).await;
     }
 }
 
 /// Writes this shard's high-watermark checkpoint every
 /// `replica.high.watermark.checkpoint.interval.ms` until shutdown (the last one is written
-/// at clean shutdown by the runtime, after requests drained).
-pub async fn hw_checkpoint_loop(ctx: Rc<ShardCtx>) {
+/// at clean shutdown by the runtime's `App::stop_shard` hook, after requests drained).
+pub async fn hw_checkpoint_loop(ctx: Rc<ShardCtx>, table: &PartitionTable) {
     let interval = Duration::from_millis(crate::constants::REPLICA_HW_CHECKPOINT_INTERVAL_MS);
     loop {
         sleep(interval).await;
         if ctx.is_shutting_down() {
             return;
         }
-        write_hw_checkpoint(&ctx).await;
+        write_hw_checkpoint(&ctx, table).await;
     }
 }
 
-/// Writes the checkpoint once; a failure is a WARN (the next pass retries).
-pub async fn write_hw_checkpoint(ctx: &ShardCtx) {
-    if let Err(err) = ctx.partitions.write_hw_checkpoint(ctx.id).await {
+/// Writes the checkpoint of `table` once; a failure is a WARN (the next pass retries).
+pub async fn write_hw_checkpoint(ctx: &ShardCtx, table: &PartitionTable) {
+    if let Err(err) = table.write_hw_checkpoint(ctx.id).await {
         tracing::warn!(shard = %ctx.id, "cannot write the high-watermark checkpoint: {err}");
     }
 }
 
 /// Publishes this shard's replication metrics every `REPLICATION_METRICS_INTERVAL_MS` until
 /// shutdown (`metrics::replication`).
-pub async fn replication_metrics_loop(ctx: Rc<ShardCtx>) {
+pub async fn replication_metrics_loop(ctx: Rc<ShardCtx>, table: &PartitionTable) {
     let interval = Duration::from_millis(crate::constants::REPLICATION_METRICS_INTERVAL_MS);
     loop {
         sleep(interval).await;
         if ctx.is_shutting_down() {
             return;
         }
-        let gauges = replication_gauges(&ctx);
+        let gauges = replication_gauges(&ctx, table);
         crate::metrics::replication::publish(ctx.id.0, gauges);
     }
 }
 
 /// This shard's replication gauges: ISR health and follower lag of the partitions it
 /// leads; on shard 0 also the image's leaderless partitions.
-fn replication_gauges(ctx: &ShardCtx) -> crate::metrics::replication::ShardReplication {
+fn replication_gauges(
+    ctx: &ShardCtx,
+    table: &PartitionTable,
+) -> crate::metrics::replication::ShardReplication {
     use crate::metrics::replication::{FollowerLag, ShardReplication};
     let mut out = ShardReplication::default();
-    for p in ctx.partitions.all() {
+    for p in table.all() {
         if !p.is_leader.get() || !p.replication.has_followers() {
             continue;
         }
@@ -111,8 +115,8 @@ fn replication_gauges(ctx: &ShardCtx) -> crate::metrics::replication::ShardRepli
 }
 
 /// One retention pass over every log this shard owns.
-pub async fn retention_pass(ctx: &ShardCtx) {
-    for partition in ctx.partitions.all() {
+pub async fn retention_pass(ctx: &ShardCtx, table: &PartitionTable) {
+    for partition in table.all() {
         if ctx.is_shutting_down() {
             return;
         }
@@ -164,8 +168,8 @@ fn cleaner_settings(ctx: &ShardCtx) -> CleanerSettings {
     }
 }
 
-/// Runs this shard's log cleaner until shutdown.
-pub async fn cleaner_loop(ctx: Rc<ShardCtx>) {
+/// Runs this shard's log cleaner over `table` until shutdown.
+pub async fn cleaner_loop(ctx: Rc<ShardCtx>, table: &PartitionTable) {
     let mut settings = cleaner_settings(&ctx);
     let mut throttle = Throttler::new(settings.io_bytes_per_second, Instant::now());
     loop {
@@ -178,7 +182,7 @@ pub async fn cleaner_loop(ctx: Rc<ShardCtx>) {
             throttle = Throttler::new(now.io_bytes_per_second, Instant::now());
         }
         settings = now;
-        let cleaned = match filthiest(&ctx).await {
+        let cleaned = match filthiest(&ctx, table).await {
             Some(partition) => clean_one(&ctx, &partition, &throttle, settings.key_map_bytes).await,
             None => false,
         };
@@ -205,12 +209,12 @@ async fn back_off(ctx: &ShardCtx) {
 /// The compacted log to clean next, as Kafka's `grabFilthiestCompactedLog` picks it: the
 /// highest dirty ratio among logs past `min.cleanable.dirty.ratio` or `max.compaction.lag.ms`;
 /// failing that, a log whose tombstones' delete horizon has passed.
-async fn filthiest(ctx: &ShardCtx) -> Option<Rc<Partition>> {
-    let now = ctx.partitions.now_ms();
+async fn filthiest(ctx: &ShardCtx, table: &PartitionTable) -> Option<Rc<Partition>> {
+    let now = table.now_ms();
     let mut best: Option<(f64, Rc<Partition>)> = None;
     let mut horizon_due = None;
     let mut max_dirty = 0.0f64;
-    for partition in ctx.partitions.all() {
+    for partition in table.all() {
         if ctx.is_shutting_down() {
             return None;
         }

@@ -1,5 +1,6 @@
 //! One partition's state and work on its owner shard: the table of partitions a shard owns
-//! (opened and closed as the metadata image changes, [`table`]), the partition-level
+//! (opened and closed as the metadata image changes, [`table`]; held by the server's
+//! per-shard broker value, and passed to the functions here that read it), the partition-level
 //! operations a request sends there (append, read, offset and epoch lookups, the long-poll
 //! wait, [`ops`]), one replica's role, its transitions and the leader's produce path
 //! ([`replica`], run by the broker and the simulator alike), the leader's view of its followers (high watermark, ISR decisions,

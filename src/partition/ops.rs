@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
-use super::OwnedPartition;
+use super::{OwnedPartition, PartitionTable};
 use crate::protocol::errors::storage_error_code;
 use crate::shard::ShardCtx;
 use crate::storage::error::RecordError;
@@ -174,18 +174,23 @@ pub struct WaitSpec {
     pub read_committed: bool,
 }
 
-/// Runs the operations of one request on this (their owner) shard.
-pub async fn run_ops(ctx: &Rc<ShardCtx>, ops: Vec<PartitionOp>) -> Vec<PartitionResult> {
+/// Runs the operations of one request on this (their owner) shard, against its partition
+/// table (held by the layer above, which passes it in).
+pub async fn run_ops(
+    ctx: &Rc<ShardCtx>,
+    table: &PartitionTable,
+    ops: Vec<PartitionOp>,
+) -> Vec<PartitionResult> {
     // join_all polls in order, so the appends start in the request's order.
-    let futures = ops.into_iter().map(|op| run_op(ctx, op));
+    let futures = ops.into_iter().map(|op| run_op(ctx, table, op));
     futures::future::join_all(futures).await
 }
 
-async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
+async fn run_op(ctx: &Rc<ShardCtx>, table: &PartitionTable, op: PartitionOp) -> PartitionResult {
     match op {
         PartitionOp::Produce { topic, partition, records, acks, timeout_ms } => {
             let wait = AckWait { acks, timeout_ms };
-            PartitionResult::Produce(produce(ctx, &topic, partition, records, wait).await)
+            PartitionResult::Produce(produce(table, &topic, partition, records, wait).await)
         }
         PartitionOp::Fetch {
             topic,
@@ -196,7 +201,7 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
             read_committed,
         } => PartitionResult::Fetch(
             fetch(
-                ctx,
+                table,
                 &topic,
                 partition,
                 (fetch_offset, max_bytes),
@@ -212,7 +217,7 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
             current_leader_epoch,
             read_committed,
         } => PartitionResult::ListOffsets(
-            list_offsets(ctx, &topic, partition, timestamp, current_leader_epoch, read_committed)
+            list_offsets(table, &topic, partition, timestamp, current_leader_epoch, read_committed)
                 .await,
         ),
         PartitionOp::WriteMarker {
@@ -225,7 +230,7 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
         } => {
             // A deposed transaction coordinator's marker is refused (Kafka's rule), by the
             // leader only: a refused op must not move the epoch either.
-            let fenced = owned(ctx, &topic, partition).and_then(|p| {
+            let fenced = owned(table, &topic, partition).and_then(|p| {
                 p.coordinator_epochs.borrow_mut().check(producer_id, coordinator_epoch)
             });
             if let Err(e) = fenced {
@@ -236,13 +241,13 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
                 producer_epoch,
                 commit,
                 coordinator_epoch,
-                ctx.partitions.now_ms(),
+                table.now_ms(),
             );
-            PartitionResult::WriteMarker(write_marker(ctx, &topic, partition, marker).await)
+            PartitionResult::WriteMarker(write_marker(ctx, table, &topic, partition, marker).await)
         }
         PartitionOp::EpochEnd { topic, partition, leader_epoch, current_leader_epoch } => {
             PartitionResult::EpochEnd(epoch_end(
-                ctx,
+                table,
                 &topic,
                 partition,
                 leader_epoch,
@@ -250,28 +255,28 @@ async fn run_op(ctx: &Rc<ShardCtx>, op: PartitionOp) -> PartitionResult {
             ))
         }
         PartitionOp::DeleteRecords { topic, partition, offset } => {
-            PartitionResult::DeleteRecords(delete_records(ctx, &topic, partition, offset).await)
+            PartitionResult::DeleteRecords(delete_records(table, &topic, partition, offset).await)
         }
         PartitionOp::DescribeProducers { topic, partition } => {
-            PartitionResult::DescribeProducers(describe_producers(ctx, &topic, partition))
+            PartitionResult::DescribeProducers(describe_producers(table, &topic, partition))
         }
         PartitionOp::DescribeLogDir { topic, partition } => {
-            PartitionResult::DescribeLogDir(super::log_dir::describe(ctx, &topic, partition))
+            PartitionResult::DescribeLogDir(super::log_dir::describe(table, &topic, partition))
         }
         PartitionOp::ReplicaFetch(op) => {
-            PartitionResult::Fetch(super::replica_fetch::run(ctx, op).await)
+            PartitionResult::Fetch(super::replica_fetch::run(table, op).await)
         }
     }
 }
 
 pub(super) fn owned(
-    ctx: &ShardCtx,
+    table: &PartitionTable,
     topic: &str,
     partition: i32,
 ) -> Result<Rc<OwnedPartition>, OpError> {
     // A follower's log is written by its fetcher: produces, consumers, ListOffsets and
     // replica fetches all belong to the leader (Kafka: NOT_LEADER_OR_FOLLOWER).
-    ctx.partitions
+    table
         .get(topic, partition)
         .filter(|p| p.is_leader.get())
         .ok_or((ResponseError::NotLeaderOrFollower, None))
@@ -316,13 +321,13 @@ struct AckWait {
 }
 
 async fn produce(
-    ctx: &ShardCtx,
+    table: &PartitionTable,
     topic: &str,
     partition: i32,
     records: Option<Bytes>,
     wait: AckWait,
 ) -> Result<ProduceOk, ProduceError> {
-    let p = owned(ctx, topic, partition)?;
+    let p = owned(table, topic, partition)?;
     check_single_batch(records.as_ref())?;
     if wait.acks == -1 {
         p.replication.check_produce().map_err(super::replica_fetch::replica_error)?;
@@ -349,7 +354,7 @@ async fn produce(
 }
 
 async fn fetch(
-    ctx: &ShardCtx,
+    table: &PartitionTable,
     topic: &str,
     partition: i32,
     (fetch_offset, max_bytes): (i64, usize),
@@ -365,7 +370,7 @@ async fn fetch(
         diverging_epoch: None,
         aborted: None,
     };
-    let p = match owned(ctx, topic, partition) {
+    let p = match owned(table, topic, partition) {
         Ok(p) => p,
         Err((err, _)) => return fail(err),
     };
@@ -400,14 +405,14 @@ async fn fetch(
 }
 
 async fn list_offsets(
-    ctx: &ShardCtx,
+    table: &PartitionTable,
     topic: &str,
     partition: i32,
     timestamp: i64,
     current_leader_epoch: i32,
     read_committed: bool,
 ) -> Result<OffsetAnswer, OpError> {
-    let p = owned(ctx, topic, partition)?;
+    let p = owned(table, topic, partition)?;
     check_epoch(&p, current_leader_epoch)?;
     let latest = if read_committed { p.last_stable_offset() } else { p.high_watermark() };
     let epoch = p.leader_epoch.get().0;
@@ -432,13 +437,13 @@ async fn list_offsets(
 }
 
 fn epoch_end(
-    ctx: &ShardCtx,
+    table: &PartitionTable,
     topic: &str,
     partition: i32,
     leader_epoch: i32,
     current_leader_epoch: i32,
 ) -> Result<(i32, i64), OpError> {
-    let p = owned(ctx, topic, partition)?;
+    let p = owned(table, topic, partition)?;
     check_epoch(&p, current_leader_epoch)?;
     Ok(match p.log.end_offset_for_epoch(Epoch(leader_epoch)) {
         Some((epoch, offset)) => (epoch.0, offset.0),
@@ -450,10 +455,10 @@ fn epoch_end(
 /// wait expires, a listed partition goes away, or the shard shuts down.
 /// Returns once a listed partition has data past its offset, one is gone, shutdown begins,
 /// or the wait's deadline passes.
-pub async fn wait_for_data(ctx: &ShardCtx, spec: WaitSpec) {
+pub async fn wait_for_data(ctx: &ShardCtx, table: &PartitionTable, spec: WaitSpec) {
     let mut parts = Vec::with_capacity(spec.partitions.len());
     for (topic, partition, offset) in &spec.partitions {
-        let Some(p) = ctx.partitions.get(topic, *partition) else { return };
+        let Some(p) = table.get(topic, *partition) else { return };
         let end = if spec.replica {
             p.log.log_end_offset()
         } else if spec.read_committed {
@@ -492,11 +497,11 @@ fn wake_signal(p: &OwnedPartition, replica: bool) -> &crate::sync::Notify {
 
 /// The partition's idempotent producers, by producer id (DescribeProducers).
 fn describe_producers(
-    ctx: &ShardCtx,
+    table: &PartitionTable,
     topic: &str,
     partition: i32,
 ) -> Result<Vec<ProducerInfo>, OpError> {
-    let p = owned(ctx, topic, partition)?;
+    let p = owned(table, topic, partition)?;
     Ok(p.log
         .producers()
         .into_iter()
@@ -515,11 +520,12 @@ fn describe_producers(
 /// offset may have moved.
 async fn write_marker(
     ctx: &ShardCtx,
+    table: &PartitionTable,
     topic: &str,
     partition: i32,
     marker: Bytes,
 ) -> Result<Option<crate::storage::producer_state::CompletedTxn>, OpError> {
-    let p = owned(ctx, topic, partition)?;
+    let p = owned(table, topic, partition)?;
     let storage = |err: StorageError| (storage_error_code(&err), Some(err.to_string()));
     let (info, done) = p
         .log
@@ -541,12 +547,12 @@ const HIGH_WATERMARK: i64 = -1;
 /// low watermark. Kafka's rules: an offset above the high watermark or below -1 is
 /// OFFSET_OUT_OF_RANGE; one at or below the current log start changes nothing.
 async fn delete_records(
-    ctx: &ShardCtx,
+    table: &PartitionTable,
     topic: &str,
     partition: i32,
     offset: i64,
 ) -> Result<i64, OpError> {
-    let p = owned(ctx, topic, partition)?;
+    let p = owned(table, topic, partition)?;
     let hw = p.high_watermark();
     let target = if offset == HIGH_WATERMARK { hw } else { Offset(offset) };
     if target.0 < 0 || target > hw {

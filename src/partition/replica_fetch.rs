@@ -15,10 +15,10 @@ use kafka_protocol::error::ResponseError;
 use super::leader::Replication;
 use super::ops::{check_epoch, owned, FetchPart, ProduceError};
 use super::replicas::ReplicaError;
+use super::PartitionTable;
 use crate::io::FileSystem;
 use crate::protocol::errors::storage_error_code;
 use crate::replication::truncation::diverging_epoch;
-use crate::shard::ShardCtx;
 use crate::storage::{PartitionLog, SendRecords, StorageError};
 use crate::types::{Epoch, NodeId, Offset};
 
@@ -169,7 +169,7 @@ pub fn replica_error(err: ReplicaError) -> ProduceError {
 
 /// Runs a follower's fetch on the owner shard: the leader-epoch check as for consumers, then
 /// [`serve_replica_fetch`]; wakes acks=all waiters and consumers if the high watermark moved.
-pub async fn run(ctx: &ShardCtx, op: ReplicaFetchOp) -> FetchPart {
+pub async fn run(table: &PartitionTable, op: ReplicaFetchOp) -> FetchPart {
     let fail = |error: ResponseError| FetchPart {
         error: Some(error),
         high_watermark: -1,
@@ -179,7 +179,7 @@ pub async fn run(ctx: &ShardCtx, op: ReplicaFetchOp) -> FetchPart {
         diverging_epoch: None,
         aborted: None,
     };
-    let p = match owned(ctx, &op.topic, op.partition) {
+    let p = match owned(table, &op.topic, op.partition) {
         Ok(p) => p,
         Err((err, _)) => return fail(err),
     };

@@ -91,7 +91,7 @@ pub async fn execute(ctx: &Rc<ShardCtx>, req: ShardRequest) -> ShardReply {
             ShardReply::Partitions(super::shard_move::run_partitions(ctx, ops).await)
         }
         ShardRequest::WaitForData(spec) => {
-            ops::wait_for_data(ctx, spec).await;
+            ops::wait_for_data(ctx, &super::broker::of(ctx).partitions, spec).await;
             ShardReply::DataReady
         }
         ShardRequest::Controller(req) => {

@@ -91,7 +91,8 @@ pub async fn apply_image(ctx: &Rc<ShardCtx>, image: Arc<MetadataImage>) -> Shard
     // partitions that fail to open answer NOT_LEADER_OR_FOLLOWER until reopened.
     ctx.set_image(image.clone());
     super::tls_reload::on_image(ctx);
-    let result = ctx.partitions.apply_image(ctx, &image).await;
+    let broker = super::broker::of(ctx);
+    let result = broker.partitions.apply_image(ctx, &image).await;
     super::isr::ensure_started(ctx);
     super::group::driver::ensure_started(ctx, &image);
     // Leaders: the hosted partitions this shard owns whose leader is this broker (in a
@@ -102,7 +103,7 @@ pub async fn apply_image(ctx: &Rc<ShardCtx>, image: Arc<MetadataImage>) -> Shard
         .flat_map(|t| t.partitions.iter())
         .filter(|p| p.hosted && p.owner_shard == ctx.id && p.leader == image.node_id)
         .count();
-    crate::metrics::owned_partitions(ctx.partitions.len(), leaders);
+    crate::metrics::owned_partitions(broker.partitions.len(), leaders);
     match result {
         Ok(()) => ShardReply::ImageApplied,
         Err(reason) => ShardReply::Failed(reason),

@@ -34,7 +34,7 @@ pub fn ensure_started(ctx: &Rc<ShardCtx>) {
 async fn isr_loop(ctx: Rc<ShardCtx>) {
     while !ctx.is_shutting_down() {
         crate::shard::sleep(Duration::from_millis(ISR_CHECK_INTERVAL_MS)).await;
-        for p in ctx.partitions.all() {
+        for p in crate::server::broker::of(&ctx).partitions.all() {
             if p.is_leader.get() && p.replication.has_followers() {
                 check(&ctx, p);
             }

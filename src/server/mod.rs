@@ -74,10 +74,15 @@ async fn start_controller(ctx: std::rc::Rc<crate::shard::ShardCtx>) -> anyhow::R
 fn start_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
     admin_auth::install(&ctx);
     use crate::partition::maintenance as m;
-    ctx.spawn_background(m::retention_loop(ctx.clone()));
-    ctx.spawn_background(m::cleaner_loop(ctx.clone()));
-    ctx.spawn_background(m::hw_checkpoint_loop(ctx.clone()));
-    ctx.spawn_background(m::replication_metrics_loop(ctx.clone()));
+    // The partition layer's loops borrow the table: each task keeps the broker value alive.
+    let (c, b) = (ctx.clone(), broker::of(&ctx));
+    ctx.spawn_background(async move { m::retention_loop(c, &b.partitions).await });
+    let (c, b) = (ctx.clone(), broker::of(&ctx));
+    ctx.spawn_background(async move { m::cleaner_loop(c, &b.partitions).await });
+    let (c, b) = (ctx.clone(), broker::of(&ctx));
+    ctx.spawn_background(async move { m::hw_checkpoint_loop(c, &b.partitions).await });
+    let (c, b) = (ctx.clone(), broker::of(&ctx));
+    ctx.spawn_background(async move { m::replication_metrics_loop(c, &b.partitions).await });
     ctx.spawn_background(txn::lso_metrics::lso_metrics_loop(ctx.clone()));
     txn::driver::start(&ctx);
     ctx.spawn_background(throttle::share_loop(ctx.clone()));
@@ -85,8 +90,9 @@ fn start_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
 
 /// After the shard drained: the last high-watermark checkpoint, then every log closed.
 async fn stop_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
-    crate::partition::maintenance::write_hw_checkpoint(&ctx).await;
-    ctx.partitions.close_all().await;
+    let broker = broker::of(&ctx);
+    crate::partition::maintenance::write_hw_checkpoint(&ctx, &broker.partitions).await;
+    broker.partitions.close_all().await;
 }
 
 /// Runs the broker until SIGTERM/SIGINT, then shuts it down cleanly.

@@ -1,6 +1,8 @@
-//! Per-shard context: identity, config, the cached metadata image, the owned partition
-//! table, the mesh senders with the table of replies awaited, task queues, and the
-//! shutdown signal. One `Rc<ShardCtx>` per shard, never sent to another thread.
+//! Per-shard context: identity, config, the cached metadata image, the mesh senders with
+//! the table of replies awaited, task queues, the shutdown signal, and the application's
+//! state, type-erased (the server keeps the partition table there, in its broker value:
+//! the runtime holds no partition). One `Rc<ShardCtx>` per shard, never sent to another
+//! thread.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -16,7 +18,6 @@ use glommio::TaskQueueHandle;
 use super::mesh::{Handler, MeshError, MeshMsg, Payload};
 use crate::config::ServeConfig;
 use crate::metadata::MetadataImage;
-use crate::partition::PartitionTable;
 use crate::sync::Notify;
 use crate::types::{Epoch, ShardId};
 
@@ -28,13 +29,13 @@ pub struct ShardCtx {
     pub shard_count: u32,
     pub config: Arc<ServeConfig>,
     image: RefCell<Arc<MetadataImage>>,
-    pub partitions: PartitionTable,
     senders: Senders<MeshMsg>,
     handler: Handler,
     pending: RefCell<HashMap<u64, oneshot::Sender<Payload>>>,
     next_request_id: Cell<u64>,
-    /// The application's state on this shard (the cluster node on the controller shard),
-    /// type-erased so the runtime names no application module.
+    /// The application's state on this shard (the server's broker value: the partition
+    /// table, the cluster node on the controller shard), type-erased so the runtime names no
+    /// application module.
     app: RefCell<Option<Rc<dyn std::any::Any>>>,
     shutting_down: Cell<bool>,
     pub shutdown: Notify,
@@ -56,7 +57,6 @@ pub(crate) struct CtxParts {
     pub senders: Senders<MeshMsg>,
     pub handler: Handler,
     pub config: Arc<ServeConfig>,
-    pub partitions: PartitionTable,
     pub latency_queue: TaskQueueHandle,
     pub background_queue: TaskQueueHandle,
 }
@@ -70,7 +70,6 @@ impl ShardCtx {
             shard_count: parts.config.shards,
             config: parts.config,
             image: RefCell::new(image),
-            partitions: parts.partitions,
             senders: parts.senders,
             handler: parts.handler,
             pending: RefCell::new(HashMap::new()),

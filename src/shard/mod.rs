@@ -2,8 +2,9 @@
 //! queue for requests and a low-share queue for background work; the SO_REUSEPORT
 //! listener of each shard; the bounded cross-shard mesh with type-erased request/reply
 //! messages run by the handler the application registers (`runtime::App`); partition →
-//! owner-shard routing from the metadata image each shard caches. It knows no Kafka API:
-//! the server and the partition layer sit above it.
+//! owner-shard routing from the metadata image each shard caches. It knows no Kafka API
+//! and holds no partition: the server and the partition layer sit above it, and the
+//! server keeps each shard's partition table in the application state the context carries.
 //!
 //! Lives on every shard. Invariants: nothing here is shared between threads except the
 //! mesh channels and immutable `Arc` snapshots (config, metadata image); a partition's

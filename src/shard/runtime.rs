@@ -1,6 +1,8 @@
 //! Process start-up and shutdown: resource limits, signal handling, the executor pool
 //! (one pinned glommio executor per shard), and each shard's life: join the mesh, load
-//! metadata, open owned partitions, accept connections, drain, close logs.
+//! metadata (the application opens the partitions the shard owns as it installs the
+//! image), accept connections, drain, and have the application close its logs
+//! (`App::stop_shard`).
 //!
 //! Runs on the main thread (limits, signals, pool) and then on every shard. Invariant:
 //! a shard starts accepting only after it has installed the first metadata image and shard
@@ -27,7 +29,6 @@ use crate::constants::{
     NOFILE_MIN, NOFILE_WANTED, PORT_FREE_WAIT_MS_MAX, SHUTDOWN_DRAIN_TIMEOUT_MS,
     SHUTDOWN_HARD_LIMIT_MS, SHUTDOWN_POLL_INTERVAL_MS, STARTUP_STALL_LIMIT_MS,
 };
-use crate::partition::table::PartitionTable;
 use crate::types::ShardId;
 
 /// Set by the signal thread on SIGTERM/SIGINT; every shard polls it.
@@ -366,7 +367,6 @@ async fn shard_main(
         senders,
         handler: app.handle,
         config: config.clone(),
-        partitions: PartitionTable::new(config.data_dir.clone(), config.cache_bytes),
         latency_queue,
         background_queue,
     }));

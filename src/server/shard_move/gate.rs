@@ -145,12 +145,14 @@ pub(super) async fn run_gated(
     ops: Vec<PartitionOp>,
     forwarded: bool,
 ) -> Vec<PartitionResult> {
+    let broker = crate::server::broker::of(ctx);
     let local = |op: &PartitionOp| {
         let (topic, partition) = tp_of(op);
-        ctx.partitions.get(topic, partition).is_some() || !hosted_elsewhere(ctx, topic, partition)
+        broker.partitions.get(topic, partition).is_some()
+            || !hosted_elsewhere(ctx, topic, partition)
     };
     if no_gates(ctx) && ops.iter().all(local) {
-        return ops::run_ops(ctx, ops).await;
+        return ops::run_ops(ctx, &broker.partitions, ops).await;
     }
     // join_all polls in order: each op takes its gate ticket in the request's order.
     let futures = ops.into_iter().map(|op| run_one(ctx, op, forwarded));
@@ -186,8 +188,9 @@ async fn run_one(ctx: &Rc<ShardCtx>, op: PartitionOp, forwarded: bool) -> Partit
     }
     // In turn: a forward is sent (queued on the mesh) or a local op started before the next
     // parked request goes, so parked requests keep their order.
-    if ctx.partitions.get(topic, partition).is_some() || forwarded {
-        let result = ops::run_ops(ctx, vec![op]).await;
+    let broker = crate::server::broker::of(ctx);
+    if broker.partitions.get(topic, partition).is_some() || forwarded {
+        let result = ops::run_ops(ctx, &broker.partitions, vec![op]).await;
         drop(entered);
         return result.into_iter().next().unwrap_or_else(|| unreachable_result(Kind::Fetch));
     }
@@ -206,7 +209,7 @@ async fn run_one(ctx: &Rc<ShardCtx>, op: PartitionOp, forwarded: bool) -> Partit
 /// Runs an op here, forwarding it once when this shard's image names another owner.
 async fn dispatch(ctx: &Rc<ShardCtx>, op: PartitionOp, forwarded: bool) -> PartitionResult {
     let (topic, partition) = tp_of(&op);
-    if ctx.partitions.get(topic, partition).is_some() || forwarded {
+    if crate::server::broker::of(ctx).partitions.get(topic, partition).is_some() || forwarded {
         return local_after_open_wait(ctx, op).await;
     }
     match forward(ctx, op).await {
@@ -222,8 +225,9 @@ async fn local_after_open_wait(ctx: &Rc<ShardCtx>, op: PartitionOp) -> Partition
     let mine = || {
         ctx.image().partition(topic, partition).is_some_and(|p| p.hosted && p.owner_shard == ctx.id)
     };
+    let broker = crate::server::broker::of(ctx);
     let mut waited_ms = 0;
-    while ctx.partitions.get(topic, partition).is_none()
+    while broker.partitions.get(topic, partition).is_none()
         && mine()
         && waited_ms < SHARD_MOVE_OPEN_WAIT_MS_MAX
         && !ctx.is_shutting_down()
@@ -231,7 +235,7 @@ async fn local_after_open_wait(ctx: &Rc<ShardCtx>, op: PartitionOp) -> Partition
         crate::shard::sleep(Duration::from_millis(1)).await;
         waited_ms += 1;
     }
-    let result = ops::run_ops(ctx, vec![op]).await;
+    let result = ops::run_ops(ctx, &broker.partitions, vec![op]).await;
     result.into_iter().next().unwrap_or_else(|| unreachable_result(Kind::Fetch))
 }
 

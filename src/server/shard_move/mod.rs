@@ -154,7 +154,7 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: MoveCall) -> MoveAnswer {
         }
         MoveCall::Release { tp } => MoveAnswer::Released(release(ctx, tp).await),
         MoveCall::Adopt { tp, high_watermark } => {
-            ctx.partitions.hand_over(tp.clone(), high_watermark);
+            super::broker::of(ctx).partitions.hand_over(tp.clone(), high_watermark);
             if !install_gate(ctx, tp.clone(), Gate::new(true)) {
                 tracing::warn!(partition = %tp, "a gate was already installed for the target");
             }
@@ -177,7 +177,8 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: MoveCall) -> MoveAnswer {
         }
         MoveCall::Flush => MoveAnswer::Done,
         MoveCall::Load => MoveAnswer::Load(
-            ctx.partitions
+            super::broker::of(ctx)
+                .partitions
                 .all()
                 .iter()
                 .filter(|p| p.is_leader.get())
@@ -201,7 +202,9 @@ pub async fn execute(ctx: &Rc<ShardCtx>, call: MoveCall) -> MoveAnswer {
 /// committed (high watermark at the log end); then it is detached and the rest drains.
 /// A produce that appended after the first phase sends it back to the first phase.
 async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, String> {
-    if ctx.partitions.get(&tp.topic, tp.partition).is_none() {
+    let broker = super::broker::of(ctx);
+    let table = &broker.partitions;
+    if table.get(&tp.topic, tp.partition).is_none() {
         return Err(format!("{tp} is not open on {}", ctx.id));
     }
     let gate = Gate::new(false);
@@ -219,21 +222,21 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
     let p = loop {
         phases += 1;
         gate.pass_replica_fetches(true);
-        let Some(attached) = ctx.partitions.get(&tp.topic, tp.partition) else {
+        let Some(attached) = table.get(&tp.topic, tp.partition) else {
             return give_up(format!("{tp} left {} meanwhile", ctx.id));
         };
         wait_committed(&attached, deadline).await;
         drop(attached);
         gate.pass_replica_fetches(false);
-        let Some(p) = ctx.partitions.detach(&tp) else {
+        let Some(p) = table.detach(&tp) else {
             return give_up(format!("{tp} left {} meanwhile", ctx.id));
         };
         let retry = phases < SHARD_MOVE_COMMIT_PHASES_MAX;
         match wait_in_flight(p, deadline, retry).await {
             Drained::Yes(p) => break p,
-            Drained::Uncommitted(p) => ctx.partitions.reattach(p),
+            Drained::Uncommitted(p) => table.reattach(p),
             Drained::TimedOut(p) => {
-                ctx.partitions.reattach(p);
+                table.reattach(p);
                 refollow(ctx, &tp).await;
                 return give_up(format!(
                     "requests on {tp} still in flight after {SHARD_MOVE_DRAIN_WAIT_MS_MAX} ms"
@@ -246,7 +249,7 @@ async fn release(ctx: &Rc<ShardCtx>, tp: TopicPartition) -> Result<Offset, Strin
     let owned = match Rc::try_unwrap(p) {
         Ok(owned) => owned,
         Err(p) => {
-            ctx.partitions.reattach(p);
+            table.reattach(p);
             refollow(ctx, &tp).await;
             return give_up(format!("{tp} is still referenced"));
         }
@@ -314,7 +317,8 @@ async fn wait_in_flight(p: Rc<OwnedPartition>, deadline: Instant, retry: bool) -
 /// A follower partition put back after a given-up move: its fetcher let go of it at the
 /// detach, so this shard's fetchers are reconciled with the image again.
 async fn refollow(ctx: &Rc<ShardCtx>, tp: &TopicPartition) {
-    if let Err(err) = ctx.partitions.apply_image(ctx, &ctx.image()).await {
+    let broker = super::broker::of(ctx);
+    if let Err(err) = broker.partitions.apply_image(ctx, &ctx.image()).await {
         tracing::warn!(partition = %tp, "re-applying the image after a given-up move: {err}");
     }
 }

@@ -29,7 +29,8 @@ pub async fn lso_metrics_loop(ctx: Rc<ShardCtx>) {
 /// The led partitions of this shard whose last stable offset is below the high watermark.
 fn lso_lags(ctx: &ShardCtx) -> Vec<LsoLag> {
     let now_ms = crate::shard::now_ms();
-    ctx.partitions
+    crate::server::broker::of(ctx)
+        .partitions
         .all()
         .into_iter()
         .filter(|p| p.is_leader.get())

@@ -68,7 +68,7 @@ pub(crate) fn leading_partition(
     if pi.leader != image.node_id || pi.owner_shard != ctx.id {
         return Err(Leadership::Elsewhere);
     }
-    match ctx.partitions.get(topic, p) {
+    match crate::server::broker::of(ctx).partitions.get(topic, p) {
         Some(owned) if owned.is_leader.get() && owned.leader_epoch.get() == pi.leader_epoch => {
             Ok(owned)
         }
