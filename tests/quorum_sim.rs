@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use shardlog::sim::{env_u64, run, seeds_from_env, SimConfig};
 
-/// Seeds per plain `cargo test` run (a debug build; see ARCHITECTURE.md for the timing).
+/// Seeds per plain `cargo test` run (a debug build; see docs/architecture-details.md for the timing).
 const SIM_SEEDS_DEFAULT: u64 = 500;
 
 #[test]

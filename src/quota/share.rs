@@ -26,7 +26,7 @@
 //! by the share task, never on the request path: the request path reads only its own
 //! shard's fractions.
 //!
-//! Error bound (ARCHITECTURE.md, "Client quotas"): at most the floors of shards that do not
+//! Error bound (docs/architecture-details.md, "Client quotas"): at most the floors of shards that do not
 //! serve the budget (5 % of the quota by default) stay unused, plus, after a change of
 //! demand, up to two windows at the old split; the fractions in force never sum past 1 by
 //! more than one floor.
