@@ -170,6 +170,13 @@ pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 /// authentication: a PLAIN or SCRAM message is far smaller; Kafka bounds it by
 /// `sasl.server.max.receive.size` (512 KiB) and so does Shardlog.
 pub const SASL_TOKEN_BYTES_MAX: usize = 512 * 1024;
+/// A JWKS file (`sasl.oauthbearer.jwks.endpoint.url`, `file:`) is looked at (one `stat`) at
+/// most this often; a changed modification time reloads it (Kafka's `CachedFile`).
+pub const JWKS_FILE_CHECK_INTERVAL_MS: u64 = 1_000;
+/// The largest JWKS file read: an identity provider's set is a few KiB.
+pub const JWKS_FILE_BYTES_MAX: usize = 1024 * 1024;
+/// Keys kept from one JWKS (more fails the load: a set that large is not a key set).
+pub const JWKS_KEYS_MAX: usize = 256;
 /// SCRAM iterations Kafka accepts (`ScramMechanism.minIterations` / `maxIterations`).
 pub const SCRAM_ITERATIONS_MIN: i32 = 4096;
 pub const SCRAM_ITERATIONS_MAX: i32 = 16_384;

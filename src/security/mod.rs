@@ -1,11 +1,13 @@
 //! Encryption and authentication of Kafka connections: TLS ([`tls`], rustls) and SASL
-//! ([`sasl`]: the mechanism negotiation; [`plain`] and [`scram`]: the mechanisms), plus what
-//! a listener needs of them ([`ListenerSecurity`]) and who a connection is ([`Session`]);
-//! the client side of both for connections to other brokers ([`client`]).
+//! ([`sasl`]: the mechanism negotiation; [`plain`], [`scram`] and [`oauthbearer`]: the
+//! mechanisms, with OAUTHBEARER's tokens in [`jwt`] and their keys in [`jwks`]), plus what a
+//! listener needs of them ([`ListenerSecurity`]) and who a connection is ([`Session`]); the
+//! client side of both for connections to other brokers ([`client`]).
 //!
 //! What it owns: the per-listener TLS server configs and SASL settings, built once on the
 //! main thread at start-up (bad material fails the start) and then shared read-only; the
-//! SCRAM exchange state of each authenticating connection. Which shard: every shard; a
+//! SCRAM exchange state of each authenticating connection; an OAUTHBEARER listener's key set
+//! (shared by the shards, reloaded when its file changes). Which shard: every shard; a
 //! handshake and a SASL exchange run entirely on the shard that accepted the connection,
 //! nothing about them crosses shards (SCRAM credentials come from that shard's metadata
 //! image). Invariants: a connection on a SASL listener reaches no request handler before it
@@ -14,6 +16,9 @@
 //! boundary (`server::sasl_gate`), not here.
 
 pub mod client;
+pub mod jwks;
+pub mod jwt;
+pub mod oauthbearer;
 pub mod plain;
 pub mod principal;
 pub mod sasl;
