@@ -17,6 +17,7 @@ mod cluster;
 pub mod controller_listener;
 mod kafka;
 pub mod listeners;
+pub mod oauthbearer;
 pub mod security;
 pub mod units;
 

@@ -170,6 +170,10 @@ pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 /// authentication: a PLAIN or SCRAM message is far smaller; Kafka bounds it by
 /// `sasl.server.max.receive.size` (512 KiB) and so does Shardlog.
 pub const SASL_TOKEN_BYTES_MAX: usize = 512 * 1024;
+/// OAUTHBEARER: client first messages one exchange may send. After a refused token Kafka
+/// lets the client try another instead of the `\x01` that ends the exchange; this bounds the
+/// tries on one connection (a token costs a signature check).
+pub const OAUTHBEARER_ATTEMPTS_MAX: u32 = 4;
 /// A JWKS file (`sasl.oauthbearer.jwks.endpoint.url`, `file:`) is looked at (one `stat`) at
 /// most this often; a changed modification time reloads it (Kafka's `CachedFile`).
 pub const JWKS_FILE_CHECK_INTERVAL_MS: u64 = 1_000;
@@ -417,6 +421,7 @@ pub const CLI_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
 const _: () = assert!(MEMLOCK_BYTES_MIN <= MEMLOCK_BYTES_WANTED);
 const _: () = assert!(NOFILE_MIN <= NOFILE_WANTED);
 const _: () = assert!(CONNECTION_IN_FLIGHT_MAX >= 5); // the Java producer's default in-flight
+const _: () = assert!(OAUTHBEARER_ATTEMPTS_MAX >= 1); // the client's first token is always read
 const _: () = assert!(SEGMENT_INDEX_BYTES_DEFAULT as u64 <= SEGMENT_BYTES_DEFAULT);
 const _: () = assert!((MAX_MESSAGE_BYTES_DEFAULT as u64) < SEGMENT_BYTES_DEFAULT);
 const _: () = assert!(LOG_WRITE_BYTES_MAX <= LOG_UNWRITTEN_BYTES_MAX);

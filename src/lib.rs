@@ -40,8 +40,9 @@
 //! - [`top`]: `shardlog top`, a live per-shard view read from the admin endpoint.
 //! - [`quota`]: client byte-rate quotas: Kafka's windowed rate and throttle math, per-shard
 //!   client state.
-//! - [`security`]: TLS (rustls) and SASL (PLAIN, SCRAM) of Kafka listeners: per-listener
-//!   material, the SASL exchange, the principal of each connection ([`security::Session`]);
+//! - [`security`]: TLS (rustls) and SASL (PLAIN, SCRAM, OAUTHBEARER) of Kafka listeners:
+//!   per-listener material, the SASL exchange, the principal of each connection
+//!   ([`security::Session`]);
 //!   the client side of both for connections to other brokers ([`security::client`]).
 //! - [`metrics`]: per-shard recorders, Prometheus/`.hgrm` rendering, the admin HTTP endpoint.
 #![warn(rustdoc::broken_intra_doc_links)]

@@ -6,8 +6,23 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use shardlog::controller::scram::{ScramCredential, ScramMechanism};
-use shardlog::security::sasl::{Mechanism, SaslConfig, SaslExchange, Step};
+use shardlog::security::sasl::{Mechanism, SaslConfig, SaslEnv, SaslExchange, Step};
 use shardlog::security::{plain, tls};
+
+/// What the exchange asks of the shard: alice's credentials, a fixed nonce and time.
+struct Env;
+
+impl SaslEnv for Env {
+    fn scram_credential(&self, user: &str, m: ScramMechanism) -> Option<ScramCredential> {
+        (user == "alice").then(|| credential(m))
+    }
+    fn nonce(&self) -> String {
+        "servernonce".into()
+    }
+    fn now_ms(&self) -> i64 {
+        1_700_000_000_000
+    }
+}
 
 /// alice's credentials, made once (PBKDF2 per input would slow the fuzzer down).
 fn credential(m: ScramMechanism) -> ScramCredential {
@@ -23,24 +38,21 @@ fn credential(m: ScramMechanism) -> ScramCredential {
 /// PEM parsers.
 pub fn sasl_tokens(data: &[u8]) {
     let Some((&selector, rest)) = data.split_first() else { return };
-    let config = SaslConfig {
-        mechanisms: vec![
-            Mechanism::Plain,
-            Mechanism::Scram(ScramMechanism::Sha256),
-            Mechanism::Scram(ScramMechanism::Sha512),
-        ],
-        plain_users: BTreeMap::from([("alice".to_string(), "pw".to_string())]),
-        failed_delay_ms: 0,
-    };
+    let mut config = SaslConfig::with_mechanisms(vec![
+        Mechanism::Plain,
+        Mechanism::Scram(ScramMechanism::Sha256),
+        Mechanism::Scram(ScramMechanism::Sha512),
+    ]);
+    config.plain_users = BTreeMap::from([("alice".to_string(), "pw".to_string())]);
     let name = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"][usize::from(selector) % 3];
     let mut exchange = SaslExchange::default();
     let version = i16::from(selector & 0x80 != 0);
     exchange.handshake(&config, name, version).expect("an enabled mechanism is accepted");
     for token in rest.split(|b| *b == 0xff) {
-        let lookup = |user: &str, m| (user == "alice").then(|| credential(m));
-        match exchange.authenticate(&config, token, lookup, || "servernonce".into()) {
+        match exchange.authenticate(&config, token, &Env) {
             Ok(Step::Challenge(reply)) => assert!(!reply.is_empty()),
             Ok(Step::Authenticated { user, .. }) => assert_eq!(user, "alice"),
+            Ok(Step::Refused { .. }) => unreachable!("only OAUTHBEARER refuses with a challenge"),
             Err(_) => break,
         }
     }

@@ -72,20 +72,22 @@ pub fn set_security(common: &super::cli::CommonArgs) -> anyhow::Result<()> {
         security.tls = Some(crate::security::client::trust_only_config(ca)?);
     }
     if protocol.sasl() {
-        let mechanism = crate::security::sasl::Mechanism::parse(&common.sasl_mechanism)
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--sasl-mechanism {}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
-                    common.sasl_mechanism
-                )
-            })?;
+        let unknown = || {
+            anyhow::anyhow!(
+                "--sasl-mechanism {}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                common.sasl_mechanism
+            )
+        };
+        let mechanism =
+            crate::security::sasl::Mechanism::parse(&common.sasl_mechanism).ok_or_else(unknown)?;
         let (Some(user), Some(password)) = (&common.sasl_username, &common.sasl_password) else {
             anyhow::bail!(
                 "--security-protocol {} needs --sasl-username and --sasl-password",
                 protocol.name()
             );
         };
-        security.sasl = Some(crate::security::client::login(mechanism, user, password));
+        let login = crate::security::client::login(mechanism, user, password);
+        security.sasl = Some(login.ok_or_else(unknown)?);
     }
     let _ = SECURITY.set(security);
     Ok(())

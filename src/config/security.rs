@@ -1,7 +1,8 @@
 //! Each listener's TLS and SASL material from Kafka's settings: `ssl.*` (PEM or PKCS12 stores,
 //! protocols, cipher suites, principal mapping rules) and `sasl.enabled.mechanisms` (each also
 //! as `listener.name.<l>.<setting>`, which wins), and
-//! `listener.name.<l>.<mechanism>.sasl.jaas.config` for PLAIN's users; the client side of the
+//! `listener.name.<l>.<mechanism>.sasl.jaas.config` for PLAIN's users (OAUTHBEARER's token
+//! validation in [`super::oauthbearer`]); the client side of the
 //! inter-broker listener and the controller quorum's TLS. Built on the main thread at start-up;
 //! a listener whose keys or certificates cannot be loaded fails the start, naming the setting.
 
@@ -179,14 +180,13 @@ fn sasl_config(s: &Settings<'_>, listener: &Listener) -> Result<SaslConfig, Conf
             .map_err(|e| invalid(listener, format!("{jaas_name}: {e}")))?,
         None => BTreeMap::new(),
     };
-    if mechanisms.contains(&Mechanism::Plain) && plain_users.is_empty() {
-        tracing::warn!(
-            listener = %listener.name,
-            "PLAIN is enabled but {jaas_name} lists no user_<name> entries: no PLAIN login can succeed"
-        );
-    }
+    let oauth = if mechanisms.contains(&Mechanism::OAuthBearer) {
+        Some(Arc::new(super::oauthbearer::validator(s, listener)?))
+    } else {
+        None
+    };
     let failed_delay_ms = s.long("connection.failed.authentication.delay.ms").unsigned_abs();
-    Ok(SaslConfig { mechanisms, plain_users, failed_delay_ms })
+    Ok(SaslConfig { mechanisms, plain_users, oauth, failed_delay_ms })
 }
 
 /// How this broker connects to the others: the inter-broker listener's endpoints, with its
@@ -247,6 +247,13 @@ fn inter_broker_login(s: &Settings<'_>, listener: &Listener) -> Result<SaslLogin
             listener.protocol.name()
         ))
     })?;
+    if mechanism == Mechanism::OAuthBearer {
+        return Err(invalid(format!(
+            "OAUTHBEARER is not served between brokers (the broker has no token retriever): \
+             use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 on the inter-broker listener {}",
+            listener.name
+        )));
+    }
     let enabled = sasl_config(s, listener)?.mechanisms;
     if !enabled.contains(&mechanism) {
         return Err(invalid(format!(
@@ -255,8 +262,7 @@ fn inter_broker_login(s: &Settings<'_>, listener: &Listener) -> Result<SaslLogin
             listener.name
         )));
     }
-    let jaas_name =
-        format!("{}{}.sasl.jaas.config", listener.prefix(), mechanism.name().to_ascii_lowercase());
+    let jaas_name = format!("{}{}.sasl.jaas.config", listener.prefix(), mechanism.prefix());
     let text = s.0.get(&jaas_name).or_else(|| s.0.get("sasl.jaas.config")).ok_or_else(|| {
         inter_invalid(
             listener,
@@ -268,7 +274,9 @@ fn inter_broker_login(s: &Settings<'_>, listener: &Listener) -> Result<SaslLogin
     let option = |key: &str| options.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
     match (option("username"), option("password")) {
         (Some(user), Some(password)) if !user.is_empty() => {
-            Ok(crate::security::client::login(mechanism, user, password))
+            crate::security::client::login(mechanism, user, password).ok_or_else(|| {
+                inter_invalid(listener, format!("{} has no password login", mechanism.name()))
+            })
         }
         _ => Err(inter_invalid(
             listener,

@@ -494,6 +494,8 @@ fn an_inter_broker_listener_with_tls_and_sasl_gives_a_secured_client() {
     assert!(err(&format!("{mechanism}{no_password}")).contains("password"));
     let algorithm = "\"ssl.endpoint.identification.algorithm\" = \"dns\"\n";
     assert!(err(&format!("{mechanism}{jaas}{algorithm}")).contains("ssl.endpoint"));
+    let oauth = "\"sasl.mechanism.inter.broker.protocol\" = \"OAUTHBEARER\"\n";
+    assert!(err(oauth).contains("OAUTHBEARER is not served between brokers"));
 }
 
 #[test]

@@ -123,9 +123,10 @@ impl ServerCertVerifier for AnyName {
     }
 }
 
-/// A login with `mechanism` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`) as `user`.
+/// A login with `mechanism` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`) as `user`; `None`
+/// for OAUTHBEARER, whose login is a token, not a password.
 #[must_use]
-pub fn login(mechanism: super::sasl::Mechanism, user: &str, password: &str) -> SaslLogin {
+pub fn login(mechanism: super::sasl::Mechanism, user: &str, password: &str) -> Option<SaslLogin> {
     use super::sasl::Mechanism;
     let (user_owned, password) = (user.to_string(), password.to_string());
     let client: SaslClientFactory = match mechanism {
@@ -136,8 +137,9 @@ pub fn login(mechanism: super::sasl::Mechanism, user: &str, password: &str) -> S
             let nonce = super::scram::server_nonce(&mut rand::thread_rng());
             Box::new(ScramClient::new(m, &user_owned, &password, nonce))
         }),
+        Mechanism::OAuthBearer => return None,
     };
-    SaslLogin { mechanism: mechanism.name(), user: user.to_string(), client }
+    Some(SaslLogin { mechanism: mechanism.name(), user: user.to_string(), client })
 }
 
 /// SASL/PLAIN's one message (RFC 4616), no authorization id.

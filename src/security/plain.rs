@@ -69,11 +69,15 @@ pub fn jaas_users(text: &str) -> Result<BTreeMap<String, String>, String> {
 pub fn jaas_options(text: &str) -> Result<Vec<(String, String)>, String> {
     let body = text.trim().strip_suffix(';').ok_or("a JAAS config ends with ';'")?;
     let mut rest = body.trim_start();
-    // The login module class and its flag (required, requisite, sufficient, optional).
-    for _ in 0..2 {
-        let end = rest.find(char::is_whitespace).ok_or("expected a login module and a flag")?;
-        rest = rest[end..].trim_start();
+    // The login module class and its flag (required, requisite, sufficient, optional); the
+    // options may be none (`...OAuthBearerLoginModule required;`).
+    let module_end = rest.find(char::is_whitespace).ok_or("expected a login module and a flag")?;
+    rest = rest[module_end..].trim_start();
+    let flag_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    if flag_end == 0 {
+        return Err("expected a login module and a flag".into());
     }
+    rest = rest[flag_end..].trim_start();
     let mut options = Vec::new();
     while !rest.is_empty() {
         let (key, after) =
@@ -113,6 +117,8 @@ mod tests {
         assert!(jaas_users("PlainLoginModule required user_a=\"x\"").is_err(), "no ;");
         assert!(jaas_users("M required user_a=\"x;").is_err(), "unclosed quote");
         assert_eq!(jaas_users("M required user_b=y;").expect("bare")["b"], "y");
+        assert_eq!(jaas_options("M required;"), Ok(Vec::new()), "no options");
+        assert!(jaas_options("M;").is_err(), "no flag");
     }
 
     #[test]

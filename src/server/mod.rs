@@ -99,6 +99,7 @@ async fn stop_shard(ctx: std::rc::Rc<crate::shard::ShardCtx>) {
 pub fn serve(config: ServeConfig) -> anyhow::Result<()> {
     check_formatted(&config)?;
     crate::metrics::http::require_auth(config.admin_require_auth);
+    sasl_gate::log_settings(&config);
     crate::partition::transactions::register_offsets_completion(
         group::driver::complete_txn_offsets,
     );

@@ -3,7 +3,8 @@
 //! (v0–2; raw tokens after a v0 handshake) are served; any other request closes the
 //! connection (ILLEGAL_SASL_STATE, as Kafka's `SaslServerAuthenticator` does). Kafka's error
 //! codes are chosen here: UNSUPPORTED_SASL_MECHANISM (with the enabled list),
-//! SASL_AUTHENTICATION_FAILED (with the reason), ILLEGAL_SASL_STATE.
+//! SASL_AUTHENTICATION_FAILED (with the reason; for OAUTHBEARER, Kafka's JSON challenge first),
+//! ILLEGAL_SASL_STATE.
 //!
 //! Runs in the connection's reader on the shard that accepted it; the SCRAM credentials come
 //! from that shard's metadata image. Invariant: after a failed authentication the connection
@@ -21,9 +22,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::dispatch::{respond, Outcome};
+use crate::controller::scram::{ScramCredential, ScramMechanism};
 use crate::protocol::{decode_request, peek_api};
 use crate::quota::Principal;
-use crate::security::sasl::{fresh_nonce, SaslConfig, SaslError, SaslExchange, Step};
+use crate::security::sasl::{
+    fresh_nonce, Mechanism, SaslConfig, SaslEnv, SaslError, SaslExchange, Step,
+};
 use crate::security::Session;
 use crate::shard::ShardCtx;
 
@@ -47,6 +51,21 @@ pub enum Verdict {
     Answer(Outcome),
     /// Answer with this (if any), then close after `delay_ms`.
     Close { outcome: Option<Outcome>, delay_ms: u64, reason: String },
+}
+
+/// The shard as an exchange sees it.
+struct ShardEnv<'a>(&'a ShardCtx);
+
+impl SaslEnv for ShardEnv<'_> {
+    fn scram_credential(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {
+        self.0.image().scram_credentials.get(user, mechanism).cloned()
+    }
+    fn nonce(&self) -> String {
+        fresh_nonce()
+    }
+    fn now_ms(&self) -> i64 {
+        crate::shard::now_ms()
+    }
 }
 
 impl SaslGate {
@@ -139,13 +158,18 @@ impl SaslGate {
         session: &Session,
         framed: Option<(i16, i32)>,
     ) -> Verdict {
-        let image = ctx.image();
-        let lookup = |user: &str, m| image.scram_credentials.get(user, m).cloned();
-        let step =
-            self.exchange.borrow_mut().authenticate(&self.config, token, lookup, fresh_nonce);
+        let step = self.exchange.borrow_mut().authenticate(&self.config, token, &ShardEnv(ctx));
         match step {
             Ok(Step::Challenge(bytes)) => Verdict::Answer(reply(framed, Bytes::from(bytes), None)),
-            Ok(Step::Authenticated { user, reply: bytes }) => {
+            Ok(Step::Refused { challenge, reason }) => {
+                tracing::info!(
+                    shard = %ctx.id,
+                    listener = %session.listener,
+                    "OAUTHBEARER token refused: {reason}"
+                );
+                Verdict::Answer(reply(framed, Bytes::from(challenge), None))
+            }
+            Ok(Step::Authenticated { user, reply: bytes, .. }) => {
                 session.authenticated(Principal::named(&user));
                 self.done.set(true);
                 tracing::info!(
@@ -164,7 +188,7 @@ impl SaslGate {
                     ResponseError::IllegalSaslState
                 };
                 let outcome =
-                    framed.map(|f| reply(Some(f), Bytes::new(), Some((code, e.to_string()))));
+                    framed.map(|f| reply(Some(f), Bytes::new(), Some((code, e.client_message()))));
                 let delay_ms = if failed { self.config.failed_delay_ms } else { 0 };
                 Verdict::Close {
                     outcome,
@@ -172,6 +196,43 @@ impl SaslGate {
                     reason: format!("SASL authentication failed: {e}"),
                 }
             }
+        }
+    }
+}
+
+/// Logs, once at start (the config is built before logging starts), what each SASL listener
+/// accepts that an operator should know: unsecured OAUTHBEARER tokens (WARN: development
+/// only), the JWKS of signed ones, PLAIN with no users.
+pub fn log_settings(config: &crate::config::ServeConfig) {
+    use crate::security::oauthbearer::TokenValidator;
+    for (listener, security) in config.listeners.all.iter().zip(&config.listener_security) {
+        let Some(sasl) = &security.sasl else { continue };
+        let name = &listener.name;
+        match sasl.oauth.as_deref() {
+            Some(TokenValidator::Unsecured(_)) => tracing::warn!(
+                listener = %name,
+                "OAUTHBEARER accepts UNSECURED tokens (alg none: anyone can write one; Kafka's \
+                 OAuthBearerUnsecuredValidatorCallbackHandler), for development only; set \
+                 {}oauthbearer.sasl.server.callback.handler.class={} and \
+                 sasl.oauthbearer.jwks.endpoint.url to verify signed tokens",
+                listener.prefix(),
+                crate::config::oauthbearer::SIGNED_HANDLERS[0]
+            ),
+            Some(TokenValidator::Signed(v)) => tracing::info!(
+                listener = %name,
+                jwks = %v.keys.path().display(),
+                keys = v.keys.keys(crate::shard::now_ms()).len(),
+                "OAUTHBEARER verifies signed tokens"
+            ),
+            None => {}
+        }
+        if sasl.mechanisms.contains(&Mechanism::Plain) && sasl.plain_users.is_empty() {
+            tracing::warn!(
+                listener = %name,
+                "PLAIN is enabled but {}plain.sasl.jaas.config lists no user_<name> entries: no \
+                 PLAIN login can succeed",
+                listener.prefix()
+            );
         }
     }
 }

@@ -168,6 +168,13 @@ pub fn broker_config_def(
 /// Listener settings Kafka takes with the prefix `listener.name.<listener>.`.
 const LISTENER_SETTINGS: &[&str] = &[
     "sasl.enabled.mechanisms",
+    "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.server.callback.handler.class",
     "ssl.cipher.suites",
     "ssl.client.auth",
     "ssl.enabled.protocols",
@@ -185,6 +192,22 @@ const LISTENER_SETTINGS: &[&str] = &[
     "ssl.truststore.type",
 ];
 
+/// Settings Kafka takes per listener and SASL mechanism,
+/// `listener.name.<listener>.<mechanism lower-case>.<setting>`.
+const MECHANISM_SETTINGS: &[&str] = &[
+    "sasl.jaas.config",
+    "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.server.callback.handler.class",
+];
+
+/// The SASL mechanisms Shardlog serves, as setting prefixes.
+const SERVED_MECHANISMS: &[&str] = &["plain", "scram-sha-256", "scram-sha-512", "oauthbearer"];
+
 /// The setting a per-listener name stands for: `listener.name.<l>.ssl.keystore.location` is
 /// `ssl.keystore.location`, `listener.name.<l>.<mechanism>.sasl.jaas.config` is
 /// `sasl.jaas.config` (a mechanism Shardlog serves). `None` for any other name.
@@ -195,9 +218,10 @@ pub fn listener_base(name: &str) -> Option<&str> {
     if listener.is_empty() {
         return None;
     }
-    if let Some(mechanism) = setting.strip_suffix(".sasl.jaas.config") {
-        let served = ["plain", "scram-sha-256", "scram-sha-512"];
-        return served.contains(&mechanism).then_some("sasl.jaas.config");
+    if let Some((mechanism, base)) = setting.split_once('.') {
+        if SERVED_MECHANISMS.contains(&mechanism) {
+            return MECHANISM_SETTINGS.contains(&base).then_some(base);
+        }
     }
     LISTENER_SETTINGS.contains(&setting).then_some(setting)
 }

@@ -507,11 +507,11 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         "sasl.enabled.mechanisms",
         ConfigType::List,
         Some("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"),
-        ListOf(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+        ListOf(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]),
         READ_ONLY,
         "The list of SASL mechanisms enabled in the server (per listener with the \
          listener.name prefix). Kafka's default, GSSAPI, is not served: Shardlog enables the \
-         mechanisms it serves.",
+         mechanisms it serves with passwords; OAUTHBEARER is enabled by naming it.",
     ),
     only(
         "sasl.jaas.config",
@@ -521,7 +521,9 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         READ_ONLY,
         "JAAS login context parameters, only as listener.name.<listener>.<mechanism \
          lower-case>.sasl.jaas.config. For PLAIN: org.apache.kafka.common.security.plain.\
-         PlainLoginModule required user_<name>=\"<password>\" ...; the users it lists.",
+         PlainLoginModule required user_<name>=\"<password>\" ...; the users it lists. For \
+         OAUTHBEARER: org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
+         required [unsecuredValidator...=...];",
     ),
     only(
         "sasl.mechanism.inter.broker.protocol",
@@ -532,6 +534,74 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
         "SASL mechanism used for inter-broker communication. Kafka's default, GSSAPI, is not \
          served: a cluster whose inter-broker listener is SASL_PLAINTEXT or SASL_SSL sets \
          PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (one the listener enables).",
+    ),
+    only(
+        "sasl.oauthbearer.clock.skew.seconds",
+        I,
+        Some("30"),
+        AtLeast(0),
+        READ_ONLY,
+        "OAUTHBEARER with OAuthBearerValidatorCallbackHandler: the allowable clock skew, in \
+         seconds, between the broker and the token's issuer when checking exp and nbf.",
+    ),
+    only(
+        "sasl.oauthbearer.expected.audience",
+        ConfigType::List,
+        None,
+        Any,
+        READ_ONLY,
+        "OAUTHBEARER with OAuthBearerValidatorCallbackHandler: the audiences the broker accepts; \
+         a token's aud must name one. Unset: a token naming an audience is refused (jose4j's \
+         rule, as in Kafka).",
+    ),
+    only(
+        "sasl.oauthbearer.expected.issuer",
+        S,
+        None,
+        Any,
+        READ_ONLY,
+        "OAUTHBEARER with OAuthBearerValidatorCallbackHandler: the issuer a token's iss must be \
+         (unset: not checked).",
+    ),
+    only(
+        "sasl.oauthbearer.jwks.endpoint.url",
+        S,
+        None,
+        Any,
+        READ_ONLY,
+        "OAUTHBEARER with OAuthBearerValidatorCallbackHandler: the JSON Web Key Set whose keys \
+         sign the tokens (RS256, RS384, RS512, ES256, by kid). Only file: URLs (a local file, \
+         reloaded when its modification time changes); an http(s) URL fails the start.",
+    ),
+    only(
+        "sasl.oauthbearer.scope.claim.name",
+        S,
+        Some("scope"),
+        Any,
+        READ_ONLY,
+        "OAUTHBEARER with OAuthBearerValidatorCallbackHandler: the claim holding the token's \
+         scope (a string or a list of strings).",
+    ),
+    only(
+        "sasl.oauthbearer.sub.claim.name",
+        S,
+        Some("sub"),
+        Any,
+        READ_ONLY,
+        "OAUTHBEARER with OAuthBearerValidatorCallbackHandler: the claim naming the principal \
+         (User:<value>).",
+    ),
+    only(
+        "sasl.server.callback.handler.class",
+        ConfigType::Class,
+        None,
+        Any,
+        READ_ONLY,
+        "As listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class: \
+         org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler (or \
+         its older ...oauthbearer.secured. name) verifies signed tokens against \
+         sasl.oauthbearer.jwks.endpoint.url; unset, OAUTHBEARER takes Kafka's unsecured \
+         validator (development only). Other classes fail the start.",
     ),
     only(
         "security.inter.broker.protocol",

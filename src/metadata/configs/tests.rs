@@ -341,3 +341,27 @@ fn tuning_md_update_column_matches_the_registry() {
     }
     assert!(checked > 20, "the update column was found ({checked} names)");
 }
+
+/// Per-listener names stand for their base setting: `listener.name.<l>.<setting>`, and
+/// `listener.name.<l>.<mechanism>.<setting>` for the SASL mechanism settings of a mechanism
+/// Shardlog serves.
+#[test]
+fn listener_and_mechanism_prefixed_names() {
+    for (name, base) in [
+        ("listener.name.sasl_ssl.ssl.keystore.location", Some("ssl.keystore.location")),
+        ("listener.name.ext.plain.sasl.jaas.config", Some("sasl.jaas.config")),
+        ("listener.name.ext.oauthbearer.sasl.jaas.config", Some("sasl.jaas.config")),
+        (
+            "listener.name.ext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url",
+            Some("sasl.oauthbearer.jwks.endpoint.url"),
+        ),
+        ("listener.name.ext.gssapi.sasl.jaas.config", None),
+        ("listener.name.ext.oauthbearer.ssl.keystore.location", None),
+        ("listener.name..ssl.keystore.location", None),
+    ] {
+        assert_eq!(broker::listener_base(name), base, "{name}");
+    }
+    let name = "listener.name.x.oauthbearer.sasl.oauthbearer.clock.skew.seconds";
+    let (kind, ..) = broker_config_def(name).expect("known");
+    assert_eq!(kind, ConfigType::Int);
+}
