@@ -181,6 +181,10 @@ pub const JWKS_FILE_CHECK_INTERVAL_MS: u64 = 1_000;
 pub const JWKS_FILE_BYTES_MAX: usize = 1024 * 1024;
 /// Keys kept from one JWKS (more fails the load: a set that large is not a key set).
 pub const JWKS_KEYS_MAX: usize = 256;
+/// KIP-368: a re-authentication may start at most this often on one connection; an earlier
+/// SaslHandshake is answered as any request after authentication (ILLEGAL_SASL_STATE), as
+/// Kafka's `KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS` does.
+pub const REAUTH_INTERVAL_MS_MIN: u64 = 1_000;
 /// SCRAM iterations Kafka accepts (`ScramMechanism.minIterations` / `maxIterations`).
 pub const SCRAM_ITERATIONS_MIN: i32 = 4096;
 pub const SCRAM_ITERATIONS_MAX: i32 = 16_384;

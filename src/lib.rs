@@ -41,8 +41,8 @@
 //! - [`quota`]: client byte-rate quotas: Kafka's windowed rate and throttle math, per-shard
 //!   client state.
 //! - [`security`]: TLS (rustls) and SASL (PLAIN, SCRAM, OAUTHBEARER) of Kafka listeners:
-//!   per-listener material, the SASL exchange, the principal of each connection
-//!   ([`security::Session`]);
+//!   per-listener material, the SASL exchange and KIP-368's session lifetime, the principal of
+//!   each connection ([`security::Session`]);
 //!   the client side of both for connections to other brokers ([`security::client`]).
 //! - [`metrics`]: per-shard recorders, Prometheus/`.hgrm` rendering, the admin HTTP endpoint.
 #![warn(rustdoc::broken_intra_doc_links)]

@@ -1,15 +1,20 @@
-//! OAUTHBEARER at the wire (issue 34), against the real broker binary with three listeners
-//! from a config file: PLAINTEXT, DEV (SASL_PLAINTEXT, Kafka's unsecured validator with a
-//! required scope, and PLAIN) and SIGNED (SASL_PLAINTEXT, signed tokens checked against a JWKS
-//! file, audience and issuer expected). Raw protocol: Kafka's JSON challenge then
-//! SASL_AUTHENTICATION_FAILED for each kind of bad token, the generic answer to a malformed
-//! first message, the token's principal in the log, a JWKS reloaded when its file changes;
-//! settings that cannot be honoured failing the start. Kafka's Java producer logs in with a
-//! signed token from a file.
+//! OAUTHBEARER and KIP-368 re-authentication at the wire (issue 34), against the real broker
+//! binary with four listeners from a config file: PLAINTEXT, DEV (SASL_PLAINTEXT, Kafka's
+//! unsecured validator with a required scope, and PLAIN without re-authentication), SIGNED
+//! (SASL_PLAINTEXT, signed tokens checked against a JWKS file, audience and issuer expected)
+//! and REAUTH (SASL_PLAINTEXT, PLAIN and SCRAM with `connections.max.reauth.ms`). Raw
+//! protocol: Kafka's JSON challenge then SASL_AUTHENTICATION_FAILED for each kind of bad
+//! token, the generic answer to a malformed first message, the token's principal in the log,
+//! a JWKS reloaded when its file changes; `session_lifetime_ms`, an in-band re-authentication
+//! (with a request in flight before it), the close after expiry and the refused principal and
+//! mechanism changes; settings that cannot be honoured failing the start. Kafka's Java
+//! producer logs in with a signed token from a file; the other real clients (confluent-kafka's
+//! oauth_cb, Java's unsecured login, Java re-authenticating) are in tests/security/run.sh.
 
 mod common;
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
@@ -25,6 +30,8 @@ const PLAIN_JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModul
 const OAUTH_JAAS: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
                           required unsecuredLoginStringClaim_sub=\"admin\" \
                           unsecuredValidatorRequiredScope=\"produce\";";
+/// REAUTH's `connections.max.reauth.ms`.
+const REAUTH_MS: i64 = 1500;
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
@@ -79,9 +86,10 @@ fn write_jwks(path: &Path, signers: &[&Signer]) {
 
 fn start(dir: &Path, jwks: &Path) -> Broker {
     let config = format!(
-        "listeners = \"PLAINTEXT://127.0.0.1:0,DEV://127.0.0.1:0,SIGNED://127.0.0.1:0\"\n\
+        "listeners = \"PLAINTEXT://127.0.0.1:0,DEV://127.0.0.1:0,SIGNED://127.0.0.1:0,\
+         REAUTH://127.0.0.1:0\"\n\
          \"listener.security.protocol.map\" = \"PLAINTEXT:PLAINTEXT,DEV:SASL_PLAINTEXT,\
-         SIGNED:SASL_PLAINTEXT\"\n\
+         SIGNED:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT\"\n\
          \"listener.name.dev.sasl.enabled.mechanisms\" = \"OAUTHBEARER,PLAIN\"\n\
          \"listener.name.dev.oauthbearer.sasl.jaas.config\" = '{OAUTH_JAAS}'\n\
          \"listener.name.dev.plain.sasl.jaas.config\" = '{PLAIN_JAAS}'\n\
@@ -91,6 +99,9 @@ fn start(dir: &Path, jwks: &Path) -> Broker {
          \"listener.name.signed.oauthbearer.sasl.oauthbearer.jwks.endpoint.url\" = \"file://{}\"\n\
          \"sasl.oauthbearer.expected.audience\" = \"other,kafka\"\n\
          \"listener.name.signed.sasl.oauthbearer.expected.issuer\" = \"https://idp.test\"\n\
+         \"listener.name.reauth.sasl.enabled.mechanisms\" = \"PLAIN,SCRAM-SHA-256\"\n\
+         \"listener.name.reauth.plain.sasl.jaas.config\" = '{PLAIN_JAAS}'\n\
+         \"listener.name.reauth.connections.max.reauth.ms\" = {REAUTH_MS}\n\
          \"connection.failed.authentication.delay.ms\" = 50\n",
         jwks.display()
     );
@@ -193,7 +204,11 @@ fn oauthbearer_unsecured_tokens() {
     let exp = now_s() + 600;
 
     let good = unsecured(&format!(r#"{{"sub":"dora","exp":{exp},"scope":["produce","x"]}}"#));
-    let _accepted = accepted(&dev, &good);
+    let (_c, r) = accepted(&dev, &good);
+    // Kafka caps an OAUTHBEARER session at the token's exp even without
+    // connections.max.reauth.ms.
+    let lifetime = r.session_lifetime_ms;
+    assert!((590_000..=600_000).contains(&lifetime), "session_lifetime_ms {lifetime}");
     assert!(logs(&broker, "principal=User:dora"));
 
     let no_scope = unsecured(&format!(r#"{{"sub":"dora","exp":{exp}}}"#));
@@ -252,7 +267,8 @@ fn oauthbearer_signed_tokens_and_a_reloaded_jwks() {
         format!(r#"{{"sub":"{sub}","iat":{iat},"exp":{exp},"aud":"{aud}","iss":"{iss}"}}"#)
     };
     let good = claims("erin", "kafka", "https://idp.test");
-    let _accepted = accepted(&signed, &k1.token("k1", &good));
+    let (_c, r) = accepted(&signed, &k1.token("k1", &good));
+    assert!((290_000..=300_000).contains(&r.session_lifetime_ms), "{}", r.session_lifetime_ms);
     assert!(logs(&broker, "principal=User:erin"));
 
     let invalid = r#"{"status":"invalid_token"}"#;
@@ -290,6 +306,117 @@ fn oauthbearer_signed_tokens_and_a_reloaded_jwks() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(logs(&broker, "JWKS reloaded"));
+}
+
+/// Requests written back to back on one connection, answers read in order.
+struct Pipe {
+    stream: TcpStream,
+    next: i32,
+}
+
+impl Pipe {
+    fn send<R: kafka_protocol::protocol::Request>(&mut self, req: &R, version: i16) -> i32 {
+        let mut buf = bytes::BytesMut::new();
+        self.next += 1;
+        shardlog::protocol::client::encode_request(&mut buf, req, version, self.next)
+            .expect("encode");
+        self.stream.write_all(&buf).expect("write");
+        self.next
+    }
+
+    fn recv<R: kafka_protocol::protocol::Decodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        id: i32,
+    ) -> R {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).expect("length");
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        self.stream.read_exact(&mut body).expect("body");
+        shardlog::protocol::blocking::decode_response(api, version, id, Bytes::from(body))
+            .expect("decode")
+    }
+}
+
+fn plain(user: &str, password: &str) -> Vec<u8> {
+    format!("\0{user}\0{password}").into_bytes()
+}
+
+#[test]
+fn reauthentication_renews_expires_and_keeps_the_principal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jwks = dir.path().join("jwks.json");
+    write_jwks(&jwks, &[&Signer::new("k1")]);
+    let broker = start(dir.path(), &jwks);
+    let reauth = port_of(&broker, "REAUTH");
+    let dev = port_of(&broker, "DEV");
+    assert!(logs(&broker, "connections.max.reauth.ms=1500"));
+
+    // A session of connections.max.reauth.ms, renewed in band with a request in flight.
+    let stream = TcpStream::connect(&reauth).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    let mut p = Pipe { stream, next: 0 };
+    let id = p.send(
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        1,
+    );
+    assert_eq!(p.recv::<SaslHandshakeResponse>(ApiKey::SaslHandshake, 1, id).error_code, 0);
+    let auth = |user: &str| {
+        SaslAuthenticateRequest::default()
+            .with_auth_bytes(Bytes::from(plain(user, &format!("{user}-secret"))))
+    };
+    let id = p.send(&auth("alice"), 2);
+    let r: SaslAuthenticateResponse = p.recv(ApiKey::SaslAuthenticate, 2, id);
+    assert_eq!((r.error_code, r.session_lifetime_ms), (0, REAUTH_MS));
+    let meta = MetadataRequest::default().with_topics(Some(Vec::new()));
+    let in_flight = p.send(&meta, 12);
+    let hs = p.send(
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        1,
+    );
+    let _: MetadataResponse = p.recv(ApiKey::Metadata, 12, in_flight);
+    assert_eq!(p.recv::<SaslHandshakeResponse>(ApiKey::SaslHandshake, 1, hs).error_code, 0);
+    let id = p.send(&auth("alice"), 2);
+    let r: SaslAuthenticateResponse = p.recv(ApiKey::SaslAuthenticate, 2, id);
+    assert_eq!((r.error_code, r.session_lifetime_ms), (0, REAUTH_MS), "renewed");
+    assert!(logs(&broker, "SASL re-authentication succeeded"));
+    // Past the renewed lifetime, the next request closes the connection.
+    std::thread::sleep(Duration::from_millis(u64::try_from(REAUTH_MS).unwrap() + 300));
+    let id = p.send(&meta, 12);
+    let mut byte = [0u8; 1];
+    assert!(matches!(p.stream.read(&mut byte), Ok(0) | Err(_)), "closed, not answered ({id})");
+    assert!(logs(&broker, "SASL session of User:alice expired"));
+
+    // A re-authentication as someone else is refused and the connection closed.
+    let mut c = open(&reauth);
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, 0);
+    assert_eq!(authenticate(&mut c, &plain("alice", "alice-secret")).error_code, 0);
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, 0);
+    let r = authenticate(&mut c, &plain("admin", "admin-secret"));
+    assert_eq!(r.error_code, 58);
+    assert_eq!(
+        r.error_message.map(|m| m.to_string()).as_deref(),
+        Some("Cannot change principals during re-authentication from User.alice: User.admin")
+    );
+    assert!(metadata(&mut c).is_err());
+    // So is one with another mechanism.
+    let mut c = open(&reauth);
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, 0);
+    assert_eq!(authenticate(&mut c, &plain("alice", "alice-secret")).error_code, 0);
+    assert_eq!(handshake(&mut c, "SCRAM-SHA-256").error_code, 0);
+    let r = authenticate(&mut c, b"n,,n=alice,r=abc");
+    assert_eq!(r.error_code, 58);
+    assert!(r.error_message.expect("message").contains("not supported for re-authentication"));
+
+    // Without connections.max.reauth.ms (PLAIN on DEV): lifetime 0, and a SaslHandshake after
+    // authenticating is answered ILLEGAL_SASL_STATE on a connection that stays open.
+    let mut c = open(&dev);
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, 0);
+    let r = authenticate(&mut c, &plain("alice", "alice-secret"));
+    assert_eq!((r.error_code, r.session_lifetime_ms), (0, 0));
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, 34, "ILLEGAL_SASL_STATE");
+    assert!(metadata(&mut c).is_ok());
 }
 
 /// Settings Shardlog cannot honour fail the start with a line naming the setting, never a
@@ -403,7 +530,7 @@ fn the_java_client_logs_in_with_a_signed_token() {
     producer.stdin.take().expect("stdin").write_all(b"one\ntwo\n").expect("write");
     let out = producer.wait_with_output().expect("wait");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(logs(&broker, "principal=User:frank"));
+    assert!(logs(&broker, "principal=User:frank mechanism=\"OAUTHBEARER\""));
     let mut plain = open(&broker.addr);
     let r: ListOffsetsResponse = plain
         .call(

@@ -1,8 +1,9 @@
-//! A SASL listener's OAUTHBEARER validation, from Kafka's settings:
-//! `listener.name.<l>.oauthbearer.sasl.jaas.config` (the unsecured validator's
-//! `unsecuredValidator*` options),
+//! A SASL listener's OAUTHBEARER validation and each mechanism's KIP-368 session limit, from
+//! Kafka's settings: `listener.name.<l>.oauthbearer.sasl.jaas.config` (the unsecured
+//! validator's `unsecuredValidator*` options),
 //! `listener.name.<l>.oauthbearer.sasl.server.callback.handler.class` (Kafka's
-//! `OAuthBearerValidatorCallbackHandler`: signed tokens) with `sasl.oauthbearer.*`. A mechanism setting is looked up as Kafka's
+//! `OAuthBearerValidatorCallbackHandler`: signed tokens) with `sasl.oauthbearer.*`, and
+//! `connections.max.reauth.ms`. A mechanism setting is looked up as Kafka's
 //! `ConfigurationUtils` does: `listener.name.<l>.<mechanism>.<name>`, then
 //! `listener.name.<l>.<name>`, then `<name>`. Built on the main thread at start-up, before
 //! logging starts (`server::sasl_gate::log_settings` says what was built); a JWKS that cannot
@@ -40,6 +41,22 @@ pub fn mechanism_setting(
         .into_iter()
         .find_map(|key| s.0.get(&key).map(|v| (v.clone(), key)))
         .or_else(|| s.text(name).map(|v| (v, name.to_string())))
+}
+
+/// `connections.max.reauth.ms` of each of `mechanisms` on `listener` (≤ 0: no limit).
+pub fn max_reauth_ms(
+    s: &Settings<'_>,
+    listener: &Listener,
+    mechanisms: &[Mechanism],
+) -> Vec<(Mechanism, u64)> {
+    mechanisms
+        .iter()
+        .map(|m| {
+            let value = mechanism_setting(s, listener, *m, "connections.max.reauth.ms");
+            let ms = value.and_then(|(v, _)| v.trim().parse::<i64>().ok()).unwrap_or(0);
+            (*m, u64::try_from(ms).unwrap_or(0))
+        })
+        .collect()
 }
 
 fn invalid(name: String, listener: &Listener, reason: impl std::fmt::Display) -> ConfigError {

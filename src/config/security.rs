@@ -2,7 +2,7 @@
 //! protocols, cipher suites, principal mapping rules) and `sasl.enabled.mechanisms` (each also
 //! as `listener.name.<l>.<setting>`, which wins), and
 //! `listener.name.<l>.<mechanism>.sasl.jaas.config` for PLAIN's users (OAUTHBEARER's token
-//! validation in [`super::oauthbearer`]); the client side of the
+//! validation and the KIP-368 session limits in [`super::oauthbearer`]); the client side of the
 //! inter-broker listener and the controller quorum's TLS. Built on the main thread at start-up;
 //! a listener whose keys or certificates cannot be loaded fails the start, naming the setting.
 
@@ -185,8 +185,9 @@ fn sasl_config(s: &Settings<'_>, listener: &Listener) -> Result<SaslConfig, Conf
     } else {
         None
     };
+    let max_reauth_ms = super::oauthbearer::max_reauth_ms(s, listener, &mechanisms);
     let failed_delay_ms = s.long("connection.failed.authentication.delay.ms").unsigned_abs();
-    Ok(SaslConfig { mechanisms, plain_users, oauth, failed_delay_ms })
+    Ok(SaslConfig { mechanisms, plain_users, oauth, max_reauth_ms, failed_delay_ms })
 }
 
 /// How this broker connects to the others: the inter-broker listener's endpoints, with its

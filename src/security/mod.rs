@@ -1,8 +1,8 @@
 //! Encryption and authentication of Kafka connections: TLS ([`tls`], rustls) and SASL
-//! ([`sasl`]: the mechanism negotiation; [`plain`], [`scram`] and [`oauthbearer`]: the
-//! mechanisms, with OAUTHBEARER's tokens in [`jwt`] and their keys in [`jwks`]), plus what a
-//! listener needs of them ([`ListenerSecurity`]) and who a connection is ([`Session`]); the
-//! client side of both for connections to other brokers ([`client`]).
+//! ([`sasl`]: the mechanism negotiation and KIP-368's session lifetime; [`plain`], [`scram`]
+//! and [`oauthbearer`]: the mechanisms, with OAUTHBEARER's tokens in [`jwt`] and their keys in
+//! [`jwks`]), plus what a listener needs of them ([`ListenerSecurity`]) and who a connection
+//! is ([`Session`]); the client side of both for connections to other brokers ([`client`]).
 //!
 //! What it owns: the per-listener TLS server configs and SASL settings, built once on the
 //! main thread at start-up (bad material fails the start) and then shared read-only; the
@@ -11,8 +11,9 @@
 //! handshake and a SASL exchange run entirely on the shard that accepted the connection,
 //! nothing about them crosses shards (SCRAM credentials come from that shard's metadata
 //! image). Invariants: a connection on a SASL listener reaches no request handler before it
-//! authenticated; the principal of a connection is set once, by its authentication, and every
-//! request handler sees it ([`Session`]). Kafka error codes are chosen at the protocol
+//! authenticated; the principal of a connection is set once, by its authentication (a
+//! KIP-368 re-authentication may not change it), and every request handler sees it
+//! ([`Session`]). Kafka error codes are chosen at the protocol
 //! boundary (`server::sasl_gate`), not here.
 
 pub mod client;

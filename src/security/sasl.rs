@@ -1,7 +1,8 @@
 //! One connection's SASL exchange, independent of Kafka's framing: the mechanism chosen by
 //! SaslHandshake, then the tokens of SaslAuthenticate (or raw tokens after a v0 handshake)
 //! through PLAIN ([`super::plain`]), SCRAM ([`super::scram`]) or OAUTHBEARER
-//! ([`super::oauthbearer`]), to an authenticated user and, for a token, when it expires.
+//! ([`super::oauthbearer`]), to an authenticated user and, for a token, when it expires; and
+//! KIP-368's session lifetime ([`session_lifetime_ms`]).
 //!
 //! Lives in the connection's reader on the shard that accepted it. Invariants: a mechanism is
 //! chosen once, before any token; a token is at most `SASL_TOKEN_BYTES_MAX` bytes; after a
@@ -61,21 +62,56 @@ pub struct SaslConfig {
     pub plain_users: BTreeMap<String, String>,
     /// OAUTHBEARER's token validation (when it is enabled).
     pub oauth: Option<Arc<TokenValidator>>,
+    /// KIP-368 `connections.max.reauth.ms` of each enabled mechanism (0: no limit).
+    pub max_reauth_ms: Vec<(Mechanism, u64)>,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_delay_ms: u64,
 }
 
 impl SaslConfig {
-    /// Settings with `mechanisms` and nothing else (no users, no token validator, no delay).
+    /// Settings with `mechanisms` and nothing else (no users, no token validator, no
+    /// re-authentication, no delay).
     #[must_use]
     pub fn with_mechanisms(mechanisms: Vec<Mechanism>) -> Self {
-        Self { mechanisms, plain_users: BTreeMap::new(), oauth: None, failed_delay_ms: 0 }
+        Self {
+            mechanisms,
+            plain_users: BTreeMap::new(),
+            oauth: None,
+            max_reauth_ms: Vec::new(),
+            failed_delay_ms: 0,
+        }
     }
 
     /// The enabled mechanisms' names, as SaslHandshake lists them.
     #[must_use]
     pub fn mechanism_names(&self) -> Vec<&'static str> {
         self.mechanisms.iter().map(|m| m.name()).collect()
+    }
+
+    /// `connections.max.reauth.ms` of `mechanism` (0: sessions do not expire by it).
+    #[must_use]
+    pub fn max_reauth_ms(&self, mechanism: Mechanism) -> u64 {
+        self.max_reauth_ms.iter().find(|(m, _)| *m == mechanism).map_or(0, |(_, ms)| *ms)
+    }
+}
+
+/// KIP-368: how long a session lasts (ms) after authenticating at `now_ms`, as Kafka's
+/// `SaslServerAuthenticator` computes it: `connections.max.reauth.ms` (`max_reauth_ms`, 0 =
+/// no limit), capped by the credential's expiry (an OAUTHBEARER token's `exp`) when it has
+/// one, never negative. `None`: the session never expires (the client is told 0).
+#[must_use]
+pub fn session_lifetime_ms(
+    max_reauth_ms: u64,
+    credential_expires_ms: Option<i64>,
+    now_ms: i64,
+) -> Option<u64> {
+    let left =
+        credential_expires_ms.map(|exp| u64::try_from(exp.saturating_sub(now_ms)).unwrap_or(0));
+    match (left, max_reauth_ms) {
+        (None, 0) => None,
+        (None, max) => Some(max),
+        (Some(left), 0) => Some(left),
+        (Some(left), max) => Some(left.min(max)),
     }
 }
 
@@ -453,5 +489,15 @@ mod tests {
         x.handshake(&config(), "OAUTHBEARER", 1).expect("v1");
         let err = x.authenticate(&config(), &[CONTROL_A], &NO_ENV).expect_err("malformed");
         assert!(err.client_message().starts_with("Authentication failed during authentication"));
+    }
+
+    #[test]
+    fn session_lifetimes_as_kafka() {
+        assert_eq!(session_lifetime_ms(0, None, 5), None, "off");
+        assert_eq!(session_lifetime_ms(3000, None, 5), Some(3000));
+        assert_eq!(session_lifetime_ms(0, Some(10_005), 5), Some(10_000), "the token's exp");
+        assert_eq!(session_lifetime_ms(3000, Some(10_005), 5), Some(3000));
+        assert_eq!(session_lifetime_ms(30_000, Some(10_005), 5), Some(10_000));
+        assert_eq!(session_lifetime_ms(3000, Some(1), 5), Some(0), "never negative");
     }
 }

@@ -167,6 +167,7 @@ pub fn broker_config_def(
 
 /// Listener settings Kafka takes with the prefix `listener.name.<listener>.`.
 const LISTENER_SETTINGS: &[&str] = &[
+    "connections.max.reauth.ms",
     "sasl.enabled.mechanisms",
     "sasl.oauthbearer.clock.skew.seconds",
     "sasl.oauthbearer.expected.audience",
@@ -195,6 +196,7 @@ const LISTENER_SETTINGS: &[&str] = &[
 /// Settings Kafka takes per listener and SASL mechanism,
 /// `listener.name.<listener>.<mechanism lower-case>.<setting>`.
 const MECHANISM_SETTINGS: &[&str] = &[
+    "connections.max.reauth.ms",
     "sasl.jaas.config",
     "sasl.oauthbearer.clock.skew.seconds",
     "sasl.oauthbearer.expected.audience",

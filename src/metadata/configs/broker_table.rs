@@ -117,6 +117,18 @@ pub static BROKER_ONLY_CONFIGS: &[BrokerOnlyConfig] = &[
          and no response for this many milliseconds. Negative disables the timeout.",
     ),
     only(
+        "connections.max.reauth.ms",
+        L,
+        Some("0"),
+        Any,
+        READ_ONLY,
+        "KIP-368: when positive, the longest a SASL session lasts (an OAUTHBEARER session also \
+         ends at its token's exp). SaslAuthenticate v1+ tells the client (session_lifetime_ms), \
+         which re-authenticates on the open connection before then; a request other than the \
+         re-authentication after it closes the connection. Per listener and mechanism as \
+         listener.name.<listener>.<mechanism lower-case>.connections.max.reauth.ms.",
+    ),
+    only(
         "controlled.shutdown.enable",
         B,
         Some("true"),

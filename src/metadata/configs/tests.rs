@@ -355,13 +355,18 @@ fn listener_and_mechanism_prefixed_names() {
             "listener.name.ext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url",
             Some("sasl.oauthbearer.jwks.endpoint.url"),
         ),
+        (
+            "listener.name.ext.scram-sha-512.connections.max.reauth.ms",
+            Some("connections.max.reauth.ms"),
+        ),
+        ("listener.name.ext.connections.max.reauth.ms", Some("connections.max.reauth.ms")),
         ("listener.name.ext.gssapi.sasl.jaas.config", None),
         ("listener.name.ext.oauthbearer.ssl.keystore.location", None),
         ("listener.name..ssl.keystore.location", None),
     ] {
         assert_eq!(broker::listener_base(name), base, "{name}");
     }
-    let name = "listener.name.x.oauthbearer.sasl.oauthbearer.clock.skew.seconds";
-    let (kind, ..) = broker_config_def(name).expect("known");
-    assert_eq!(kind, ConfigType::Int);
+    let (kind, ..) =
+        broker_config_def("listener.name.x.oauthbearer.connections.max.reauth.ms").expect("known");
+    assert_eq!(kind, ConfigType::Long);
 }
