@@ -2,7 +2,8 @@
 //! client request frames, record batches (every codec), segment files, indexes (offset, time,
 //! aborted transactions), checkpoints,
 //! producer-state snapshots, the metadata log, group records, the raft store, and SASL
-//! tokens with the JAAS and PEM texts of listener settings.
+//! tokens (OAUTHBEARER's messages and JWTs too) with the JAAS, PEM and JWKS texts of listener
+//! settings.
 //!
 //! Each target is a plain `fn(&[u8])` that drives the broker's own decode path and panics
 //! only on a bug (a decoder panic, an allocation past its bound, a broken round trip). The
@@ -21,7 +22,7 @@ mod state;
 
 pub use frames::request_frame;
 pub use records::{decompress, record_batch, segment_scan};
-pub use security::{sasl_tokens, tls_stores};
+pub use security::{oauthbearer, sasl_tokens, tls_stores};
 pub use state::{
     cleaner_checkpoint, epoch_checkpoint, group_records, metadata_log, offset_index,
     producer_snapshot, raft_store, time_index, txn_index,

@@ -30,4 +30,5 @@ targets!(
     txn_index,
     sasl_tokens,
     tls_stores,
+    oauthbearer,
 );
