@@ -46,19 +46,6 @@ fn start(dir: &Path, config: &Path) -> Broker {
     Broker::start_listening(&dir.join("data"), &["--config", config], &["--shards", "2"], &[])
 }
 
-fn port_of(broker: &Broker, name: &str) -> String {
-    let needle = format!("listener {name} listening on ");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        if let Some(line) = broker.log_lines(&needle).pop() {
-            let rest = line.split(&needle).nth(1).expect("addr");
-            return rest.split_whitespace().next().expect("addr").into();
-        }
-        assert!(std::time::Instant::now() < deadline, "no line for {name}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 /// A connection authenticated with PLAIN as `user`.
 fn login(addr: &str, user: &str) -> BlockingConn {
     login_as(addr, user, "acl-test")
@@ -125,7 +112,8 @@ fn without_an_authorizer_the_acl_apis_are_security_disabled() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), false);
     let broker = start(dir.path(), &config);
-    let mut c = BlockingConn::open(&port_of(&broker, "PLAINTEXT"), "acl-test").expect("connect");
+    let mut c =
+        BlockingConn::open(&broker.listener_addr("PLAINTEXT"), "acl-test").expect("connect");
     assert_eq!(describe_all(&mut c).error_code, 54, "SECURITY_DISABLED");
     let op = creation(ResourceType::Topic, "t", PatternType::Literal, "User:a", Operation::Read);
     assert_eq!(create_acls(&mut c, vec![op]), [54]);
@@ -136,7 +124,7 @@ fn acl_apis_with_the_standard_authorizer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), true);
     let mut broker = start(dir.path(), &config);
-    let sasl = port_of(&broker, "SASL_PLAINTEXT");
+    let sasl = broker.listener_addr("SASL_PLAINTEXT");
     let mut admin = login(&sasl, "admin");
     let mut alice = login(&sasl, "alice");
 
@@ -225,7 +213,7 @@ fn acl_apis_with_the_standard_authorizer() {
     // The ACLs are metadata records: they survive a restart.
     broker.terminate();
     let broker = start(dir.path(), &config);
-    let mut admin = login(&port_of(&broker, "SASL_PLAINTEXT"), "admin");
+    let mut admin = login(&broker.listener_addr("SASL_PLAINTEXT"), "admin");
     assert_eq!(acl_count(&describe_all(&mut admin)), 2, "after a restart");
 }
 
@@ -393,11 +381,11 @@ fn requests_are_authorized_as_kafka_does() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), true);
     let broker = start(dir.path(), &config);
-    let sasl = port_of(&broker, "SASL_PLAINTEXT");
+    let sasl = broker.listener_addr("SASL_PLAINTEXT");
     let mut admin = login(&sasl, "admin");
     let mut alice = login(&sasl, "alice");
     let mut anonymous =
-        BlockingConn::open(&port_of(&broker, "PLAINTEXT"), "acl-test").expect("connect");
+        BlockingConn::open(&broker.listener_addr("PLAINTEXT"), "acl-test").expect("connect");
     assert_eq!(create_topic(&mut admin, "orders"), 0, "a super user creates");
     assert_eq!(create_topic(&mut admin, "secret"), 0);
     assert_eq!(produce(&mut admin, "orders"), 0);
@@ -520,7 +508,7 @@ fn acls_cli() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), true);
     let broker = start(dir.path(), &config);
-    let sasl = port_of(&broker, "SASL_PLAINTEXT");
+    let sasl = broker.listener_addr("SASL_PLAINTEXT");
     let run = |user: &str, args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
             .arg("acls")
@@ -647,7 +635,7 @@ fn quotas_follow_the_authenticated_user() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), true);
     let broker = start(dir.path(), &config);
-    let sasl = port_of(&broker, "SASL_PLAINTEXT");
+    let sasl = broker.listener_addr("SASL_PLAINTEXT");
     let mut admin = login(&sasl, "admin");
     assert_eq!(create_topic(&mut admin, "q"), 0);
     let all = acl(
@@ -681,7 +669,7 @@ fn offset_fetch_v1_reports_a_group_refusal_on_each_partition() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), true);
     let broker = start(dir.path(), &config);
-    let mut bob = login(&port_of(&broker, "SASL_PLAINTEXT"), "bob");
+    let mut bob = login(&broker.listener_addr("SASL_PLAINTEXT"), "bob");
     let req =
         OffsetFetchRequest::default().with_group_id(GroupId(s("billing"))).with_topics(Some(vec![
             OffsetFetchRequestTopic::default()

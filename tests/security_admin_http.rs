@@ -42,19 +42,6 @@ fn start(dir: &Path) -> Broker {
     Broker::start_listening(&dir.join("data"), &["--config", config], &["--shards", "2"], &[])
 }
 
-fn port_of(broker: &Broker, name: &str) -> String {
-    let needle = format!("listener {name} listening on ");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(line) = broker.log_lines(&needle).pop() {
-            let rest = line.split(&needle).nth(1).expect("addr");
-            return rest.split_whitespace().next().expect("addr").into();
-        }
-        assert!(std::time::Instant::now() < deadline, "no line for {name}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn login(addr: &str, user: &str) -> BlockingConn {
     let mut c = BlockingConn::open(addr, "admin-http-test").expect("connect");
     let hs = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
@@ -97,7 +84,7 @@ fn cluster_acl(principal: &str, op: Operation) -> AclCreation {
 fn the_admin_endpoint_asks_for_a_user_and_the_cluster_acl() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = start(dir.path());
-    let sasl = port_of(&broker, "SASL_PLAINTEXT");
+    let sasl = broker.listener_addr("SASL_PLAINTEXT");
     let admin_http = broker.admin_addr();
     let mut admin = login(&sasl, "admin");
     let req = CreateAclsRequest::default().with_creations(vec![
@@ -150,7 +137,7 @@ fn the_admin_endpoint_asks_for_a_user_and_the_cluster_acl() {
 fn the_admin_subcommands_log_in_as_a_user() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = start(dir.path());
-    let sasl = port_of(&broker, "SASL_PLAINTEXT");
+    let sasl = broker.listener_addr("SASL_PLAINTEXT");
     let cli = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardlog"))
             .args(args)

@@ -111,34 +111,6 @@ fn start(dir: &Path, jwks: &Path) -> Broker {
     Broker::start_listening(&dir.join("data"), &["--config", config], &["--shards", "2"], &[])
 }
 
-/// The bound address of listener `name`, from its "listener NAME listening on" line.
-fn port_of(broker: &Broker, name: &str) -> String {
-    let needle = format!("listener {name} listening on ");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let line = loop {
-        match broker.log_lines(&needle).pop() {
-            Some(line) => break line,
-            None if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            None => panic!("no line for {name}"),
-        }
-    };
-    line.split(&needle).nth(1).and_then(|r| r.split_whitespace().next()).expect("addr").into()
-}
-
-/// Whether the broker logs a line with `needle` within a few seconds.
-fn logs(broker: &Broker, needle: &str) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !broker.log_contains(needle) {
-        if std::time::Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
 fn open(addr: &str) -> BlockingConn {
     BlockingConn::open(addr, "oauth-test").expect("connect")
 }
@@ -199,8 +171,8 @@ fn oauthbearer_unsecured_tokens() {
     let signer = Signer::new("k1");
     write_jwks(&dir.path().join("jwks.json"), &[&signer]);
     let broker = start(dir.path(), &dir.path().join("jwks.json"));
-    let dev = port_of(&broker, "DEV");
-    assert!(logs(&broker, "OAUTHBEARER accepts UNSECURED tokens"), "the start warns");
+    let dev = broker.listener_addr("DEV");
+    assert!(broker.logs_within("OAUTHBEARER accepts UNSECURED tokens"), "the start warns");
     let exp = now_s() + 600;
 
     let good = unsecured(&format!(r#"{{"sub":"dora","exp":{exp},"scope":["produce","x"]}}"#));
@@ -209,17 +181,17 @@ fn oauthbearer_unsecured_tokens() {
     // connections.max.reauth.ms.
     let lifetime = r.session_lifetime_ms;
     assert!((590_000..=600_000).contains(&lifetime), "session_lifetime_ms {lifetime}");
-    assert!(logs(&broker, "principal=User:dora"));
+    assert!(broker.logs_within("principal=User:dora"));
 
     let no_scope = unsecured(&format!(r#"{{"sub":"dora","exp":{exp}}}"#));
     let json = refused(&dev, &first_message(&no_scope));
     assert_eq!(json, r#"{"status":"insufficient_scope", "scope":"[produce]"}"#);
     let expired = unsecured(r#"{"sub":"dora","exp":1600000000,"scope":"produce"}"#);
     assert_eq!(refused(&dev, &first_message(&expired)), r#"{"status":"invalid_token"}"#);
-    assert!(logs(&broker, "OAUTHBEARER token refused: The indicated time"));
+    assert!(broker.logs_within("OAUTHBEARER token refused: The indicated time"));
     let signed = signer.token("k1", &format!(r#"{{"sub":"dora","exp":{exp}}}"#));
     assert_eq!(refused(&dev, &first_message(&signed)), r#"{"status":"invalid_token"}"#);
-    assert!(logs(&broker, "Unsecured JWS must have 'none'"));
+    assert!(broker.logs_within("Unsecured JWS must have 'none'"));
     let bad_b64 = "x.y.";
     assert_eq!(refused(&dev, &first_message(bad_b64)), r#"{"status":"invalid_token"}"#);
     let bad_json = format!("{}.{}.", b64(b"{\"alg\""), b64(b"{}"));
@@ -241,7 +213,7 @@ fn oauthbearer_unsecured_tokens() {
         );
         assert!(metadata(&mut c).is_err());
     }
-    assert!(logs(&broker, "Invalid OAUTHBEARER client first message"));
+    assert!(broker.logs_within("Invalid OAUTHBEARER client first message"));
     // An authorization id other than the token's principal.
     let mut c = open(&dev);
     assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
@@ -260,8 +232,8 @@ fn oauthbearer_signed_tokens_and_a_reloaded_jwks() {
     let (k1, k2) = (Signer::new("k1"), Signer::new("k2"));
     write_jwks(&jwks, &[&k1]);
     let broker = start(dir.path(), &jwks);
-    let signed = port_of(&broker, "SIGNED");
-    assert!(logs(&broker, "OAUTHBEARER verifies signed tokens"));
+    let signed = broker.listener_addr("SIGNED");
+    assert!(broker.logs_within("OAUTHBEARER verifies signed tokens"));
     let (iat, exp) = (now_s() - 5, now_s() + 300);
     let claims = |sub: &str, aud: &str, iss: &str| {
         format!(r#"{{"sub":"{sub}","iat":{iat},"exp":{exp},"aud":"{aud}","iss":"{iss}"}}"#)
@@ -269,7 +241,7 @@ fn oauthbearer_signed_tokens_and_a_reloaded_jwks() {
     let good = claims("erin", "kafka", "https://idp.test");
     let (_c, r) = accepted(&signed, &k1.token("k1", &good));
     assert!((290_000..=300_000).contains(&r.session_lifetime_ms), "{}", r.session_lifetime_ms);
-    assert!(logs(&broker, "principal=User:erin"));
+    assert!(broker.logs_within("principal=User:erin"));
 
     let invalid = r#"{"status":"invalid_token"}"#;
     let mut forged = k1.token("k1", &good);
@@ -289,7 +261,7 @@ fn oauthbearer_signed_tokens_and_a_reloaded_jwks() {
         (unsecured(&good), "\"none\" is not allowed"),
     ] {
         assert_eq!(refused(&signed, &first_message(&token)), invalid, "{why}");
-        assert!(logs(&broker, why), "logged: {why}");
+        assert!(broker.logs_within(why), "logged: {why}");
     }
 
     // The identity provider rotates its keys: the file is rewritten, the broker reloads it.
@@ -305,7 +277,7 @@ fn oauthbearer_signed_tokens_and_a_reloaded_jwks() {
         assert!(started.elapsed() < Duration::from_secs(10), "the JWKS was not reloaded");
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(logs(&broker, "JWKS reloaded"));
+    assert!(broker.logs_within("JWKS reloaded"));
 }
 
 /// Requests written back to back on one connection, answers read in order.
@@ -349,9 +321,9 @@ fn reauthentication_renews_expires_and_keeps_the_principal() {
     let jwks = dir.path().join("jwks.json");
     write_jwks(&jwks, &[&Signer::new("k1")]);
     let broker = start(dir.path(), &jwks);
-    let reauth = port_of(&broker, "REAUTH");
-    let dev = port_of(&broker, "DEV");
-    assert!(logs(&broker, "connections.max.reauth.ms=1500"));
+    let reauth = broker.listener_addr("REAUTH");
+    let dev = broker.listener_addr("DEV");
+    assert!(broker.logs_within("connections.max.reauth.ms=1500"));
 
     // A session of connections.max.reauth.ms, renewed in band with a request in flight.
     let stream = TcpStream::connect(&reauth).expect("connect");
@@ -380,13 +352,13 @@ fn reauthentication_renews_expires_and_keeps_the_principal() {
     let id = p.send(&auth("alice"), 2);
     let r: SaslAuthenticateResponse = p.recv(ApiKey::SaslAuthenticate, 2, id);
     assert_eq!((r.error_code, r.session_lifetime_ms), (0, REAUTH_MS), "renewed");
-    assert!(logs(&broker, "SASL re-authentication succeeded"));
+    assert!(broker.logs_within("SASL re-authentication succeeded"));
     // Past the renewed lifetime, the next request closes the connection.
     std::thread::sleep(Duration::from_millis(u64::try_from(REAUTH_MS).unwrap() + 300));
     let id = p.send(&meta, 12);
     let mut byte = [0u8; 1];
     assert!(matches!(p.stream.read(&mut byte), Ok(0) | Err(_)), "closed, not answered ({id})");
-    assert!(logs(&broker, "SASL session of User:alice expired"));
+    assert!(broker.logs_within("SASL session of User:alice expired"));
 
     // A re-authentication as someone else is refused and the connection closed.
     let mut c = open(&reauth);
@@ -495,7 +467,7 @@ fn the_java_client_logs_in_with_a_signed_token() {
     let signer = Signer::new("k1");
     write_jwks(&jwks, &[&signer]);
     let broker = start(dir.path(), &jwks);
-    let signed = port_of(&broker, "SIGNED");
+    let signed = broker.listener_addr("SIGNED");
     let (iat, exp) = (now_s(), now_s() + 600);
     let claims = format!(
         r#"{{"sub":"frank","iat":{iat},"exp":{exp},"aud":"kafka","iss":"https://idp.test","scope":"kafka"}}"#
@@ -530,7 +502,7 @@ fn the_java_client_logs_in_with_a_signed_token() {
     producer.stdin.take().expect("stdin").write_all(b"one\ntwo\n").expect("write");
     let out = producer.wait_with_output().expect("wait");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(logs(&broker, "principal=User:frank mechanism=\"OAUTHBEARER\""));
+    assert!(broker.logs_within("principal=User:frank mechanism=\"OAUTHBEARER\""));
     let mut plain = open(&broker.addr);
     let r: ListOffsetsResponse = plain
         .call(

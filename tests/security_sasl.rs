@@ -57,36 +57,6 @@ fn start(dir: &Path, config: &Path) -> Broker {
     Broker::start_listening(&dir.join("data"), &["--config", config], &["--shards", "2"], &[])
 }
 
-/// The bound address of listener `name`, from its "listener NAME listening on" line.
-fn port_of(broker: &Broker, name: &str) -> String {
-    let needle = format!("listener {name} listening on ");
-    // Logged right after the "shardlog listening on" line the harness waits for.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let line = loop {
-        match broker.log_lines(&needle).pop() {
-            Some(line) => break line,
-            None if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            None => panic!("no line for {name}"),
-        }
-    };
-    line.split(&needle).nth(1).and_then(|r| r.split_whitespace().next()).expect("addr").into()
-}
-
-/// Whether the broker logs a line with `needle` within a few seconds (its stderr is read by
-/// another thread).
-fn logs(broker: &Broker, needle: &str) -> bool {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !broker.log_contains(needle) {
-        if std::time::Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
 fn open(addr: &str) -> BlockingConn {
     BlockingConn::open(addr, "security-test").expect("connect")
 }
@@ -116,9 +86,9 @@ fn sasl_and_tls_listeners() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path());
     let mut broker = start(dir.path(), &config);
-    let plain_addr = port_of(&broker, "PLAINTEXT");
-    let sasl_addr = port_of(&broker, "SASL_PLAINTEXT");
-    let ssl_addr = port_of(&broker, "SSL");
+    let plain_addr = broker.listener_addr("PLAINTEXT");
+    let sasl_addr = broker.listener_addr("SASL_PLAINTEXT");
+    let ssl_addr = broker.listener_addr("SSL");
     // A PLAINTEXT client, open through all that follows, must carry on.
     let mut bystander = open(&plain_addr);
     let plain_port: i32 = plain_addr.rsplit(':').next().unwrap().parse().unwrap();
@@ -151,7 +121,7 @@ fn sasl_and_tls_listeners() {
     assert_eq!(authenticate(&mut c, b"\0alice\0alice-secret").error_code, 0);
     let sasl_port: i32 = sasl_addr.rsplit(':').next().unwrap().parse().unwrap();
     assert_eq!(advertised_port(&mut c), sasl_port);
-    assert!(logs(&broker, "principal=User:alice"));
+    assert!(broker.logs_within("principal=User:alice"));
 
     // SCRAM-SHA-256 with a credential made by AlterUserScramCredentials.
     alter_scram(&mut bystander, "bob", "bob-secret");
@@ -168,13 +138,13 @@ fn sasl_and_tls_listeners() {
     let mut buf = [0u8; 64];
     // A TLS alert at most, then end of stream.
     while matches!(raw.read(&mut buf), Ok(n) if n > 0) {}
-    assert!(logs(&broker, "TLS handshake failed"));
+    assert!(broker.logs_within("TLS handshake failed"));
     assert_eq!(advertised_port(&mut bystander), plain_port, "the bystander carries on");
 
     // The credential is in the metadata log: it survives a restart.
     broker.terminate();
     let broker = start(dir.path(), &config);
-    let sasl_addr = port_of(&broker, "SASL_PLAINTEXT");
+    let sasl_addr = broker.listener_addr("SASL_PLAINTEXT");
     assert!(scram_login(&sasl_addr, "bob", "bob-secret"), "after a restart");
 }
 
@@ -261,7 +231,7 @@ fn cluster_listeners_and_replicated_credentials() {
     let extra = ["--listeners", listeners, "--sasl-jaas-config", JAAS];
     let c = Cluster::start_with(3, 34000, &extra);
     c.wait_brokers(3, Duration::from_secs(60));
-    let sasl: Vec<String> = (0..3).map(|i| port_of(c.broker(i), "SASL_PLAINTEXT")).collect();
+    let sasl: Vec<String> = (0..3).map(|i| c.broker(i).listener_addr("SASL_PLAINTEXT")).collect();
     let mut admin = open(&c.broker(0).addr);
     alter_scram(&mut admin, "dora", "dora-secret");
     // The answer leaves once the controller committed it; the other nodes apply it shortly.
@@ -293,7 +263,7 @@ fn a_stalled_tls_handshake_is_closed_after_the_timeout() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path());
     let broker = start(dir.path(), &config);
-    let ssl_addr = port_of(&broker, "SSL");
+    let ssl_addr = broker.listener_addr("SSL");
     let started = std::time::Instant::now();
     let mut stalled = TcpStream::connect(&ssl_addr).expect("connect");
     let limit = Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS);
@@ -305,7 +275,7 @@ fn a_stalled_tls_handshake_is_closed_after_the_timeout() {
     let waited = started.elapsed();
     assert!(matches!(read, Ok(0)), "closed, got {read:?}");
     assert!(waited >= limit - Duration::from_millis(500), "closed after {waited:?}");
-    assert!(logs(&broker, "TLS handshake not done within"));
+    assert!(broker.logs_within("TLS handshake not done within"));
     assert!(metadata(&mut bystander).is_ok());
 }
 
@@ -434,15 +404,15 @@ fn pkcs12_stores_principal_rules_protocols_and_suites() {
     let config = dir.path().join("pkcs12.toml");
     std::fs::write(&config, &settings).expect("write");
     let broker = start(dir.path(), &config);
-    let ssl = port_of(&broker, "SSL");
+    let ssl = broker.listener_addr("SSL");
     let suite = tls_hello(&ssl, &certs, "client-alice", &[], false).expect("alice");
     assert_eq!(suite, rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256);
-    assert!(logs(&broker, "principal=User:alice "));
+    assert!(broker.logs_within("principal=User:alice "));
     tls_hello(&ssl, &certs, "client-bob.smith", &[], false).expect("bob");
-    assert!(logs(&broker, "principal=User:SMITH_BOB"));
+    assert!(broker.logs_within("principal=User:SMITH_BOB"));
     // The broker's own certificate (CN=shardlog-broker) matches no rule: refused.
     assert!(tls_hello(&ssl, &certs, "broker", &[], false).is_err());
-    assert!(logs(&broker, "No rules apply to CN=shardlog-broker"));
+    assert!(broker.logs_within("No rules apply to CN=shardlog-broker"));
     // No suite or protocol in common: refused.
     let other = tls_hello(&ssl, &certs, "client-alice", &["TLS_AES_128_GCM_SHA256"], true);
     assert!(other.is_err(), "{other:?}");
@@ -584,7 +554,7 @@ fn a_dynamic_key_store_serves_new_connections_and_keeps_old_ones() {
     );
     std::fs::write(&config, settings).expect("write");
     let broker = start(dir.path(), &config);
-    let ssl = port_of(&broker, "SSL");
+    let ssl = broker.listener_addr("SSL");
     let mut before = TlsKafka::open(&ssl, &one.join("ca.pem")).expect("first store");
     assert!(TlsKafka::open(&ssl, &two.join("ca.pem")).is_err(), "not yet the second");
 
@@ -620,7 +590,7 @@ fn a_dynamic_key_store_serves_new_connections_and_keeps_old_ones() {
     eprintln!("[kip226] new key store served {:?} after the alter began", started.elapsed());
     assert!(TlsKafka::open(&ssl, &one.join("ca.pem")).is_err(), "the old certificate is gone");
     before.api_versions().expect("the connection opened before carries on");
-    assert!(logs(&broker, "TLS key and trust stores reloaded"));
+    assert!(broker.logs_within("TLS key and trust stores reloaded"));
 
     // A store that cannot be loaded: the alter is refused (Kafka's INVALID_REQUEST, from the
     // broker's own check), and the current store keeps serving on every shard.

@@ -138,6 +138,34 @@ impl Broker {
     }
 
     /// Whether one of the broker's last [`LOG_LINES_KEPT_MAX`] stderr lines contains `needle`.
+    /// The bound address of listener `name`, from its "listener NAME listening on" line
+    /// (logged right after the "shardlog listening on" line `start` waits for; bounded wait).
+    pub fn listener_addr(&self, name: &str) -> String {
+        let needle = format!("listener {name} listening on ");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let line = loop {
+            match self.log_lines(&needle).pop() {
+                Some(line) => break line,
+                None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                None => panic!("no line for listener {name}"),
+            }
+        };
+        line.split(&needle).nth(1).and_then(|r| r.split_whitespace().next()).expect("addr").into()
+    }
+
+    /// Whether the broker logs a line with `needle` within a few seconds (its stderr is read
+    /// by another thread).
+    pub fn logs_within(&self, needle: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.log_contains(needle) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
     /// The broker's kept stderr lines containing `needle`.
     pub fn log_lines(&self, needle: &str) -> Vec<String> {
         let kept = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
