@@ -124,7 +124,7 @@ fn signed(s: &Settings<'_>, listener: &Listener) -> Result<SignedValidator, Conf
             ),
         )
     })?;
-    let keys = JwksFile::open(&path, crate::shard::now_ms())
+    let keys = JwksFile::open(&path, crate::io::real_now_ms())
         .map_err(|e| invalid(found, listener, format!("{url}: {e}")))?;
     let text = |name: &str, default: &str| {
         get(name).map_or_else(|| default.to_string(), |(v, _)| v.trim().to_string())
